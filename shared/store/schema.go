@@ -1,0 +1,130 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Attribute names of the single table. Every item has PK and SK; the GSI
+// attributes are written only on items that belong in that index, so each
+// index is sparse and its cost follows what is in it, not the table's history.
+const (
+	AttrPK     = "PK"
+	AttrSK     = "SK"
+	AttrGSI1PK = "GSI1PK"
+	AttrGSI1SK = "GSI1SK"
+	AttrGSI2PK = "GSI2PK"
+	AttrGSI2SK = "GSI2SK"
+	AttrGSI3PK = "GSI3PK"
+	AttrGSI3SK = "GSI3SK"
+	// AttrTTL holds epoch seconds after which DynamoDB TTL may delete the item.
+	// TTL deletion is lazy (up to days late), so readers also compare it to now.
+	AttrTTL = "ttl"
+)
+
+// Index names. GSI1 lists things inside an organization (live environments,
+// sealed artifacts); GSI2 orders things by deadline across organizations for
+// the scheduled jobs; GSI3 serves the node side (pending work per pool,
+// environments per node).
+const (
+	IndexGSI1 = "GSI1"
+	IndexGSI2 = "GSI2"
+	IndexGSI3 = "GSI3"
+)
+
+// Index describes one global secondary index.
+type Index struct {
+	Name         string
+	PartitionKey string
+	SortKey      string
+}
+
+// TableSchema is the one definition of the table's keys and indexes. The CDK
+// stack and local table creation both read it, so they cannot drift apart.
+type TableSchema struct {
+	PartitionKey string
+	SortKey      string
+	Indexes      []Index
+	TTLAttribute string
+}
+
+// Schema is the table layout used by every part of the system.
+var Schema = TableSchema{
+	PartitionKey: AttrPK,
+	SortKey:      AttrSK,
+	Indexes: []Index{
+		{Name: IndexGSI1, PartitionKey: AttrGSI1PK, SortKey: AttrGSI1SK},
+		{Name: IndexGSI2, PartitionKey: AttrGSI2PK, SortKey: AttrGSI2SK},
+		{Name: IndexGSI3, PartitionKey: AttrGSI3PK, SortKey: AttrGSI3SK},
+	},
+	TTLAttribute: AttrTTL,
+}
+
+// CreateTableInput renders the schema as an on-demand CreateTable request.
+func (s TableSchema) CreateTableInput(name string) *dynamodb.CreateTableInput {
+	attrs := []types.AttributeDefinition{
+		{AttributeName: aws.String(s.PartitionKey), AttributeType: types.ScalarAttributeTypeS},
+		{AttributeName: aws.String(s.SortKey), AttributeType: types.ScalarAttributeTypeS},
+	}
+	var gsis []types.GlobalSecondaryIndex
+	for _, ix := range s.Indexes {
+		attrs = append(attrs,
+			types.AttributeDefinition{AttributeName: aws.String(ix.PartitionKey), AttributeType: types.ScalarAttributeTypeS},
+			types.AttributeDefinition{AttributeName: aws.String(ix.SortKey), AttributeType: types.ScalarAttributeTypeS},
+		)
+		gsis = append(gsis, types.GlobalSecondaryIndex{
+			IndexName: aws.String(ix.Name),
+			KeySchema: []types.KeySchemaElement{
+				{AttributeName: aws.String(ix.PartitionKey), KeyType: types.KeyTypeHash},
+				{AttributeName: aws.String(ix.SortKey), KeyType: types.KeyTypeRange},
+			},
+			Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll},
+		})
+	}
+	return &dynamodb.CreateTableInput{
+		TableName:            aws.String(name),
+		BillingMode:          types.BillingModePayPerRequest,
+		AttributeDefinitions: attrs,
+		KeySchema: []types.KeySchemaElement{
+			{AttributeName: aws.String(s.PartitionKey), KeyType: types.KeyTypeHash},
+			{AttributeName: aws.String(s.SortKey), KeyType: types.KeyTypeRange},
+		},
+		GlobalSecondaryIndexes: gsis,
+	}
+}
+
+// EnsureTable creates the table if it does not exist and turns on TTL where the
+// endpoint supports it. It is for local stacks and tests; in AWS the CDK stack
+// owns the table.
+func EnsureTable(ctx context.Context, db *dynamodb.Client, name string) error {
+	_, err := db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
+	if err == nil {
+		return nil
+	}
+	var nf *types.ResourceNotFoundException
+	if !errors.As(err, &nf) {
+		return fmt.Errorf("describe table %s: %w", name, err)
+	}
+	if _, err := db.CreateTable(ctx, Schema.CreateTableInput(name)); err != nil {
+		var inUse *types.ResourceInUseException
+		if !errors.As(err, &inUse) {
+			return fmt.Errorf("create table %s: %w", name, err)
+		}
+	}
+	// minidyn has no UpdateTimeToLive; readers never rely on TTL having run,
+	// so a refusal here only means expired items linger locally.
+	_, _ = db.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
+		TableName: aws.String(name),
+		TimeToLiveSpecification: &types.TimeToLiveSpecification{
+			AttributeName: aws.String(Schema.TTLAttribute),
+			Enabled:       aws.Bool(true),
+		},
+	})
+	return nil
+}
+
