@@ -1,0 +1,95 @@
+package auth
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/envlease/envlease/shared/clock"
+	"github.com/envlease/envlease/shared/domain"
+)
+
+// Limits of the failed-attempt block (DESIGN "Identity").
+const (
+	FailureWindow    = 60 * time.Second
+	FailureThreshold = 10
+	BlockDuration    = 60 * time.Second
+	// LastUsedInterval bounds lastUsed writes to about one a minute per key.
+	LastUsedInterval = time.Minute
+)
+
+// Store is what authentication needs from persistence.
+type Store interface {
+	LookupCredential(ctx context.Context, hash, addr string) (*domain.APIKey, domain.AddressState, error)
+	RecordAuthFailure(ctx context.Context, addr string, now time.Time, window time.Duration, threshold int, block time.Duration) (domain.AddressState, error)
+	MarkKeyUsed(ctx context.Context, hash string, now time.Time, minInterval time.Duration) error
+}
+
+// Authenticator turns an Authorization header and a peer address into a Principal.
+type Authenticator struct {
+	store Store
+	clock clock.Clock
+	log   *slog.Logger
+}
+
+// New returns an authenticator.
+func New(store Store, clk clock.Clock, log *slog.Logger) *Authenticator {
+	return &Authenticator{store: store, clock: clk, log: log}
+}
+
+// Authenticate checks the bearer token presented from addr. addr must be the
+// connection's peer, never a client-supplied header.
+func (a *Authenticator) Authenticate(ctx context.Context, header, addr string) (domain.Principal, error) {
+	now := a.clock.Now()
+	token, wellFormed := ParseBearer(header)
+	hash := ""
+	if wellFormed {
+		hash = HashToken(token)
+	}
+	key, addrState, err := a.store.LookupCredential(ctx, hash, addr)
+	if err != nil {
+		return domain.Principal{}, err
+	}
+	if blocked, left := addrState.Blocked(now); blocked {
+		return domain.Principal{}, locked(left)
+	}
+	if key == nil || key.Revoked != nil {
+		reason := "missing or malformed bearer token"
+		switch {
+		case key != nil:
+			reason = "token has been revoked"
+		case wellFormed:
+			reason = "unknown token"
+		}
+		st, err := a.store.RecordAuthFailure(ctx, addr, now, FailureWindow, FailureThreshold, BlockDuration)
+		if err != nil {
+			return domain.Principal{}, err
+		}
+		if blocked, left := st.Blocked(now); blocked {
+			return domain.Principal{}, locked(left)
+		}
+		return domain.Principal{}, domain.Errorf(domain.CodeUnauthorized, "%s", reason)
+	}
+	if key.LastUsed == nil || now.Sub(*key.LastUsed) >= LastUsedInterval {
+		// Best effort: a failed bookkeeping write must not fail the request.
+		if err := a.store.MarkKeyUsed(ctx, hash, now, LastUsedInterval); err != nil {
+			a.log.WarnContext(ctx, "lastUsed not recorded", "key", key.ID, "err", err)
+		}
+	}
+	return domain.Principal{
+		OrgID: key.OrgID, UserID: key.UserID, Role: key.Role, KeyID: key.ID,
+		Credential: key.Credential, Pool: key.Pool,
+	}, nil
+}
+
+func locked(left time.Duration) error {
+	secs := (left + time.Second - 1) / time.Second * time.Second
+	if secs < time.Second {
+		secs = time.Second
+	}
+	return &domain.Error{
+		Code:       domain.CodeLocked,
+		Message:    "too many failed authentication attempts from this address; retry later",
+		RetryAfter: secs,
+	}
+}

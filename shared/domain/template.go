@@ -1,0 +1,65 @@
+package domain
+
+// Template is what environments are leased from (spec 2.2).
+type Template struct {
+	Name        string            `json:"name"`
+	Description string            `json:"description"`
+	Command     []string          `json:"command"`
+	Env         map[string]string `json:"env"`
+	Workdir     string            `json:"workdir"`
+	Exports     map[string]Export `json:"exports"`
+	Shares      []TemplateShare   `json:"shares"`
+	Writable    []string          `json:"writable"`
+	Resources   Resources         `json:"resources"`
+	Runtime     string            `json:"runtime"`
+	Restart     string            `json:"restart"`
+	Timeouts    Timeouts          `json:"timeouts"`
+	Warm        int               `json:"warm"`
+	Platforms   []string          `json:"platforms"`
+	BuildCache  bool              `json:"buildCache"`
+	// Pools is added to the spec's record: the pools that run this template.
+	Pools []string `json:"pools"`
+	// Quota is the organization's limit for this template.
+	Quota Quota `json:"quota"`
+}
+
+// Export is a service a template exposes.
+type Export struct {
+	Port     int    `json:"port"`
+	Protocol string `json:"protocol,omitempty"`
+}
+
+// TemplateShare is a folder a template can receive from the client.
+type TemplateShare struct {
+	Name      string   `json:"name"`
+	Path      string   `json:"path"`
+	Direction string   `json:"direction"`
+	Exclude   []string `json:"exclude"`
+}
+
+// Resources are the limits an environment runs under.
+type Resources struct {
+	CPUs   int    `json:"cpus"`
+	Memory string `json:"memory"`
+	PIDs   int    `json:"pids"`
+}
+
+// Timeouts are a template's idle and hard limits.
+type Timeouts struct {
+	Idle Duration `json:"idle"`
+	Hard Duration `json:"hard"`
+}
+
+// Quota is a per-template limit for an organization.
+type Quota struct {
+	MaxLeases int `json:"maxLeases"`
+}
+
+// QuotaEntry is one row of GET /v1/quotas (spec 2.5).
+type QuotaEntry struct {
+	Template  string   `json:"template"`
+	MaxLeases int      `json:"maxLeases"`
+	Running   int      `json:"running"`
+	Idle      Duration `json:"idle"`
+	Hard      Duration `json:"hard"`
+}

@@ -1,0 +1,69 @@
+package httpapi
+
+import (
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/envlease/envlease/shared/domain"
+)
+
+// statusOf is the one table from application error code to HTTP status.
+var statusOf = map[domain.Code]int{
+	domain.CodeBadRequest:       http.StatusBadRequest,
+	domain.CodeUnauthorized:     http.StatusUnauthorized,
+	domain.CodeForbidden:        http.StatusForbidden,
+	domain.CodeNotFound:         http.StatusNotFound,
+	domain.CodeMethodNotAllowed: http.StatusMethodNotAllowed,
+	domain.CodeConflict:         http.StatusConflict,
+	domain.CodeGone:             http.StatusGone,
+	domain.CodeTooLarge:         http.StatusRequestEntityTooLarge,
+	domain.CodeInvalid:          http.StatusUnprocessableEntity,
+	domain.CodeQuota:            http.StatusTooManyRequests,
+	domain.CodeLocked:           http.StatusTooManyRequests,
+	domain.CodeUnavailable:      http.StatusServiceUnavailable,
+	domain.CodeInternal:         http.StatusInternalServerError,
+}
+
+// Status returns the HTTP status of an application error code.
+func Status(code domain.Code) int {
+	if s, ok := statusOf[code]; ok {
+		return s
+	}
+	return http.StatusInternalServerError
+}
+
+// ErrorBody is the body of every error response.
+type ErrorBody struct {
+	Error string `json:"error"`
+	Code  string `json:"code"`
+	// Field names the request field at fault, where there is one.
+	Field string `json:"field,omitempty"`
+}
+
+// WriteError writes err as {"error","code"}. Only the client-safe message of an
+// application error is sent; causes are logged with the request id.
+func WriteError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
+	e := domain.AsError(err)
+	status := Status(e.Code)
+	if e.Err != nil || status >= 500 {
+		level := slog.LevelWarn
+		if status == http.StatusInternalServerError {
+			level = slog.LevelError
+		}
+		log.Log(r.Context(), level, "request failed", "code", e.Code, "err", err.Error())
+	}
+	retry := e.RetryAfter
+	if retry == 0 && e.Code == domain.CodeUnavailable {
+		retry = 2 * time.Second
+	}
+	if retry > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int((retry+time.Second-1)/time.Second)))
+	}
+	msg := e.Message
+	if msg == "" {
+		msg = http.StatusText(status)
+	}
+	WriteJSON(w, status, ErrorBody{Error: msg, Code: string(e.Code), Field: e.Field})
+}

@@ -1,0 +1,79 @@
+package keys
+
+import (
+	"net/http"
+
+	"github.com/envlease/envlease/shared/domain"
+	"github.com/envlease/envlease/shared/httpapi"
+)
+
+// TokenRoutes is the tokens group: POST /v1/tokens.
+func TokenRoutes(s *Service) []httpapi.Route {
+	return []httpapi.Route{
+		{Method: http.MethodPost, Path: "/v1/tokens", Access: httpapi.Member, Handler: s.handleCreateToken},
+	}
+}
+
+// KeyRoutes is the keys group: create, list and revoke.
+func KeyRoutes(s *Service) []httpapi.Route {
+	return []httpapi.Route{
+		{Method: http.MethodPost, Path: "/v1/keys", Access: httpapi.Admin, Handler: s.handleCreateKey},
+		{Method: http.MethodGet, Path: "/v1/keys", Access: httpapi.Member, Handler: s.handleList},
+		{Method: http.MethodDelete, Path: "/v1/keys/{id}", Access: httpapi.Member, Handler: s.handleRevoke},
+	}
+}
+
+type createRequest struct {
+	Name   string `json:"name"`
+	Source string `json:"source,omitempty"`
+}
+
+func (s *Service) handleCreateToken(w http.ResponseWriter, r *http.Request, p domain.Principal) error {
+	var req createRequest
+	if err := httpapi.Decode(r, &req); err != nil {
+		return err
+	}
+	out, err := s.CreateToken(r.Context(), p, req.Name, req.Source)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	httpapi.WriteJSON(w, http.StatusCreated, out)
+	return nil
+}
+
+type createKeyRequest struct {
+	Name string `json:"name"`
+}
+
+func (s *Service) handleCreateKey(w http.ResponseWriter, r *http.Request, p domain.Principal) error {
+	var req createKeyRequest
+	if err := httpapi.Decode(r, &req); err != nil {
+		return err
+	}
+	out, err := s.CreateOrgKey(r.Context(), p, req.Name)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	httpapi.WriteJSON(w, http.StatusCreated, out)
+	return nil
+}
+
+func (s *Service) handleList(w http.ResponseWriter, r *http.Request, p domain.Principal) error {
+	ks, err := s.List(r.Context(), p)
+	if err != nil {
+		return err
+	}
+	httpapi.WriteJSON(w, http.StatusOK, map[string]any{"keys": ks})
+	return nil
+}
+
+func (s *Service) handleRevoke(w http.ResponseWriter, r *http.Request, p domain.Principal) error {
+	k, err := s.Revoke(r.Context(), p, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	httpapi.WriteJSON(w, http.StatusOK, map[string]any{"apiKey": k})
+	return nil
+}

@@ -1,0 +1,140 @@
+// Package keys issues and manages bearer credentials: CLI tokens (endpoint 1),
+// organization API keys (endpoint 2), their listing and revocation.
+package keys
+
+import (
+	"context"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/envlease/envlease/shared/auth"
+	"github.com/envlease/envlease/shared/clock"
+	"github.com/envlease/envlease/shared/domain"
+)
+
+// Store is what the keys service needs from persistence.
+type Store interface {
+	PutKey(ctx context.Context, k domain.APIKey) error
+	ListKeys(ctx context.Context, org string) ([]domain.APIKey, error)
+	GetKey(ctx context.Context, org, id string) (domain.APIKey, error)
+	RevokeKey(ctx context.Context, k domain.APIKey, now time.Time) (domain.APIKey, error)
+}
+
+// Sources of a key record.
+var sources = map[string]bool{"console": true, "cli": true, "api": true}
+
+// Service holds the key rules.
+type Service struct {
+	store Store
+	clock clock.Clock
+}
+
+// NewService returns the keys service.
+func NewService(store Store, clk clock.Clock) *Service {
+	return &Service{store: store, clock: clk}
+}
+
+// Issued is a new key record with its token, which is shown only this once.
+type Issued struct {
+	Token  string        `json:"token"`
+	APIKey domain.APIKey `json:"apiKey"`
+}
+
+// CreateToken issues a CLI token that acts as the calling person.
+func (s *Service) CreateToken(ctx context.Context, p domain.Principal, name, source string) (Issued, error) {
+	if p.UserID == "" {
+		return Issued{}, domain.Errorf(domain.CodeForbidden, "a CLI token belongs to a person; an organization API key cannot create one")
+	}
+	if source == "" {
+		source = "cli"
+	}
+	if !sources[source] {
+		return Issued{}, domain.Invalid("source", "source must be one of console, cli, api")
+	}
+	return s.issue(ctx, p, name, source, auth.PrefixCLI, domain.APIKey{
+		Credential: domain.CredentialCLI, UserID: p.UserID, Role: p.Role,
+		Owner: domain.Owner{Kind: "user", ID: p.UserID},
+	})
+}
+
+// CreateOrgKey issues an organization API key. Admins only.
+func (s *Service) CreateOrgKey(ctx context.Context, p domain.Principal, name string) (Issued, error) {
+	if !p.IsAdmin() {
+		return Issued{}, domain.Errorf(domain.CodeForbidden, "only an organization admin can create API keys")
+	}
+	// An organization key acts with member rights: it can use the service but
+	// not manage credentials, which stays a person's act.
+	return s.issue(ctx, p, name, "api", auth.PrefixOrg, domain.APIKey{
+		Credential: domain.CredentialOrg, Role: domain.RoleMember,
+		Owner: domain.Owner{Kind: "organization", ID: p.OrgID},
+	})
+}
+
+func (s *Service) issue(ctx context.Context, p domain.Principal, name, source, prefix string, k domain.APIKey) (Issued, error) {
+	if err := ValidateName(name); err != nil {
+		return Issued{}, err
+	}
+	token, display, hash := auth.NewToken(prefix)
+	k.ID = auth.NewID("key_")
+	k.Kind = "org"
+	k.Name = name
+	k.Prefix = display
+	k.CreatedBy = p.Actor()
+	k.Source = source
+	k.Created = s.clock.Now()
+	k.OrgID = p.OrgID
+	k.Hash = hash
+	if err := s.store.PutKey(ctx, k); err != nil {
+		return Issued{}, err
+	}
+	return Issued{Token: token, APIKey: k}, nil
+}
+
+// ValidateName checks a key name: 1-100 characters, no control characters.
+func ValidateName(name string) error {
+	if name == "" {
+		return domain.Invalid("name", "name is required")
+	}
+	if !utf8.ValidString(name) || utf8.RuneCountInString(name) > 100 {
+		return domain.Invalid("name", "name must be at most 100 characters of UTF-8")
+	}
+	for _, r := range name {
+		if unicode.IsControl(r) {
+			return domain.Invalid("name", "name must not contain control characters")
+		}
+	}
+	return nil
+}
+
+// List returns the key records the caller may see: all of the organization's
+// for an admin, a member's own CLI tokens otherwise.
+func (s *Service) List(ctx context.Context, p domain.Principal) ([]domain.APIKey, error) {
+	all, err := s.store.ListKeys(ctx, p.OrgID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]domain.APIKey, 0, len(all))
+	for _, k := range all {
+		if k.Credential == domain.CredentialNode && !p.IsAdmin() {
+			continue
+		}
+		if p.IsAdmin() || (p.UserID != "" && k.UserID == p.UserID) {
+			out = append(out, k)
+		}
+	}
+	return out, nil
+}
+
+// Revoke sets revoked on a key. Admins revoke any key of their organization;
+// a member only their own CLI tokens. Revoking twice is harmless.
+func (s *Service) Revoke(ctx context.Context, p domain.Principal, id string) (domain.APIKey, error) {
+	k, err := s.store.GetKey(ctx, p.OrgID, id)
+	if err != nil {
+		return domain.APIKey{}, err
+	}
+	if !p.IsAdmin() && (p.UserID == "" || k.UserID != p.UserID) {
+		return domain.APIKey{}, domain.Errorf(domain.CodeForbidden, "you can revoke only your own CLI tokens")
+	}
+	return s.store.RevokeKey(ctx, k, s.clock.Now())
+}

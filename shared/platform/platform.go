@@ -1,0 +1,77 @@
+// Package platform reads configuration from the environment and builds the
+// AWS clients and the logger. Endpoints (LocalStack, the local stack) come
+// from the SDK's own settings, AWS_ENDPOINT_URL and AWS_ENDPOINT_URL_<SERVICE>,
+// so there is no code path that differs between AWS and elsewhere.
+package platform
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+)
+
+// Config is the process configuration.
+type Config struct {
+	// Table is the DynamoDB table (TABLE_NAME).
+	Table string
+	// Bucket is the artifacts bucket (BUCKET_NAME).
+	Bucket string
+	// LinkSignerSecretARN names the Secrets Manager secret with the key that
+	// signs artifact links (LINK_SIGNER_SECRET_ARN); empty means the function's
+	// own credentials sign.
+	LinkSignerSecretARN string
+	// LogLevel is debug, info, warn or error (LOG_LEVEL).
+	LogLevel string
+}
+
+// LoadConfig reads the configuration from the environment.
+func LoadConfig() (Config, error) {
+	c := Config{
+		Table:               os.Getenv("TABLE_NAME"),
+		Bucket:              os.Getenv("BUCKET_NAME"),
+		LinkSignerSecretARN: os.Getenv("LINK_SIGNER_SECRET_ARN"),
+		LogLevel:            os.Getenv("LOG_LEVEL"),
+	}
+	if c.Table == "" {
+		return c, fmt.Errorf("TABLE_NAME is not set")
+	}
+	return c, nil
+}
+
+// Logger returns a JSON slog logger at the configured level.
+func Logger(w io.Writer, level string) *slog.Logger {
+	var l slog.Level
+	switch strings.ToLower(level) {
+	case "debug":
+		l = slog.LevelDebug
+	case "warn":
+		l = slog.LevelWarn
+	case "error":
+		l = slog.LevelError
+	default:
+		l = slog.LevelInfo
+	}
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l}))
+}
+
+// AWSConfig loads the SDK configuration the standard way (environment, shared
+// files, the Lambda role).
+func AWSConfig(ctx context.Context) (aws.Config, error) {
+	cfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return aws.Config{}, fmt.Errorf("load AWS configuration: %w", err)
+	}
+	return cfg, nil
+}
+
+// Fatal logs err and exits: for main functions that cannot start.
+func Fatal(log *slog.Logger, msg string, err error) {
+	log.Error(msg, "err", err)
+	os.Exit(1)
+}

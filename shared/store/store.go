@@ -1,0 +1,121 @@
+// Package store is the only persistence of envlease: one DynamoDB table,
+// reached through aws-sdk-go-v2. It turns SDK errors into domain codes so the
+// layers above never see DynamoDB types.
+//
+// Item layout (PK / SK, and the sparse index keys where an item has them):
+//
+//	ORG#<org>          ORG                      organization
+//	ORG#<org>          USER#<user>              person
+//	ORG#<org>          TEMPLATE#<name>          template
+//	ORG#<org>          QUOTA#<template>         maxLeases and the running count
+//	TOKEN#<sha256>     TOKEN                    key record, found by hash; GSI1 ORG#<org>#KEYS / KEY#<id>
+//	ADDR#<ip>          ADDR                     failed-attempt counter and block
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/envlease/envlease/shared/domain"
+)
+
+// Store reads and writes the single table.
+type Store struct {
+	db    *dynamodb.Client
+	table string
+}
+
+// New returns a store over table.
+func New(db *dynamodb.Client, table string) *Store {
+	return &Store{db: db, table: table}
+}
+
+// Table returns the table name.
+func (s *Store) Table() string { return s.table }
+
+// DB returns the DynamoDB client, for jobs and tests that need the raw table.
+func (s *Store) DB() *dynamodb.Client { return s.db }
+
+func orgPK(org string) string { return "ORG#" + org }
+
+// key builds a primary key.
+func key(pk, sk string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{
+		AttrPK: &types.AttributeValueMemberS{Value: pk},
+		AttrSK: &types.AttributeValueMemberS{Value: sk},
+	}
+}
+
+func str(v string) types.AttributeValue  { return &types.AttributeValueMemberS{Value: v} }
+func num(v int64) types.AttributeValue   { return &types.AttributeValueMemberN{Value: fmt.Sprint(v)} }
+func boolean(v bool) types.AttributeValue { return &types.AttributeValueMemberBOOL{Value: v} }
+
+// marshal renders an item struct; a failure here is a programming error.
+func marshal(v any) (map[string]types.AttributeValue, error) {
+	item, err := attributevalue.MarshalMap(v)
+	if err != nil {
+		return nil, domain.Internal(fmt.Errorf("marshal item: %w", err))
+	}
+	return item, nil
+}
+
+func unmarshal(item map[string]types.AttributeValue, v any) error {
+	if err := attributevalue.UnmarshalMap(item, v); err != nil {
+		return domain.Internal(fmt.Errorf("unmarshal item: %w", err))
+	}
+	return nil
+}
+
+// IsConditionFailed reports whether err is a failed condition on a single-item write.
+func IsConditionFailed(err error) bool {
+	var ccf *types.ConditionalCheckFailedException
+	return errors.As(err, &ccf)
+}
+
+// CancellationReasons returns the per-item reason codes of a cancelled
+// transaction ("ConditionalCheckFailed", "None", ...), or nil.
+func CancellationReasons(err error) []string {
+	var tce *types.TransactionCanceledException
+	if !errors.As(err, &tce) {
+		return nil
+	}
+	out := make([]string, len(tce.CancellationReasons))
+	for i, r := range tce.CancellationReasons {
+		out[i] = aws.ToString(r.Code)
+	}
+	return out
+}
+
+// dependencyError maps an SDK error that no caller handled. Requests DynamoDB
+// refused as malformed are our bugs (500); everything else — throttling,
+// server errors, a network that does not answer — is a dependency the client
+// may retry (503). The SDK has already retried with backoff by then.
+func dependencyError(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var de *domain.Error
+	if errors.As(err, &de) {
+		return err
+	}
+	if errors.Is(err, context.Canceled) {
+		return domain.Unavailable("the table", fmt.Errorf("%s: %w", op, err))
+	}
+	var api smithy.APIError
+	if errors.As(err, &api) {
+		switch code := api.ErrorCode(); {
+		case code == "ValidationException", code == "SerializationException",
+			strings.HasSuffix(code, "ConditionalCheckFailedException"):
+			return domain.Internal(fmt.Errorf("%s: %w", op, err))
+		}
+	}
+	return domain.Unavailable("the table", fmt.Errorf("%s: %w", op, err))
+}
