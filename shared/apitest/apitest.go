@@ -29,7 +29,7 @@ var fixtureJSON []byte
 // Tokens of the test configuration (fixture.json).
 const (
 	AliceToken = "els_dev_alice_0123456789abcdef0123456789abcdef" // acme admin
-	BobToken   = "els_dev_bob_0123456789abcdef0123456789abcdef01"  // acme member
+	BobToken   = "els_dev_bob_0123456789abcdef0123456789abcdef01" // acme member
 	CarolToken = "els_dev_carol_0123456789abcdef0123456789abcdef" // globex admin
 )
 
@@ -87,7 +87,10 @@ func New(t testing.TB, routes func(e *Env) [][]httpapi.Route) *Env {
 
 type testWriter struct{ t testing.TB }
 
-func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(bytes.TrimSpace(p))); return len(p), nil }
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(bytes.TrimSpace(p)))
+	return len(p), nil
+}
 
 // Response is a recorded response.
 type Response struct {

@@ -63,4 +63,3 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 
 // Seconds returns whole seconds, for storage.
 func (d Duration) Seconds() int64 { return int64(time.Duration(d) / time.Second) }
-

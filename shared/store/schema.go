@@ -127,4 +127,3 @@ func EnsureTable(ctx context.Context, db *dynamodb.Client, name string) error {
 	})
 	return nil
 }
-

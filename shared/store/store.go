@@ -54,8 +54,8 @@ func key(pk, sk string) map[string]types.AttributeValue {
 	}
 }
 
-func str(v string) types.AttributeValue  { return &types.AttributeValueMemberS{Value: v} }
-func num(v int64) types.AttributeValue   { return &types.AttributeValueMemberN{Value: fmt.Sprint(v)} }
+func str(v string) types.AttributeValue   { return &types.AttributeValueMemberS{Value: v} }
+func num(v int64) types.AttributeValue    { return &types.AttributeValueMemberN{Value: fmt.Sprint(v)} }
 func boolean(v bool) types.AttributeValue { return &types.AttributeValueMemberBOOL{Value: v} }
 
 // marshal renders an item struct; a failure here is a programming error.
