@@ -180,3 +180,13 @@ var responseChecks []func(t testing.TB, req *http.Request, res *Response)
 func AddResponseCheck(f func(t testing.TB, req *http.Request, res *Response)) {
 	responseChecks = append(responseChecks, f)
 }
+
+// NewClockNow returns a fake clock at the real current time, for tests whose
+// records are also judged by real time.
+func NewClockNow() *clock.Fake { return clock.NewFake(time.Now()) }
+
+// DiscardLogger returns a logger that writes nothing.
+func DiscardLogger() *slog.Logger { return slog.New(slog.NewJSONHandler(io.Discard, nil)) }
+
+// NewAuth returns an authenticator over e's store and clock.
+func NewAuth(e *Env) *auth.Authenticator { return auth.New(e.Store, e.Clock, e.Log) }

@@ -150,7 +150,7 @@ func (s *Store) RevokeKey(ctx context.Context, k domain.APIKey, now time.Time) (
 		Key:                       key(tokenPK(k.Hash), "TOKEN"),
 		UpdateExpression:          aws.String("SET revoked = if_not_exists(revoked, :now)"),
 		ConditionExpression:       aws.String("attribute_exists(PK)"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":now": str(now.UTC().Format(time.RFC3339Nano))},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":now": str(FormatTime(now))},
 		ReturnValues:              types.ReturnValueAllNew,
 	})
 	if IsConditionFailed(err) {
@@ -173,10 +173,10 @@ func (s *Store) MarkKeyUsed(ctx context.Context, hash string, now time.Time, min
 		TableName:           aws.String(s.table),
 		Key:                 key(tokenPK(hash), "TOKEN"),
 		UpdateExpression:    aws.String("SET lastUsed = :now"),
-		ConditionExpression: aws.String("attribute_exists(PK) AND (attribute_not_exists(lastUsed) OR lastUsed < :cutoff)"),
+		ConditionExpression: aws.String("attribute_exists(PK) AND (attribute_not_exists(lastUsed) OR lastUsed <= :cutoff)"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":now":    str(now.UTC().Format(time.RFC3339Nano)),
-			":cutoff": str(now.Add(-minInterval).UTC().Format(time.RFC3339Nano)),
+			":now":    str(FormatTime(now)),
+			":cutoff": str(FormatTime(now.Add(-minInterval))),
 		},
 	})
 	if IsConditionFailed(err) {

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
@@ -58,9 +59,27 @@ func str(v string) types.AttributeValue   { return &types.AttributeValueMemberS{
 func num(v int64) types.AttributeValue    { return &types.AttributeValueMemberN{Value: fmt.Sprint(v)} }
 func boolean(v bool) types.AttributeValue { return &types.AttributeValueMemberBOOL{Value: v} }
 
+// TimeLayout is how the table stores instants: UTC with a fixed nine-digit
+// fraction, so that string order is time order in sort keys and conditions
+// (RFC 3339 with trimmed fractions does not sort: "05Z" > "05.1Z").
+const TimeLayout = "2006-01-02T15:04:05.000000000Z"
+
+// FormatTime renders t in TimeLayout.
+func FormatTime(t time.Time) string { return t.UTC().Format(TimeLayout) }
+
+var encoder = attributevalue.NewEncoder(func(o *attributevalue.EncoderOptions) {
+	o.EncodeTime = func(t time.Time) (types.AttributeValue, error) { return str(FormatTime(t)), nil }
+})
+
 // marshal renders an item struct; a failure here is a programming error.
 func marshal(v any) (map[string]types.AttributeValue, error) {
-	item, err := attributevalue.MarshalMap(v)
+	av, err := encoder.Encode(v)
+	var item map[string]types.AttributeValue
+	if m, ok := av.(*types.AttributeValueMemberM); ok && err == nil {
+		item = m.Value
+	} else if err == nil {
+		err = fmt.Errorf("%T is not a struct or map", v)
+	}
 	if err != nil {
 		return nil, domain.Internal(fmt.Errorf("marshal item: %w", err))
 	}

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
+
+	"github.com/envlease/envlease/shared/apitest"
+)
+
+func TestLambdaEvents(t *testing.T) {
+	e := apitest.New(t, nil)
+	proxy := httpadapter.NewV2(handler(e.Store, e.Clock, e.Log)).ProxyWithContext
+	cases := []struct {
+		file   string
+		status int
+		want   string
+	}{
+		{"keys-create.json", 201, `"kind":"org"`},
+		{"keys-list.json", 200, `"keys":[`},
+		{"keys-revoke.json", 200, `"revoked":"`},
+		{"tokens-create.json", 404, `"code":"not_found"`}, // another group's route
+	}
+	for _, c := range cases {
+		t.Run(c.file, func(t *testing.T) {
+			var ev events.APIGatewayV2HTTPRequest
+			raw, err := os.ReadFile("../../events/" + c.file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(raw, &ev); err != nil {
+				t.Fatal(err)
+			}
+			res, err := proxy(context.Background(), ev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.StatusCode != c.status || res.Headers["Content-Type"] != "application/json" || !strings.Contains(res.Body, c.want) {
+				t.Fatalf("status %d headers %v body %s", res.StatusCode, res.Headers, res.Body)
+			}
+		})
+	}
+}

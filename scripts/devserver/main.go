@@ -1,0 +1,167 @@
+// Command devserver runs the whole service on one machine: an in-process
+// DynamoDB (minidyn), an S3 gateway (versitygw, built from the pinned module
+// on first run), the table and bucket, the demo organizations, and every
+// endpoint group on one address.
+package main
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/envlease/envlease/shared/auth"
+	"github.com/envlease/envlease/shared/clock"
+	"github.com/envlease/envlease/shared/devstack"
+	"github.com/envlease/envlease/shared/fixture"
+	"github.com/envlease/envlease/shared/httpapi"
+	"github.com/envlease/envlease/shared/platform"
+	"github.com/envlease/envlease/shared/store"
+)
+
+//go:embed demo.json
+var demoFixture []byte
+
+// deps is what the route groups and background jobs are built from.
+type deps struct {
+	ctx     context.Context
+	store   *store.Store
+	clock   clock.Clock
+	log     *slog.Logger
+	s3      *s3.Client
+	bucket  string
+	s3Stack *devstack.S3
+	baseURL string
+	sweep   time.Duration
+}
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:8080", "listen address of the API")
+	fixturePath := flag.String("fixture", "", "organization configuration file (default: the built-in demo, scripts/devserver/demo.json)")
+	sweep := flag.Duration("sweep", 15*time.Second, "how often the timeout and expiry jobs run")
+	dataDir := flag.String("data", "", "folder for S3 objects (default: a temporary folder removed on exit)")
+	logLevel := flag.String("log", "info", "log level: debug, info, warn, error")
+	flag.Parse()
+
+	log := platform.Logger(os.Stderr, *logLevel)
+	if err := run(*addr, *fixturePath, *dataDir, *sweep, log); err != nil {
+		fmt.Fprintln(os.Stderr, "devserver:", err)
+		os.Exit(1)
+	}
+}
+
+func run(addr, fixturePath, dataDir string, sweep time.Duration, log *slog.Logger) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	cfg := demoFixture
+	if fixturePath != "" {
+		b, err := os.ReadFile(fixturePath)
+		if err != nil {
+			return fmt.Errorf("read fixture: %w", err)
+		}
+		cfg = b
+	}
+	file, err := fixture.Parse(cfg)
+	if err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	defer ln.Close()
+
+	fmt.Fprintln(os.Stderr, "starting DynamoDB (minidyn, in-process)…")
+	dyn, err := devstack.StartDynamo(ctx, "envlease")
+	if err != nil {
+		return err
+	}
+	defer dyn.Close()
+
+	fmt.Fprintln(os.Stderr, "starting S3 (versitygw)…")
+	if dataDir != "" {
+		if dataDir, err = filepath.Abs(dataDir); err != nil {
+			return err
+		}
+		if err := os.MkdirAll(dataDir, 0o755); err != nil {
+			return err
+		}
+	}
+	s3s, err := devstack.StartS3(ctx, devstack.S3Options{Dir: dataDir, Bucket: "envlease", Progress: os.Stderr})
+	if err != nil {
+		return err
+	}
+	defer s3s.Stop()
+
+	st := store.New(dyn.Client(ctx), dyn.Table)
+	clk := clock.System{}
+	if err := fixture.Apply(ctx, st, file, fixture.Options{WithTokens: true, Now: clk.Now()}); err != nil {
+		return fmt.Errorf("load fixture: %w", err)
+	}
+
+	d := deps{
+		ctx: ctx, store: st, clock: clk, log: log, s3: s3s.Client(ctx), bucket: s3s.Bucket,
+		s3Stack: s3s, baseURL: "http://" + ln.Addr().String(), sweep: sweep,
+	}
+	h := httpapi.New(httpapi.Config{Logger: log, Auth: auth.New(st, clk, log)}, routes(d)...)
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+
+	stopBackground := startBackground(d)
+	defer stopBackground()
+
+	printBanner(d.baseURL, dyn.Endpoint, s3s.Endpoint, file)
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case <-ctx.Done():
+		fmt.Fprintln(os.Stderr, "\nstopping…")
+	case err := <-errc:
+		if !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return srv.Shutdown(shutdownCtx)
+}
+
+func printBanner(base, dynamo, s3 string, f fixture.File) {
+	fmt.Printf("\nenvlease is running at %s\n", base)
+	fmt.Printf("  DynamoDB (minidyn): %s  table envlease\n", dynamo)
+	fmt.Printf("  S3 (versitygw):     %s  bucket envlease\n\n", s3)
+	fmt.Println("Demo tokens:")
+	for _, o := range f.Orgs {
+		for _, u := range o.Users {
+			for _, t := range u.Tokens {
+				fmt.Printf("  %-8s %-6s %-7s %s\n", o.ID, u.ID, u.Role, t)
+			}
+		}
+	}
+	fmt.Printf("\nTry: curl -s -H 'Authorization: Bearer %s' %s/v1/keys\n", firstToken(f), base)
+	fmt.Println("Stop with Ctrl-C.")
+}
+
+func firstToken(f fixture.File) string {
+	for _, o := range f.Orgs {
+		for _, u := range o.Users {
+			if len(u.Tokens) > 0 {
+				return u.Tokens[0]
+			}
+		}
+	}
+	return "<token>"
+}
