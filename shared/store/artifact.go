@@ -1,0 +1,306 @@
+package store
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/envlease/envlease/shared/domain"
+)
+
+// Artifact items:
+//
+//	ORG#<org>  ARTIFACT#<id>   the artifact, in every state
+//	  GSI1 ORG#<org>#ARTIFACTS / <created>#<id>          only while sealed: the listing, newest first
+//	  GSI2 ARTEXP / <expires>#<org>#<id>                 only while sealed: the expiry job's due index
+//	  ttl  expires + ArtifactTombstone (epoch seconds)
+//
+// Both index keys are written at seal time, so open and failed uploads never
+// appear in the listing or cost the expiry job anything, and the expiry job
+// removes them when it turns the item into a tombstone.
+
+// ArtifactTombstone is how long an artifact's item outlives its expiry, so a
+// link request for it answers 410 rather than 404. DynamoDB TTL deletes it
+// some time after that.
+const ArtifactTombstone = 30 * 24 * time.Hour
+
+// ArtifactDuePK is the GSI2 partition of sealed artifacts by expiry.
+const ArtifactDuePK = "ARTEXP"
+
+// sortTime is the fixed-width UTC form used in sort keys, so string order is
+// time order.
+const sortTime = "2006-01-02T15:04:05.000000000Z"
+
+func artifactSK(id string) string       { return "ARTIFACT#" + id }
+func artifactsGSI1PK(org string) string { return "ORG#" + org + "#ARTIFACTS" }
+func artifactGSI1SK(a domain.Artifact) string {
+	return a.Created.UTC().Format(sortTime) + "#" + a.ID
+}
+
+// ArtifactDueSK is the GSI2 sort key of a sealed artifact: a range query on
+// ArtifactDuePK with GSI2SK < now's sortTime form finds the due ones.
+func ArtifactDueSK(expires time.Time, org, id string) string {
+	return expires.UTC().Format(sortTime) + "#" + org + "#" + id
+}
+
+// DueSortKey renders t as the prefix of due-index sort keys.
+func DueSortKey(t time.Time) string { return t.UTC().Format(sortTime) }
+
+type segmentItem struct {
+	Name    string `dynamodbav:"name"`
+	Size    int64  `dynamodbav:"size"`
+	Objects int    `dynamodbav:"objects"`
+}
+
+type artifactItem struct {
+	PK          string            `dynamodbav:"PK"`
+	SK          string            `dynamodbav:"SK"`
+	GSI1PK      string            `dynamodbav:"GSI1PK,omitempty"`
+	GSI1SK      string            `dynamodbav:"GSI1SK,omitempty"`
+	GSI2PK      string            `dynamodbav:"GSI2PK,omitempty"`
+	GSI2SK      string            `dynamodbav:"GSI2SK,omitempty"`
+	TTL         int64             `dynamodbav:"ttl"`
+	ID          string            `dynamodbav:"id"`
+	Org         string            `dynamodbav:"org"`
+	Project     string            `dynamodbav:"project"`
+	Name        string            `dynamodbav:"name"`
+	Size        int64             `dynamodbav:"size"`
+	SHA256      string            `dynamodbav:"sha256"`
+	ContentType string            `dynamodbav:"contentType"`
+	Labels      map[string]string `dynamodbav:"labels,omitempty"`
+	KeyVersion  int               `dynamodbav:"keyVersion"`
+	Manifest    string            `dynamodbav:"manifest"`
+	Segments    []segmentItem     `dynamodbav:"segments,omitempty"`
+	Chunks      int               `dynamodbav:"chunks"`
+	SealedBytes int64             `dynamodbav:"sealedBytes"`
+	CreatedBy   string            `dynamodbav:"createdBy"`
+	Created     time.Time         `dynamodbav:"created"`
+	Expires     time.Time         `dynamodbav:"expires"`
+	State       string            `dynamodbav:"state"`
+	Sealed      *time.Time        `dynamodbav:"sealed,omitempty"`
+	Key         string            `dynamodbav:"objectKey"`
+	UploadID    string            `dynamodbav:"uploadId,omitempty"`
+	PartSize    int64             `dynamodbav:"partSize,omitempty"`
+	PartSHA256  []string          `dynamodbav:"partSha256,omitempty"`
+}
+
+func tombstoneTTL(expires time.Time) int64 { return expires.Add(ArtifactTombstone).Unix() }
+
+func newArtifactItem(a domain.Artifact) artifactItem {
+	it := artifactItem{
+		PK: orgPK(a.OrgID), SK: artifactSK(a.ID), TTL: tombstoneTTL(a.Expires),
+		ID: a.ID, Org: a.OrgID, Project: a.Project, Name: a.Name, Size: a.Size, SHA256: a.SHA256,
+		ContentType: a.ContentType, Labels: a.Labels, KeyVersion: a.KeyVersion, Manifest: a.Manifest,
+		Chunks: a.Chunks, SealedBytes: a.SealedBytes, CreatedBy: a.CreatedBy, Created: a.Created.UTC(),
+		Expires: a.Expires.UTC(), State: a.State, Sealed: utcPtr(a.Sealed), Key: a.Key, UploadID: a.UploadID,
+		PartSize: a.PartSize, PartSHA256: a.PartSHA256,
+	}
+	for _, s := range a.Segments {
+		it.Segments = append(it.Segments, segmentItem(s))
+	}
+	if a.State == domain.ArtifactSealed {
+		it.GSI1PK, it.GSI1SK = artifactsGSI1PK(a.OrgID), artifactGSI1SK(a)
+		it.GSI2PK, it.GSI2SK = ArtifactDuePK, ArtifactDueSK(a.Expires, a.OrgID, a.ID)
+	}
+	return it
+}
+
+func (it artifactItem) domain() domain.Artifact {
+	a := domain.Artifact{
+		ID: it.ID, Project: it.Project, Name: it.Name, Size: it.Size, SHA256: it.SHA256,
+		ContentType: it.ContentType, Labels: it.Labels, KeyVersion: it.KeyVersion, Manifest: it.Manifest,
+		Segments: []domain.Segment{}, Chunks: it.Chunks, SealedBytes: it.SealedBytes, CreatedBy: it.CreatedBy,
+		Created: it.Created.UTC(), Expires: it.Expires.UTC(), State: it.State, Sealed: utcPtr(it.Sealed),
+		OrgID: it.Org, Key: it.Key, UploadID: it.UploadID, PartSize: it.PartSize, PartSHA256: it.PartSHA256,
+	}
+	if a.Labels == nil {
+		a.Labels = map[string]string{}
+	}
+	for _, s := range it.Segments {
+		a.Segments = append(a.Segments, domain.Segment(s))
+	}
+	return a
+}
+
+// PutArtifact stores a new (open) artifact. An existing id is refused.
+func (s *Store) PutArtifact(ctx context.Context, a domain.Artifact) error {
+	item, err := marshal(newArtifactItem(a))
+	if err != nil {
+		return err
+	}
+	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:           aws.String(s.table),
+		Item:                item,
+		ConditionExpression: aws.String("attribute_not_exists(PK)"),
+	})
+	if IsConditionFailed(err) {
+		return domain.Errorf(domain.CodeConflict, "an artifact with this id already exists")
+	}
+	return dependencyError("put artifact", err)
+}
+
+// GetArtifact reads one artifact of org, in whatever state it is: one
+// strongly consistent GetItem, so a link asked for right after sealing sees
+// the seal. Another organization's id is simply not found. Callers check
+// expiry themselves (domain.Artifact.ExpiredAt / UsableAt).
+func (s *Store) GetArtifact(ctx context.Context, org, id string) (domain.Artifact, error) {
+	if org == "" || id == "" {
+		return domain.Artifact{}, domain.NotFound("artifact")
+	}
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(s.table),
+		Key:            key(orgPK(org), artifactSK(id)),
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return domain.Artifact{}, dependencyError("get artifact", err)
+	}
+	if out.Item == nil {
+		return domain.Artifact{}, domain.NotFound("artifact")
+	}
+	var it artifactItem
+	if err := unmarshal(out.Item, &it); err != nil {
+		return domain.Artifact{}, err
+	}
+	return it.domain(), nil
+}
+
+// SealArtifact writes the verified record of an open artifact and puts it in
+// the listing and the due index. It succeeds once: an artifact that is no
+// longer open (sealed by a concurrent call, failed, expired) is a conflict.
+func (s *Store) SealArtifact(ctx context.Context, a domain.Artifact) error {
+	a.State = domain.ArtifactSealed
+	a.UploadID = ""
+	item, err := marshal(newArtifactItem(a))
+	if err != nil {
+		return err
+	}
+	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:                 aws.String(s.table),
+		Item:                      item,
+		ConditionExpression:       aws.String("#state = :open"),
+		ExpressionAttributeNames:  map[string]string{"#state": "state"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":open": str(domain.ArtifactOpen)},
+	})
+	if IsConditionFailed(err) {
+		return domain.Errorf(domain.CodeConflict, "the artifact is no longer open; a sealed artifact cannot change")
+	}
+	return dependencyError("seal artifact", err)
+}
+
+// FailArtifact marks an open artifact whose bytes did not verify.
+func (s *Store) FailArtifact(ctx context.Context, org, id string) error {
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(s.table),
+		Key:                       key(orgPK(org), artifactSK(id)),
+		UpdateExpression:          aws.String("SET #state = :failed REMOVE uploadId"),
+		ConditionExpression:       aws.String("#state = :open"),
+		ExpressionAttributeNames:  map[string]string{"#state": "state"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":open": str(domain.ArtifactOpen), ":failed": str(domain.ArtifactFailed)},
+	})
+	if IsConditionFailed(err) {
+		return domain.Errorf(domain.CodeConflict, "the artifact is no longer open")
+	}
+	return dependencyError("fail artifact", err)
+}
+
+// ExpireArtifact turns an artifact into a tombstone: state expired, out of the
+// listing and the due index, kept until now + ArtifactTombstone so requests
+// for it still answer 410. It is for the expiry job, after the objects are gone.
+func (s *Store) ExpireArtifact(ctx context.Context, org, id string, now time.Time) error {
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(s.table),
+		Key:                       key(orgPK(org), artifactSK(id)),
+		UpdateExpression:          aws.String("SET #state = :expired, #ttl = :ttl REMOVE GSI1PK, GSI1SK, GSI2PK, GSI2SK, uploadId"),
+		ConditionExpression:       aws.String("attribute_exists(PK)"),
+		ExpressionAttributeNames:  map[string]string{"#state": "state", "#ttl": AttrTTL},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":expired": str(domain.ArtifactExpired), ":ttl": num(now.Add(ArtifactTombstone).Unix())},
+	})
+	if IsConditionFailed(err) {
+		return domain.NotFound("artifact")
+	}
+	return dependencyError("expire artifact", err)
+}
+
+// artifactCursor is the position after the last artifact of a page. It
+// carries only the sort key and id; the partition comes from the caller's
+// organization, so a cursor cannot reach another organization's listing.
+type artifactCursor struct {
+	SK string `json:"s"`
+	ID string `json:"i"`
+}
+
+func encodeArtifactCursor(a domain.Artifact) string {
+	b, _ := json.Marshal(artifactCursor{SK: artifactGSI1SK(a), ID: a.ID})
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeArtifactCursor(org, s string) (map[string]types.AttributeValue, error) {
+	bad := domain.BadRequest("next", "next is not a cursor this listing returned")
+	raw, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return nil, bad
+	}
+	var c artifactCursor
+	if err := json.Unmarshal(raw, &c); err != nil || c.ID == "" || !strings.HasSuffix(c.SK, "#"+c.ID) {
+		return nil, bad
+	}
+	return map[string]types.AttributeValue{
+		AttrPK: str(orgPK(org)), AttrSK: str(artifactSK(c.ID)),
+		AttrGSI1PK: str(artifactsGSI1PK(org)), AttrGSI1SK: str(c.SK),
+	}, nil
+}
+
+// ListArtifacts returns up to limit sealed artifacts of org that are unexpired
+// at now, newest first, and the cursor of the next page ("" at the end).
+// Expired artifacts still in the index (the expiry job has not run yet) are
+// skipped here, so the page is filled from further items.
+func (s *Store) ListArtifacts(ctx context.Context, org string, now time.Time, limit int, cursor string) ([]domain.Artifact, string, error) {
+	var start map[string]types.AttributeValue
+	if cursor != "" {
+		var err error
+		if start, err = decodeArtifactCursor(org, cursor); err != nil {
+			return nil, "", err
+		}
+	}
+	out := []domain.Artifact{}
+	for {
+		page, err := s.db.Query(ctx, &dynamodb.QueryInput{
+			TableName:                 aws.String(s.table),
+			IndexName:                 aws.String(IndexGSI1),
+			KeyConditionExpression:    aws.String("GSI1PK = :pk"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(artifactsGSI1PK(org))},
+			ScanIndexForward:          aws.Bool(false),
+			Limit:                     aws.Int32(int32(limit + 1)),
+			ExclusiveStartKey:         start,
+		})
+		if err != nil {
+			return nil, "", dependencyError("list artifacts", err)
+		}
+		for _, raw := range page.Items {
+			var it artifactItem
+			if err := unmarshal(raw, &it); err != nil {
+				return nil, "", err
+			}
+			a := it.domain()
+			if !a.UsableAt(now) {
+				continue
+			}
+			if len(out) == limit {
+				// One more usable item exists: the page ends at the last one returned.
+				return out, encodeArtifactCursor(out[len(out)-1]), nil
+			}
+			out = append(out, a)
+		}
+		if len(page.LastEvaluatedKey) == 0 {
+			return out, "", nil
+		}
+		start = page.LastEvaluatedKey
+	}
+}
