@@ -10,6 +10,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -55,19 +56,30 @@ func main() {
 	flag.Parse()
 
 	log := platform.Logger(os.Stderr, *logLevel)
-	if err := run(*addr, *fixturePath, *dataDir, *sweep, log); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	opts := options{addr: *addr, fixture: *fixturePath, dataDir: *dataDir, sweep: *sweep, out: os.Stdout}
+	if err := run(ctx, opts, log); err != nil {
 		fmt.Fprintln(os.Stderr, "devserver:", err)
 		os.Exit(1)
 	}
 }
 
-func run(addr, fixturePath, dataDir string, sweep time.Duration, log *slog.Logger) error {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+// options are the command's flags; tests set them directly.
+type options struct {
+	addr, fixture, dataDir string
+	sweep                  time.Duration
+	out                    io.Writer
+	// ready, when set, is called with the base URL once the API serves.
+	ready func(baseURL string)
+}
 
+// run starts the stack and serves until ctx ends, then stops all it started.
+func run(ctx context.Context, o options, log *slog.Logger) error {
+	addr, dataDir, sweep := o.addr, o.dataDir, o.sweep
 	cfg := demoFixture
-	if fixturePath != "" {
-		b, err := os.ReadFile(fixturePath)
+	if o.fixture != "" {
+		b, err := os.ReadFile(o.fixture)
 		if err != nil {
 			return fmt.Errorf("read fixture: %w", err)
 		}
@@ -122,7 +134,10 @@ func run(addr, fixturePath, dataDir string, sweep time.Duration, log *slog.Logge
 	stopBackground := startBackground(d)
 	defer stopBackground()
 
-	printBanner(d.baseURL, dyn.Endpoint, s3s.Endpoint, file)
+	printBanner(o.out, d.baseURL, dyn.Endpoint, s3s.Endpoint, file)
+	if o.ready != nil {
+		o.ready(d.baseURL)
+	}
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -139,20 +154,20 @@ func run(addr, fixturePath, dataDir string, sweep time.Duration, log *slog.Logge
 	return srv.Shutdown(shutdownCtx)
 }
 
-func printBanner(base, dynamo, s3 string, f fixture.File) {
-	fmt.Printf("\nenvlease is running at %s\n", base)
-	fmt.Printf("  DynamoDB (minidyn): %s  table envlease\n", dynamo)
-	fmt.Printf("  S3 (versitygw):     %s  bucket envlease\n\n", s3)
-	fmt.Println("Demo tokens:")
+func printBanner(w io.Writer, base, dynamo, s3 string, f fixture.File) {
+	fmt.Fprintf(w, "\nenvlease is running at %s\n", base)
+	fmt.Fprintf(w, "  DynamoDB (minidyn): %s  table envlease\n", dynamo)
+	fmt.Fprintf(w, "  S3 (versitygw):     %s  bucket envlease\n\n", s3)
+	fmt.Fprintln(w, "Demo tokens:")
 	for _, o := range f.Orgs {
 		for _, u := range o.Users {
 			for _, t := range u.Tokens {
-				fmt.Printf("  %-8s %-6s %-7s %s\n", o.ID, u.ID, u.Role, t)
+				fmt.Fprintf(w, "  %-8s %-6s %-7s %s\n", o.ID, u.ID, u.Role, t)
 			}
 		}
 	}
-	fmt.Printf("\nTry: curl -s -H 'Authorization: Bearer %s' %s/v1/keys\n", firstToken(f), base)
-	fmt.Println("Stop with Ctrl-C.")
+	fmt.Fprintf(w, "\nTry: curl -s -H 'Authorization: Bearer %s' %s/v1/keys\n", firstToken(f), base)
+	fmt.Fprintln(w, "Stop with Ctrl-C.")
 }
 
 func firstToken(f fixture.File) string {

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/envlease/envlease/shared/apitest"
+)
+
+// startDevserver runs the whole local stack as `go run ./scripts/devserver`
+// does, on a free port, and stops it when the test ends.
+func startDevserver(t *testing.T) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	var out bytes.Buffer
+	go func() {
+		done <- run(ctx, options{addr: "127.0.0.1:0", sweep: time.Second, out: &out, ready: func(u string) { ready <- u }}, apitest.DiscardLogger())
+	}()
+	var base string
+	select {
+	case base = <-ready:
+	case err := <-done:
+		t.Fatalf("devserver stopped: %v", err)
+	case <-time.After(5 * time.Minute):
+		t.Fatal("devserver did not start")
+	}
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("devserver shutdown: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("devserver did not stop")
+		}
+	})
+	if !strings.Contains(out.String(), "els_dev_alice_") || !strings.Contains(out.String(), base) {
+		t.Errorf("banner lacks the URL or demo tokens:\n%s", out.String())
+	}
+	return base
+}
+
+func TestDevserverServesTheDemo(t *testing.T) {
+	base := startDevserver(t)
+	req, _ := http.NewRequest(http.MethodPost, base+"/v1/tokens", strings.NewReader(`{"name":"laptop"}`))
+	req.Header.Set("Authorization", "Bearer "+apitest.AliceToken)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var out struct {
+		Token string `json:"token"`
+	}
+	if err := json.NewDecoder(res.Body).Decode(&out); err != nil || res.StatusCode != 201 || out.Token == "" {
+		t.Fatalf("create token: %d %v", res.StatusCode, err)
+	}
+}
+
+// The S3 gateway the devserver starts is gone once it stops.
+func TestDevserverStopsWhatItStarted(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	ready := make(chan string, 1)
+	var out bytes.Buffer
+	go func() {
+		done <- run(ctx, options{addr: "127.0.0.1:0", sweep: time.Second, out: &out, ready: func(u string) { ready <- u }}, apitest.DiscardLogger())
+	}()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("devserver stopped: %v", err)
+	}
+	s3 := between(out.String(), "S3 (versitygw):", "bucket")
+	if s3 == "" {
+		t.Fatalf("no S3 endpoint in banner:\n%s", out.String())
+	}
+	if _, err := http.Get(s3); err != nil {
+		t.Fatalf("S3 not answering while running: %v", err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := http.Get(s3); err == nil {
+		t.Fatalf("S3 at %s still answers after the devserver stopped", s3)
+	}
+}
+
+func between(s, start, end string) string {
+	i := strings.Index(s, start)
+	if i < 0 {
+		return ""
+	}
+	s = s[i+len(start):]
+	if j := strings.Index(s, end); j >= 0 {
+		s = s[:j]
+	}
+	return strings.TrimSpace(s)
+}
