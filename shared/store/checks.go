@@ -2,13 +2,19 @@ package store
 
 import (
 	"github.com/envlease/envlease/shared/auth"
+	"github.com/envlease/envlease/shared/environments"
 	"github.com/envlease/envlease/shared/fixture"
 	"github.com/envlease/envlease/shared/keys"
+	"github.com/envlease/envlease/shared/sandboxes"
+	"github.com/envlease/envlease/shared/templates"
 )
 
 // The store is the one implementation of every service's Store interface.
 var (
-	_ auth.Store    = (*Store)(nil)
-	_ keys.Store    = (*Store)(nil)
-	_ fixture.Store = (*Store)(nil)
+	_ auth.Store         = (*Store)(nil)
+	_ keys.Store         = (*Store)(nil)
+	_ fixture.Store      = (*Store)(nil)
+	_ environments.Store = (*Store)(nil)
+	_ sandboxes.Store    = (*Store)(nil)
+	_ templates.Store    = (*Store)(nil)
 )

@@ -1,0 +1,297 @@
+package domain
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// State is the lifecycle state of an environment (DESIGN "Environments").
+type State string
+
+const (
+	// StatePending: leased, waiting for a node of its pool to claim it.
+	StatePending State = "pending"
+	// StateStarting: a node claimed it and is starting it.
+	StateStarting State = "starting"
+	// StateReady: running; its exports can be reached.
+	StateReady State = "ready"
+	// StateStopping: deleted or timed out while a node runs it; the node tears it down.
+	StateStopping State = "stopping"
+	// StateStopped: over. Terminal.
+	StateStopped State = "stopped"
+	// StateFailed: the node could not start or keep it. Terminal.
+	StateFailed State = "failed"
+)
+
+// States lists every state, in lifecycle order.
+var States = []State{StatePending, StateStarting, StateReady, StateStopping, StateStopped, StateFailed}
+
+// LiveStates are the states that hold a lease: they count in `running`.
+var LiveStates = []State{StatePending, StateStarting, StateReady}
+
+// Live reports whether s holds a lease.
+func (s State) Live() bool { return s == StatePending || s == StateStarting || s == StateReady }
+
+// Valid reports whether s is a known state.
+func (s State) Valid() bool {
+	for _, v := range States {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Reasons an environment stopped, recorded in stopReason.
+const (
+	StopDeleted = "deleted"
+	StopIdle    = "idle"
+	StopExpired = "expired"
+)
+
+// EnvExport is a service of an environment and where the sandbox reaches it.
+type EnvExport struct {
+	Service string `json:"service"`
+	// Listen is the address the sandbox listens on for this service.
+	Listen string `json:"listen"`
+	// Target is the node's address for the service; empty until a node runs it.
+	Target string `json:"target"`
+}
+
+// EnvShare is a folder of the client shared into an environment.
+type EnvShare struct {
+	Name      string   `json:"name"`
+	Direction string   `json:"direction"`
+	EnvPath   string   `json:"envPath"`
+	LocalPath string   `json:"localPath"`
+	Files     []string `json:"files"`
+}
+
+// Restored describes the snapshot an environment was restored from.
+type Restored struct {
+	Key     string    `json:"key"`
+	Root    string    `json:"root"`
+	Files   int       `json:"files"`
+	Created time.Time `json:"created"`
+}
+
+// Environment is a leased environment (spec 2.1). Every field of the spec is
+// always present in JSON; timestamps not reached yet are null.
+type Environment struct {
+	ID        string            `json:"id"`
+	Name      string            `json:"name"`
+	Template  string            `json:"template"`
+	State     State             `json:"state"`
+	Node      string            `json:"node"`
+	Sandbox   string            `json:"sandbox"`
+	Pool      string            `json:"pool"`
+	Labels    map[string]string `json:"labels"`
+	Project   string            `json:"project"`
+	ReadyMs   *int64            `json:"readyMs"`
+	Error     string            `json:"error"`
+	CreatedBy string            `json:"createdBy"`
+	Created   time.Time         `json:"created"`
+	Ready     *time.Time        `json:"ready"`
+	Stopped   *time.Time        `json:"stopped"`
+	Expires   time.Time         `json:"expires"`
+	IdleUntil time.Time         `json:"idleUntil"`
+	Idle      Duration          `json:"idle"`
+	Hard      Duration          `json:"hard"`
+	Exports   []EnvExport       `json:"exports"`
+	Shares    []EnvShare        `json:"shares"`
+	Snapshot  string            `json:"snapshot"`
+	Restored  *Restored         `json:"restored"`
+	// StopReason is added to the spec's record: why it left the live states
+	// (deleted, idle, expired, or a node's report); empty while live.
+	StopReason string `json:"stopReason"`
+
+	OrgID string `json:"-"`
+	// Ports are the sandbox listen ports this environment holds; the stop
+	// transaction releases them.
+	Ports []int `json:"-"`
+}
+
+// Normalize replaces nil collections with empty ones so JSON shows [] and {}.
+func (e *Environment) Normalize() {
+	if e.Labels == nil {
+		e.Labels = map[string]string{}
+	}
+	if e.Exports == nil {
+		e.Exports = []EnvExport{}
+	}
+	if e.Shares == nil {
+		e.Shares = []EnvShare{}
+	}
+	for i := range e.Shares {
+		if e.Shares[i].Files == nil {
+			e.Shares[i].Files = []string{}
+		}
+	}
+}
+
+// Due is when the environment must stop unless touched: the earlier of its
+// idle deadline and its hard expiry.
+func (e Environment) Due() time.Time {
+	if e.IdleUntil.Before(e.Expires) {
+		return e.IdleUntil
+	}
+	return e.Expires
+}
+
+// SandboxConfig is the sandbox's new configuration returned with a lease:
+// what the client on that machine needs to forward the exports and sync the
+// shares of this environment.
+type SandboxConfig struct {
+	// Sandbox is the sandbox id; empty when the lease named none.
+	Sandbox     string      `json:"sandbox"`
+	Environment string      `json:"environment"`
+	Exports     []EnvExport `json:"exports"`
+	Shares      []EnvShare  `json:"shares"`
+	// Node is the address of the node running the environment, empty until a
+	// node claims it; the client reads Status until the state is ready.
+	Node string `json:"node"`
+	// Status is the control-plane path to poll for the environment's state.
+	Status string `json:"status"`
+	// Touch is the path to call while a command runs, to move idleUntil.
+	Touch string `json:"touch"`
+}
+
+// ConfigFor builds the sandbox configuration of an environment.
+func ConfigFor(e Environment) SandboxConfig {
+	return SandboxConfig{
+		Sandbox: e.Sandbox, Environment: e.ID, Exports: e.Exports, Shares: e.Shares, Node: e.Node,
+		Status: "/v1/environments/" + e.ID, Touch: "/v1/environments/" + e.ID + "/touch",
+	}
+}
+
+// Lease is what the store writes for one lease, in one transaction.
+type Lease struct {
+	Env Environment
+	// Idempotency, when set, is recorded in the same transaction.
+	Idempotency *IdempotencyRecord
+}
+
+// IdempotencyRecord remembers the response of a lease made with an
+// Idempotency-Key, so a retry gets the same answer and leases nothing.
+type IdempotencyRecord struct {
+	OrgID       string
+	Key         string
+	RequestHash string
+	Status      int
+	Body        []byte
+	Created     time.Time
+	Expires     time.Time
+}
+
+// Errors the store reports to the leasing rules, which turn them into answers.
+var (
+	// ErrListenPortTaken: another live environment of the sandbox holds a
+	// chosen listen port; the service picks others and retries.
+	ErrListenPortTaken = errors.New("a listen port of the sandbox is taken")
+	// ErrIdempotencyKeyUsed: a record for the Idempotency-Key exists.
+	ErrIdempotencyKeyUsed = errors.New("idempotency key already used")
+)
+
+// EnvQuery selects a page of environments.
+type EnvQuery struct {
+	// State is a state, or "live" (the default) for pending, starting and ready.
+	State string
+	Limit int
+	// Cursor is the opaque `next` of the previous page.
+	Cursor string
+}
+
+// EnvPage is one page of a listing.
+type EnvPage struct {
+	Environments []Environment
+	// Next is the cursor of the following page; empty on the last.
+	Next string
+}
+
+// Label limits (DESIGN "Environments").
+const (
+	MaxLabels        = 32
+	MaxLabelValueLen = 256
+)
+
+var labelKeyPattern = regexp.MustCompile(`^[a-z0-9]([a-z0-9._-]*[a-z0-9])?$`)
+
+// ValidateLabels applies the label rules; the error names the offending label.
+func ValidateLabels(labels map[string]string) error {
+	if len(labels) > MaxLabels {
+		return Invalid("labels", "at most %d labels are allowed, got %d", MaxLabels, len(labels))
+	}
+	keys := make([]string, 0, len(labels))
+	for k := range labels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys) // report the same label first every time
+	for _, k := range keys {
+		v := labels[k]
+		if len(k) < 1 || len(k) > 63 || !labelKeyPattern.MatchString(k) {
+			return Invalid("labels", "label key %q must be 1-63 characters of a-z, 0-9, '.', '_', '-', starting and ending with a letter or digit", truncate(k, 80))
+		}
+		if len(v) > MaxLabelValueLen {
+			return Invalid("labels."+k, "label %q: value must be at most %d bytes", k, MaxLabelValueLen)
+		}
+		if !utf8.ValidString(v) {
+			return Invalid("labels."+k, "label %q: value must be UTF-8", k)
+		}
+		for _, r := range v {
+			if unicode.IsControl(r) {
+				return Invalid("labels."+k, "label %q: value must not contain control characters", k)
+			}
+		}
+	}
+	return nil
+}
+
+// ValidateText checks a free-text field: at most max bytes, UTF-8, no control characters.
+func ValidateText(field, v string, max int) error {
+	if len(v) > max {
+		return Invalid(field, "%s must be at most %d bytes", field, max)
+	}
+	if !utf8.ValidString(v) {
+		return Invalid(field, "%s must be UTF-8", field)
+	}
+	for _, r := range v {
+		if unicode.IsControl(r) {
+			return Invalid(field, "%s must not contain control characters", field)
+		}
+	}
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return fmt.Sprintf("%s...", s[:n])
+}
+
+// QuotaCount is a template's stored limit and live count.
+type QuotaCount struct {
+	Template  string
+	MaxLeases int
+	Running   int
+}
+
+// SortableID returns prefix + a fixed-width creation time (milliseconds, hex)
+// + 12 random characters, so ids sort by creation and never collide in practice.
+func SortableID(prefix string, t time.Time) string {
+	const alphabet = "0123456789abcdefghijklmnopqrstuv" // 32 symbols: a byte's low 5 bits map evenly
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("crypto/rand failed: " + err.Error()) // no entropy: nothing safe to do
+	}
+	for i := range b {
+		b[i] = alphabet[b[i]&31]
+	}
+	return fmt.Sprintf("%s%011x%s", prefix, t.UnixMilli(), b[:])
+}

@@ -1,0 +1,106 @@
+package environments
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/envlease/envlease/shared/domain"
+	"github.com/envlease/envlease/shared/httpapi"
+)
+
+// Routes is the environments group.
+func Routes(s *Service) []httpapi.Route {
+	return []httpapi.Route{
+		{Method: http.MethodPost, Path: "/v1/environments", Access: httpapi.Member, Handler: s.handleLease},
+		{Method: http.MethodGet, Path: "/v1/environments", Access: httpapi.Member, Handler: s.handleList},
+		{Method: http.MethodGet, Path: "/v1/environments/{id}", Access: httpapi.Member, Handler: s.handleGet},
+		{Method: http.MethodDelete, Path: "/v1/environments/{id}", Access: httpapi.Member, Handler: s.handleDelete},
+		{Method: http.MethodPost, Path: "/v1/environments/{id}/touch", Access: httpapi.Member, Handler: s.handleTouch},
+	}
+}
+
+func (s *Service) handleLease(w http.ResponseWriter, r *http.Request, p domain.Principal) error {
+	var req LeaseRequest
+	if err := httpapi.Decode(r, &req); err != nil {
+		return err
+	}
+	res, err := s.Lease(r.Context(), p, req, r.Header.Get("Idempotency-Key"))
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	if res.Replayed {
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
+	w.WriteHeader(http.StatusCreated)
+	_, _ = w.Write(res.Body) // the client went away; nothing useful to do
+	return nil
+}
+
+// envBody is the body of the single-environment endpoints.
+type envBody struct {
+	Environment domain.Environment `json:"environment"`
+}
+
+// listBody is the body of GET /v1/environments.
+type listBody struct {
+	Environments []domain.Environment `json:"environments"`
+	// Next is the cursor of the following page, absent on the last.
+	Next string `json:"next,omitempty"`
+}
+
+func (s *Service) handleList(w http.ResponseWriter, r *http.Request, p domain.Principal) error {
+	q := r.URL.Query()
+	for k := range q {
+		if k != "state" && k != "limit" && k != "cursor" {
+			return domain.BadRequest(k, "unknown query parameter %q; this endpoint takes state, limit and cursor", k)
+		}
+	}
+	eq := domain.EnvQuery{State: q.Get("state"), Cursor: q.Get("cursor")}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return domain.BadRequest("limit", "limit must be a whole number between 1 and %d", MaxListLimit)
+		}
+		eq.Limit = n
+	}
+	page, err := s.List(r.Context(), p, eq)
+	if err != nil {
+		return err
+	}
+	httpapi.WriteJSON(w, http.StatusOK, listBody{Environments: page.Environments, Next: page.Next})
+	return nil
+}
+
+func (s *Service) handleGet(w http.ResponseWriter, r *http.Request, p domain.Principal) error {
+	e, err := s.Get(r.Context(), p, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	httpapi.WriteJSON(w, http.StatusOK, envBody{e})
+	return nil
+}
+
+func (s *Service) handleDelete(w http.ResponseWriter, r *http.Request, p domain.Principal) error {
+	e, err := s.Delete(r.Context(), p, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	httpapi.WriteJSON(w, http.StatusOK, envBody{e})
+	return nil
+}
+
+func (s *Service) handleTouch(w http.ResponseWriter, r *http.Request, p domain.Principal) error {
+	// The endpoint takes no body; one that is not empty is refused, not ignored.
+	var none struct{}
+	if err := httpapi.DecodeOptional(r, &none); err != nil {
+		return err
+	}
+	e, err := s.Touch(r.Context(), p, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	httpapi.WriteJSON(w, http.StatusOK, envBody{e})
+	return nil
+}

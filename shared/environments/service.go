@@ -1,0 +1,586 @@
+// Package environments leases environments from templates (POST
+// /v1/environments), reads, lists, deletes and touches them. The rules live
+// here; every write that must be exact under concurrency (the quota, the
+// release, the idle deadline) is one conditional DynamoDB call in the store.
+package environments
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/envlease/envlease/shared/clock"
+	"github.com/envlease/envlease/shared/domain"
+)
+
+// Store is what the environments service needs from persistence.
+type Store interface {
+	GetTemplate(ctx context.Context, org, name string) (domain.Template, error)
+	GetArtifact(ctx context.Context, org, id string) (domain.Artifact, error)
+	LeaseEnvironment(ctx context.Context, l domain.Lease) error
+	GetEnvironment(ctx context.Context, org, id string) (domain.Environment, error)
+	ListEnvironments(ctx context.Context, org string, q domain.EnvQuery) (domain.EnvPage, error)
+	StopEnvironment(ctx context.Context, e domain.Environment, to domain.State, reason string, now time.Time) (domain.Environment, bool, error)
+	TouchEnvironment(ctx context.Context, e domain.Environment, idleUntil time.Time) (domain.Environment, bool, error)
+	GetIdempotency(ctx context.Context, org, key string, now time.Time) (*domain.IdempotencyRecord, error)
+}
+
+// Limits of a lease request and of listings.
+const (
+	// IdempotencyWindow is how long an Idempotency-Key is remembered.
+	IdempotencyWindow = 24 * time.Hour
+	// MaxShareFiles bounds the files of all shares of one lease, which are
+	// stored in the environment item (DynamoDB items are at most 400 KB).
+	MaxShareFiles = 500
+	// DefaultListLimit and MaxListLimit bound GET /v1/environments pages.
+	DefaultListLimit = 50
+	MaxListLimit     = 200
+	// Listen ports of a sandbox are drawn from [PortLow, PortHigh).
+	PortLow  = 20000
+	PortHigh = 30000
+	// DefaultTemplateTTL is how long a warm function reuses a template it read.
+	DefaultTemplateTTL = 30 * time.Second
+	// portAttempts bounds retries when a drawn listen port is already held.
+	portAttempts = 8
+)
+
+// Service holds the leasing rules.
+type Service struct {
+	store Store
+	clock clock.Clock
+
+	// Templates change rarely (configuration is applied by an admin), and a
+	// lease must cost the authentication read plus one transaction, so a warm
+	// function keeps the templates it read for templateTTL. The quota limit
+	// itself is not cached: the transaction reads it from the quota item.
+	templateTTL time.Duration
+	mu          sync.Mutex
+	templates   map[string]cachedTemplate
+}
+
+type cachedTemplate struct {
+	t       domain.Template
+	fetched time.Time
+}
+
+// Option configures the service.
+type Option func(*Service)
+
+// WithTemplateTTL sets how long a read template is reused; 0 reads it on every lease.
+func WithTemplateTTL(d time.Duration) Option { return func(s *Service) { s.templateTTL = d } }
+
+// NewService returns the environments service.
+func NewService(st Store, clk clock.Clock, opts ...Option) *Service {
+	s := &Service{store: st, clock: clk, templateTTL: DefaultTemplateTTL, templates: map[string]cachedTemplate{}}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// LeaseRequest is the body of POST /v1/environments (DESIGN "Environments").
+type LeaseRequest struct {
+	Template string            `json:"template"`
+	Name     string            `json:"name"`
+	Labels   map[string]string `json:"labels"`
+	Project  string            `json:"project"`
+	Pool     string            `json:"pool"`
+	Sandbox  string            `json:"sandbox"`
+	Shares   []ShareRequest    `json:"shares"`
+	Snapshot string            `json:"snapshot"`
+	Idle     string            `json:"idle"`
+	Hard     string            `json:"hard"`
+}
+
+// ShareRequest asks for a template share to be filled from a local folder.
+type ShareRequest struct {
+	Name      string   `json:"name"`
+	LocalPath string   `json:"localPath"`
+	Files     []string `json:"files"`
+}
+
+// Leased is the body of a successful lease.
+type Leased struct {
+	Environment domain.Environment   `json:"environment"`
+	Config      domain.SandboxConfig `json:"config"`
+}
+
+// LeaseResult is the response of a lease: the body to send with 201, and
+// whether it is the stored answer to an earlier request with the same key.
+type LeaseResult struct {
+	Body     []byte
+	Replayed bool
+}
+
+// Lease leases an environment. With an Idempotency-Key, a retry of the same
+// request within 24 h gets the first response and leases nothing; the same
+// key with another request is 422.
+func (s *Service) Lease(ctx context.Context, p domain.Principal, req LeaseRequest, idemKey string) (LeaseResult, error) {
+	var reqHash string
+	if idemKey != "" {
+		if err := validateIdempotencyKey(idemKey); err != nil {
+			return LeaseResult{}, err
+		}
+		reqHash = requestHash(req)
+	}
+	for attempt := 0; ; attempt++ {
+		body, err := s.lease(ctx, p, req, idemKey, reqHash)
+		if err == nil {
+			return LeaseResult{Body: body}, nil
+		}
+		if idemKey == "" || !replayable(err) {
+			return LeaseResult{}, err
+		}
+		// The key may have been used before: then the first answer stands,
+		// whatever this attempt ran into (a full quota, for one).
+		rec, rerr := s.store.GetIdempotency(ctx, p.OrgID, idemKey, s.clock.Now())
+		if rerr != nil {
+			return LeaseResult{}, rerr
+		}
+		if rec != nil {
+			if rec.RequestHash != reqHash {
+				return LeaseResult{}, domain.Invalid("Idempotency-Key",
+					"this Idempotency-Key was used within the last 24 hours with a different request; use a new key for a new request")
+			}
+			return LeaseResult{Body: rec.Body, Replayed: true}, nil
+		}
+		// The record expired between the transaction and the read: lease anew, once.
+		if !errors.Is(err, domain.ErrIdempotencyKeyUsed) || attempt > 0 {
+			if errors.Is(err, domain.ErrIdempotencyKeyUsed) {
+				return LeaseResult{}, domain.Errorf(domain.CodeConflict, "the Idempotency-Key is in use by a concurrent request; retry")
+			}
+			return LeaseResult{}, err
+		}
+	}
+}
+
+func replayable(err error) bool {
+	if errors.Is(err, domain.ErrIdempotencyKeyUsed) {
+		return true
+	}
+	switch domain.ErrorCode(err) {
+	case domain.CodeInvalid, domain.CodeQuota, domain.CodeBadRequest:
+		return true
+	}
+	return false
+}
+
+func validateIdempotencyKey(k string) error {
+	if len(k) > 255 {
+		return domain.BadRequest("Idempotency-Key", "the Idempotency-Key header must be at most 255 characters")
+	}
+	for i := 0; i < len(k); i++ {
+		if k[i] <= ' ' || k[i] >= 0x7f {
+			return domain.BadRequest("Idempotency-Key", "the Idempotency-Key header must be printable ASCII without spaces")
+		}
+	}
+	return nil
+}
+
+// requestHash is the SHA-256 of the request in canonical JSON (the decoded
+// struct re-encoded: field order, whitespace and absent-versus-empty
+// collections do not matter).
+func requestHash(req LeaseRequest) string {
+	if req.Labels == nil {
+		req.Labels = map[string]string{}
+	}
+	if req.Shares == nil {
+		req.Shares = []ShareRequest{}
+	}
+	for i := range req.Shares {
+		if req.Shares[i].Files == nil {
+			req.Shares[i].Files = []string{}
+		}
+	}
+	b, _ := json.Marshal(req) // plain strings, maps and slices always encode
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+func (s *Service) lease(ctx context.Context, p domain.Principal, req LeaseRequest, idemKey, reqHash string) ([]byte, error) {
+	now := s.clock.Now()
+	e, err := s.newEnvironment(ctx, p, req, now)
+	if err != nil {
+		return nil, err
+	}
+	exports := e.Exports
+	for attempt := 1; ; attempt++ {
+		e.Exports, e.Ports = allocate(exports, e.Sandbox)
+		body, err := encode(Leased{Environment: e, Config: domain.ConfigFor(e)})
+		if err != nil {
+			return nil, err
+		}
+		l := domain.Lease{Env: e}
+		if idemKey != "" {
+			l.Idempotency = &domain.IdempotencyRecord{
+				OrgID: p.OrgID, Key: idemKey, RequestHash: reqHash, Status: 201, Body: body,
+				Created: now, Expires: now.Add(IdempotencyWindow),
+			}
+		}
+		err = s.store.LeaseEnvironment(ctx, l)
+		if errors.Is(err, domain.ErrListenPortTaken) && attempt < portAttempts {
+			continue
+		}
+		if errors.Is(err, domain.ErrListenPortTaken) {
+			return nil, domain.Errorf(domain.CodeConflict, "no free listen port was found on sandbox %s; retry", e.Sandbox)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return body, nil
+	}
+}
+
+func encode(v any) ([]byte, error) {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, domain.Internal(fmt.Errorf("encode lease: %w", err))
+	}
+	return []byte(b.String()), nil
+}
+
+// newEnvironment applies every 422 rule of a lease request and builds the
+// pending environment, exports without listen addresses yet.
+func (s *Service) newEnvironment(ctx context.Context, p domain.Principal, req LeaseRequest, now time.Time) (domain.Environment, error) {
+	if req.Template == "" {
+		return domain.Environment{}, domain.Invalid("template", "template is required")
+	}
+	t, err := s.template(ctx, p.OrgID, req.Template, now)
+	if domain.ErrorCode(err) == domain.CodeNotFound {
+		return domain.Environment{}, domain.Invalid("template", "unknown template %q", req.Template)
+	}
+	if err != nil {
+		return domain.Environment{}, err
+	}
+	if err := domain.ValidateText("name", req.Name, 100); err != nil {
+		return domain.Environment{}, err
+	}
+	if err := domain.ValidateText("project", req.Project, 200); err != nil {
+		return domain.Environment{}, err
+	}
+	if err := domain.ValidateLabels(req.Labels); err != nil {
+		return domain.Environment{}, err
+	}
+	pool := req.Pool
+	switch {
+	case pool == "" && len(t.Pools) == 0:
+		return domain.Environment{}, domain.Invalid("template", "template %q is not run by any pool", t.Name)
+	case pool == "":
+		pool = t.Pools[0]
+	case !slices.Contains(t.Pools, pool):
+		return domain.Environment{}, domain.Invalid("pool", "pool %q does not run template %q; it runs in: %s", pool, t.Name, strings.Join(t.Pools, ", "))
+	}
+	if err := domain.ValidateText("sandbox", req.Sandbox, 100); err != nil {
+		return domain.Environment{}, err
+	}
+	idle, err := timeout("idle", req.Idle, t.Timeouts.Idle)
+	if err != nil {
+		return domain.Environment{}, err
+	}
+	hard, err := timeout("hard", req.Hard, t.Timeouts.Hard)
+	if err != nil {
+		return domain.Environment{}, err
+	}
+	shares, err := buildShares(t, req.Shares)
+	if err != nil {
+		return domain.Environment{}, err
+	}
+	if req.Snapshot != "" {
+		a, err := s.store.GetArtifact(ctx, p.OrgID, req.Snapshot)
+		if domain.ErrorCode(err) == domain.CodeNotFound {
+			return domain.Environment{}, domain.Invalid("snapshot", "unknown snapshot %q: it must be an artifact of your organization", req.Snapshot)
+		}
+		if err != nil {
+			return domain.Environment{}, err
+		}
+		if !a.UsableAt(now) {
+			return domain.Environment{}, domain.Invalid("snapshot", "snapshot %q is not a sealed, unexpired artifact", req.Snapshot)
+		}
+	}
+	name := req.Name
+	if name == "" {
+		name = t.Name
+	}
+	expires := now.Add(hard.Std())
+	idleUntil := now.Add(idle.Std())
+	if idleUntil.After(expires) {
+		idleUntil = expires
+	}
+	e := domain.Environment{
+		OrgID: p.OrgID, ID: domain.SortableID("env_", now), Name: name, Template: t.Name,
+		State: domain.StatePending, Sandbox: req.Sandbox, Pool: pool, Labels: req.Labels, Project: req.Project,
+		CreatedBy: p.Actor(), Created: now, Expires: expires, IdleUntil: idleUntil, Idle: idle, Hard: hard,
+		Shares: shares, Snapshot: req.Snapshot,
+	}
+	services := make([]string, 0, len(t.Exports))
+	for svc := range t.Exports {
+		services = append(services, svc)
+	}
+	sort.Strings(services)
+	for _, svc := range services {
+		e.Exports = append(e.Exports, domain.EnvExport{Service: svc})
+	}
+	e.Normalize()
+	return e, nil
+}
+
+// timeout reads a requested idle or hard duration: the template's when
+// absent, otherwise positive and at most the template's.
+func timeout(field, v string, max domain.Duration) (domain.Duration, error) {
+	if v == "" {
+		return max, nil
+	}
+	d, err := domain.ParseDuration(v)
+	if err != nil {
+		return 0, domain.Invalid(field, "%s: %v", field, err)
+	}
+	if d <= 0 {
+		return 0, domain.Invalid(field, "%s must be positive", field)
+	}
+	if d > max {
+		return 0, domain.Invalid(field, "%s %s is beyond the template's limit of %s", field, d, max)
+	}
+	return d, nil
+}
+
+// buildShares turns requested shares into the environment's: names from the
+// template, files filtered through the template share's exclude patterns.
+func buildShares(t domain.Template, reqs []ShareRequest) ([]domain.EnvShare, error) {
+	out := []domain.EnvShare{}
+	seen := map[string]bool{}
+	total := 0
+	for i, r := range reqs {
+		field := fmt.Sprintf("shares[%d]", i)
+		idx := slices.IndexFunc(t.Shares, func(ts domain.TemplateShare) bool { return ts.Name == r.Name })
+		if idx < 0 {
+			names := make([]string, 0, len(t.Shares))
+			for _, ts := range t.Shares {
+				names = append(names, ts.Name)
+			}
+			return nil, domain.Invalid(field+".name", "template %q has no share %q (its shares: %s)", t.Name, r.Name, strings.Join(names, ", "))
+		}
+		if seen[r.Name] {
+			return nil, domain.Invalid(field+".name", "share %q is given twice", r.Name)
+		}
+		seen[r.Name] = true
+		if err := domain.ValidateText(field+".localPath", r.LocalPath, 4096); err != nil {
+			return nil, err
+		}
+		total += len(r.Files)
+		if total > MaxShareFiles {
+			return nil, domain.Invalid(field+".files", "at most %d files may be shared per environment", MaxShareFiles)
+		}
+		ts := t.Shares[idx]
+		files := []string{}
+		for j, f := range r.Files {
+			ff := fmt.Sprintf("%s.files[%d]", field, j)
+			if err := validateSharePath(ff, f); err != nil {
+				return nil, err
+			}
+			if !excluded(ts.Exclude, f) {
+				files = append(files, f)
+			}
+		}
+		dir := ts.Direction
+		if dir == "" {
+			dir = "in"
+		}
+		out = append(out, domain.EnvShare{Name: ts.Name, Direction: dir, EnvPath: ts.Path, LocalPath: r.LocalPath, Files: files})
+	}
+	return out, nil
+}
+
+// validateSharePath accepts a relative, slash-separated path inside the share.
+func validateSharePath(field, f string) error {
+	if err := domain.ValidateText(field, f, 1024); err != nil {
+		return err
+	}
+	if f == "" || strings.HasPrefix(f, "/") || strings.Contains(f, "\\") {
+		return domain.Invalid(field, "%s must be a relative slash-separated path", field)
+	}
+	for _, part := range strings.Split(f, "/") {
+		if part == ".." {
+			return domain.Invalid(field, "%s must stay inside the share (no ..)", field)
+		}
+	}
+	return nil
+}
+
+// excluded reports whether a file matches an exclude pattern (path.Match
+// syntax) by its base name, its full path, or any leading directory, so
+// "*.log" drops logs everywhere and "node_modules" drops the whole folder.
+// A malformed pattern matches nothing.
+func excluded(patterns []string, f string) bool {
+	f = path.Clean(f)
+	candidates := []string{f, path.Base(f)}
+	parts := strings.Split(f, "/")
+	for i := 1; i < len(parts); i++ {
+		candidates = append(candidates, strings.Join(parts[:i], "/"), parts[i-1])
+	}
+	for _, p := range patterns {
+		for _, c := range candidates {
+			if ok, err := path.Match(p, c); err == nil && ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// allocate gives each export a listen address on the sandbox. Ports are drawn
+// at random from [PortLow, PortHigh); uniqueness among the sandbox's live
+// environments is not left to chance: the lease transaction claims each port
+// with a conditional put (ORG#<org> SBXPORT#<sandbox>#<port>), a taken port
+// cancels it and the lease draws again, and the stop transaction frees them.
+// Without a sandbox there is nothing to listen on, so listen stays empty.
+func allocate(exports []domain.EnvExport, sandbox string) ([]domain.EnvExport, []int) {
+	out := make([]domain.EnvExport, len(exports))
+	copy(out, exports)
+	if sandbox == "" {
+		return out, nil
+	}
+	var ports []int
+	used := map[int]bool{}
+	for i := range out {
+		p := randomPort()
+		for used[p] {
+			p = randomPort()
+		}
+		used[p] = true
+		ports = append(ports, p)
+		out[i].Listen = fmt.Sprintf("127.0.0.1:%d", p)
+		out[i].Target = ""
+	}
+	return out, ports
+}
+
+func randomPort() int {
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("crypto/rand failed: " + err.Error())
+	}
+	return PortLow + int(binary.BigEndian.Uint32(b[:])%uint32(PortHigh-PortLow))
+}
+
+// template reads a template, reusing a recent read. Unknown templates are not
+// remembered, so a newly configured one can be leased at once.
+func (s *Service) template(ctx context.Context, org, name string, now time.Time) (domain.Template, error) {
+	k := org + "\x00" + name
+	s.mu.Lock()
+	c, ok := s.templates[k]
+	s.mu.Unlock()
+	if ok && now.Sub(c.fetched) < s.templateTTL && !now.Before(c.fetched) {
+		return c.t, nil
+	}
+	t, err := s.store.GetTemplate(ctx, org, name)
+	if err != nil {
+		return domain.Template{}, err
+	}
+	if s.templateTTL > 0 {
+		s.mu.Lock()
+		s.templates[k] = cachedTemplate{t: t, fetched: now}
+		s.mu.Unlock()
+	}
+	return t, nil
+}
+
+// Get returns one environment of the caller's organization, in any state.
+func (s *Service) Get(ctx context.Context, p domain.Principal, id string) (domain.Environment, error) {
+	if !validID(id) {
+		return domain.Environment{}, domain.NotFound("environment")
+	}
+	return s.store.GetEnvironment(ctx, p.OrgID, id)
+}
+
+func validID(id string) bool {
+	return strings.HasPrefix(id, "env_") && len(id) <= 64 && !strings.ContainsAny(id, "#/ ")
+}
+
+// List returns a page of environments: live ones by default, newest first.
+func (s *Service) List(ctx context.Context, p domain.Principal, q domain.EnvQuery) (domain.EnvPage, error) {
+	if q.State != "" && q.State != "live" && !domain.State(q.State).Valid() {
+		return domain.EnvPage{}, domain.BadRequest("state", "state must be live or one of pending, starting, ready, stopping, stopped, failed")
+	}
+	if q.Limit == 0 {
+		q.Limit = DefaultListLimit
+	}
+	if q.Limit < 1 || q.Limit > MaxListLimit {
+		return domain.EnvPage{}, domain.BadRequest("limit", "limit must be between 1 and %d", MaxListLimit)
+	}
+	return s.store.ListEnvironments(ctx, p.OrgID, q)
+}
+
+// Delete ends a lease and releases its quota at once. A pending environment
+// is stopped; one a node runs goes to stopping and the node tears it down.
+// Deleting an environment that is no longer live changes nothing and returns
+// it as it is, so a retried DELETE is harmless.
+func (s *Service) Delete(ctx context.Context, p domain.Principal, id string) (domain.Environment, error) {
+	e, err := s.Get(ctx, p, id)
+	if err != nil || !e.State.Live() {
+		return e, err
+	}
+	to := domain.StateStopped
+	if e.Node != "" && (e.State == domain.StateStarting || e.State == domain.StateReady) {
+		to = domain.StateStopping
+	}
+	after, _, err := s.store.StopEnvironment(ctx, e, to, domain.StopDeleted, s.clock.Now())
+	return after, err
+}
+
+// Touch moves idleUntil to now + idle, never past expires and never
+// backwards. A stopped, stopping or failed environment, or one whose deadline
+// has passed (the timeout job is about to stop it), is 410.
+func (s *Service) Touch(ctx context.Context, p domain.Principal, id string) (domain.Environment, error) {
+	e, err := s.Get(ctx, p, id)
+	if err != nil {
+		return e, err
+	}
+	now := s.clock.Now()
+	if err := touchable(e, now); err != nil {
+		return domain.Environment{}, err
+	}
+	next := now.Add(e.Idle.Std())
+	if next.After(e.Expires) {
+		next = e.Expires
+	}
+	if !next.After(e.IdleUntil) {
+		return e, nil // never backwards: the deadline already reaches as far
+	}
+	after, _, err := s.store.TouchEnvironment(ctx, e, next)
+	if err != nil {
+		return domain.Environment{}, err
+	}
+	// Not moved means a concurrent stop or a later touch won; say which.
+	if !after.State.Live() {
+		return domain.Environment{}, gone(after)
+	}
+	return after, nil
+}
+
+func touchable(e domain.Environment, now time.Time) error {
+	if !e.State.Live() {
+		return gone(e)
+	}
+	if !now.Before(e.Due()) {
+		return domain.Errorf(domain.CodeGone, "environment %s timed out at %s and is being stopped; lease a new one",
+			e.ID, e.Due().Format(time.RFC3339))
+	}
+	return nil
+}
+
+func gone(e domain.Environment) error {
+	return domain.Errorf(domain.CodeGone, "environment %s is %s; lease a new one", e.ID, e.State)
+}

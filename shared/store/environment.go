@@ -1,0 +1,533 @@
+package store
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/envlease/envlease/shared/domain"
+)
+
+// Environment items live under their organization:
+//
+//	ORG#<org>  ENV#<id>
+//	  GSI1 ORG#<org>#ENV#live | ORG#<org>#ENV#<state>   <created>#<id>    listing, newest first
+//	  GSI2 ENVDUE                <due>#<org>#<id>                          live only: the timeout job's index
+//	  GSI3 POOL#<pool>#pending   <created>#<org>#<id>                      pending only: nodes claim from it
+//	ORG#<org>  SBXPORT#<sandbox>#<port>   a listen port held by a live environment of the sandbox
+//
+// The live partition of GSI1 holds only live environments, so listing them
+// reads what is live, however many stopped ones the organization has.
+type envItem struct {
+	PK     string `dynamodbav:"PK"`
+	SK     string `dynamodbav:"SK"`
+	GSI1PK string `dynamodbav:"GSI1PK"`
+	GSI1SK string `dynamodbav:"GSI1SK"`
+	GSI2PK string `dynamodbav:"GSI2PK,omitempty"`
+	GSI2SK string `dynamodbav:"GSI2SK,omitempty"`
+	GSI3PK string `dynamodbav:"GSI3PK,omitempty"`
+	GSI3SK string `dynamodbav:"GSI3SK,omitempty"`
+
+	Org        string            `dynamodbav:"org"`
+	ID         string            `dynamodbav:"id"`
+	Name       string            `dynamodbav:"name"`
+	Template   string            `dynamodbav:"template"`
+	State      string            `dynamodbav:"state"`
+	Node       string            `dynamodbav:"node"`
+	Sandbox    string            `dynamodbav:"sandbox"`
+	Pool       string            `dynamodbav:"pool"`
+	Labels     map[string]string `dynamodbav:"labels"`
+	Project    string            `dynamodbav:"project"`
+	ReadyMs    *int64            `dynamodbav:"readyMs,omitempty"`
+	Error      string            `dynamodbav:"error"`
+	CreatedBy  string            `dynamodbav:"createdBy"`
+	Created    time.Time         `dynamodbav:"created"`
+	Ready      *time.Time        `dynamodbav:"ready,omitempty"`
+	Stopped    *time.Time        `dynamodbav:"stopped,omitempty"`
+	Expires    time.Time         `dynamodbav:"expires"`
+	IdleUntil  time.Time         `dynamodbav:"idleUntil"`
+	IdleNs     int64             `dynamodbav:"idleNs"`
+	HardNs     int64             `dynamodbav:"hardNs"`
+	Exports    []exportItem      `dynamodbav:"exports"`
+	Shares     []shareItem       `dynamodbav:"shares"`
+	Snapshot   string            `dynamodbav:"snapshot"`
+	Restored   *restoredItem     `dynamodbav:"restored,omitempty"`
+	StopReason string            `dynamodbav:"stopReason"`
+	Ports      []int             `dynamodbav:"ports"`
+}
+
+type exportItem struct {
+	Service string `dynamodbav:"service"`
+	Listen  string `dynamodbav:"listen"`
+	Target  string `dynamodbav:"target"`
+}
+
+type shareItem struct {
+	Name      string   `dynamodbav:"name"`
+	Direction string   `dynamodbav:"direction"`
+	EnvPath   string   `dynamodbav:"envPath"`
+	LocalPath string   `dynamodbav:"localPath"`
+	Files     []string `dynamodbav:"files"`
+}
+
+type restoredItem struct {
+	Key     string    `dynamodbav:"key"`
+	Root    string    `dynamodbav:"root"`
+	Files   int       `dynamodbav:"files"`
+	Created time.Time `dynamodbav:"created"`
+}
+
+func envSK(id string) string { return "ENV#" + id }
+
+// envListPK is the GSI1 partition an environment is listed in: one for all
+// live states, one per other state.
+func envListPK(org string, st domain.State) string {
+	if st.Live() {
+		return orgPK(org) + "#ENV#live"
+	}
+	return orgPK(org) + "#ENV#" + string(st)
+}
+
+// EnvListPartition is the GSI1 partition of a listing: "live" or a state.
+func EnvListPartition(org, state string) string { return orgPK(org) + "#ENV#" + state }
+
+func envListSK(created time.Time, id string) string { return FormatTime(created) + "#" + id }
+
+// DuePK is the one GSI2 partition of live environments, ordered by deadline.
+const DuePK = "ENVDUE"
+
+// DueSK orders a live environment by its deadline, min(idleUntil, expires).
+// The timeout job queries GSI2PK = DuePK AND GSI2SK < DueBefore(now).
+func DueSK(due time.Time, org, id string) string { return FormatTime(due) + "#" + org + "#" + id }
+
+// DueBefore is the exclusive upper bound of GSI2SK for environments due at or before now.
+func DueBefore(now time.Time) string { return FormatTime(now) + "#\uffff" }
+
+// PoolPendingPK is the GSI3 partition of a pool's pending environments.
+func PoolPendingPK(pool string) string { return "POOL#" + pool + "#pending" }
+
+func poolPendingSK(created time.Time, org, id string) string {
+	return FormatTime(created) + "#" + org + "#" + id
+}
+
+func portSK(sandbox string, port int) string { return "SBXPORT#" + sandbox + "#" + strconv.Itoa(port) }
+
+func newEnvItem(e domain.Environment) envItem {
+	it := envItem{
+		PK: orgPK(e.OrgID), SK: envSK(e.ID),
+		GSI1PK: envListPK(e.OrgID, e.State), GSI1SK: envListSK(e.Created, e.ID),
+		Org: e.OrgID, ID: e.ID, Name: e.Name, Template: e.Template, State: string(e.State), Node: e.Node,
+		Sandbox: e.Sandbox, Pool: e.Pool, Labels: e.Labels, Project: e.Project, ReadyMs: e.ReadyMs,
+		Error: e.Error, CreatedBy: e.CreatedBy, Created: e.Created, Ready: e.Ready, Stopped: e.Stopped,
+		Expires: e.Expires, IdleUntil: e.IdleUntil, IdleNs: int64(e.Idle), HardNs: int64(e.Hard),
+		Snapshot: e.Snapshot, StopReason: e.StopReason, Ports: e.Ports,
+	}
+	if e.State.Live() {
+		it.GSI2PK, it.GSI2SK = DuePK, DueSK(e.Due(), e.OrgID, e.ID)
+	}
+	if e.State == domain.StatePending {
+		it.GSI3PK, it.GSI3SK = PoolPendingPK(e.Pool), poolPendingSK(e.Created, e.OrgID, e.ID)
+	}
+	for _, x := range e.Exports {
+		it.Exports = append(it.Exports, exportItem(x))
+	}
+	for _, s := range e.Shares {
+		it.Shares = append(it.Shares, shareItem(s))
+	}
+	if e.Restored != nil {
+		r := restoredItem(*e.Restored)
+		it.Restored = &r
+	}
+	return it
+}
+
+func (it envItem) domain() domain.Environment {
+	e := domain.Environment{
+		OrgID: it.Org, ID: it.ID, Name: it.Name, Template: it.Template, State: domain.State(it.State),
+		Node: it.Node, Sandbox: it.Sandbox, Pool: it.Pool, Labels: it.Labels, Project: it.Project,
+		ReadyMs: it.ReadyMs, Error: it.Error, CreatedBy: it.CreatedBy, Created: it.Created.UTC(),
+		Ready: utcPtr(it.Ready), Stopped: utcPtr(it.Stopped), Expires: it.Expires.UTC(),
+		IdleUntil: it.IdleUntil.UTC(), Idle: domain.Duration(it.IdleNs), Hard: domain.Duration(it.HardNs),
+		Snapshot: it.Snapshot, StopReason: it.StopReason, Ports: it.Ports,
+	}
+	for _, x := range it.Exports {
+		e.Exports = append(e.Exports, domain.EnvExport(x))
+	}
+	for _, s := range it.Shares {
+		e.Shares = append(e.Shares, domain.EnvShare(s))
+	}
+	if it.Restored != nil {
+		r := domain.Restored(*it.Restored)
+		r.Created = r.Created.UTC()
+		e.Restored = &r
+	}
+	e.Normalize()
+	return e
+}
+
+func decodeEnv(raw map[string]types.AttributeValue) (domain.Environment, error) {
+	var it envItem
+	if err := unmarshal(raw, &it); err != nil {
+		return domain.Environment{}, err
+	}
+	return it.domain(), nil
+}
+
+// liveCondition holds while an environment is pending, starting or ready.
+const liveCondition = "#state IN (:pending, :starting, :ready)"
+
+func liveValues(vals map[string]types.AttributeValue) map[string]types.AttributeValue {
+	vals[":pending"] = str(string(domain.StatePending))
+	vals[":starting"] = str(string(domain.StateStarting))
+	vals[":ready"] = str(string(domain.StateReady))
+	return vals
+}
+
+// LeaseEnvironment writes a new environment in ONE transaction with the
+// quota check, so no concurrency can lease past maxLeases and `running`
+// never drifts. The transaction also checks that the sandbox is registered,
+// claims the sandbox listen ports, and records the Idempotency-Key.
+//
+// Refusals: domain.ErrIdempotencyKeyUsed, 422 for an unknown sandbox, 429
+// code quota, domain.ErrListenPortTaken (the caller picks other ports).
+func (s *Store) LeaseEnvironment(ctx context.Context, l domain.Lease) error {
+	e := l.Env
+	envAV, err := marshal(newEnvItem(e))
+	if err != nil {
+		return err
+	}
+	var items []types.TransactWriteItem
+	idemAt, sandboxAt := -1, -1
+	// The idempotency record comes first: when a retry also meets a full
+	// quota, DynamoDB (and minidyn, which reports only the first failure)
+	// must say "key used" so the first response is replayed.
+	if rec := l.Idempotency; rec != nil {
+		recAV, err := marshal(newIdemItem(*rec))
+		if err != nil {
+			return err
+		}
+		idemAt = len(items)
+		items = append(items, types.TransactWriteItem{Put: &types.Put{
+			TableName: aws.String(s.table), Item: recAV,
+			// An expired record may be replaced: TTL deletion runs late.
+			ConditionExpression:       aws.String("attribute_not_exists(PK) OR #ttl < :now"),
+			ExpressionAttributeNames:  map[string]string{"#ttl": AttrTTL},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":now": num(rec.Created.Unix())},
+		}})
+	}
+	if e.Sandbox != "" {
+		sandboxAt = len(items)
+		items = append(items, types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
+			TableName: aws.String(s.table), Key: key(orgPK(e.OrgID), sandboxSK(e.Sandbox)),
+			ConditionExpression: aws.String("attribute_exists(PK)"),
+		}})
+	}
+	quotaAt := len(items)
+	items = append(items, types.TransactWriteItem{Update: &types.Update{
+		TableName:                 aws.String(s.table),
+		Key:                       key(orgPK(e.OrgID), QuotaSK(e.Template)),
+		UpdateExpression:          aws.String("SET running = running + :one"),
+		ConditionExpression:       aws.String("attribute_exists(PK) AND running < maxLeases"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":one": num(1)},
+		// The refused quota item comes back so the 429 can state the limit.
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}})
+	envAt := len(items)
+	items = append(items, types.TransactWriteItem{Put: &types.Put{
+		TableName: aws.String(s.table), Item: envAV, ConditionExpression: aws.String("attribute_not_exists(PK)"),
+	}})
+	portsFrom := len(items)
+	for _, p := range e.Ports {
+		items = append(items, types.TransactWriteItem{Put: &types.Put{
+			TableName: aws.String(s.table),
+			Item: map[string]types.AttributeValue{
+				AttrPK: str(orgPK(e.OrgID)), AttrSK: str(portSK(e.Sandbox, p)), "env": str(e.ID),
+			},
+			ConditionExpression: aws.String("attribute_not_exists(PK)"),
+		}})
+	}
+
+	reasons, err := s.transact(ctx, "lease environment", items)
+	if err != nil || reasons == nil {
+		return err
+	}
+	switch {
+	case conditionFailed(reasons, idemAt):
+		return domain.ErrIdempotencyKeyUsed
+	case conditionFailed(reasons, sandboxAt):
+		return domain.Invalid("sandbox", "sandbox %q is not registered in your organization", e.Sandbox)
+	case conditionFailed(reasons, quotaAt):
+		return quotaError(e.Template, reasons[quotaAt].Item)
+	case conditionFailed(reasons, envAt):
+		return domain.Internal(fmt.Errorf("lease environment: id %s already exists", e.ID))
+	}
+	for i := portsFrom; i < len(items); i++ {
+		if conditionFailed(reasons, i) {
+			return domain.ErrListenPortTaken
+		}
+	}
+	return domain.Internal(fmt.Errorf("lease environment: cancelled without a failed condition: %v", reasons))
+}
+
+// quotaError is the 429 of a full quota. It states the limit, from the quota
+// item the transaction refused, and what to do about it.
+func quotaError(template string, old map[string]types.AttributeValue) error {
+	if old == nil {
+		// Only a missing quota item (a template configured by hand) has no old image.
+		return &domain.Error{Code: domain.CodeQuota, Message: fmt.Sprintf(
+			"template %q has no quota configured, so no environment of it can be leased", template)}
+	}
+	var q quotaItem
+	_ = unmarshal(old, &q) // a malformed item still deserves the 429, with zeros
+	if q.MaxLeases <= 0 {
+		return &domain.Error{Code: domain.CodeQuota, Message: fmt.Sprintf(
+			"the quota of template %q is 0 live environments: it cannot be leased", template)}
+	}
+	return &domain.Error{Code: domain.CodeQuota, Message: fmt.Sprintf(
+		"quota reached: your organization may run at most %d live environment(s) of template %q at once and %d are live; delete a live environment of it first",
+		q.MaxLeases, template, q.Running)}
+}
+
+// GetEnvironment reads one environment of org, strongly consistent so a
+// client sees its own lease, delete and touch at once.
+func (s *Store) GetEnvironment(ctx context.Context, org, id string) (domain.Environment, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(s.table), Key: key(orgPK(org), envSK(id)), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return domain.Environment{}, dependencyError("get environment", err)
+	}
+	if out.Item == nil {
+		return domain.Environment{}, domain.NotFound("environment")
+	}
+	return decodeEnv(out.Item)
+}
+
+// ListEnvironments returns one page of org's environments in a GSI1
+// partition, newest first. Live listings read only live items.
+func (s *Store) ListEnvironments(ctx context.Context, org string, q domain.EnvQuery) (domain.EnvPage, error) {
+	partition := "live"
+	var filter *string
+	vals := map[string]types.AttributeValue{}
+	names := map[string]string(nil)
+	switch st := domain.State(q.State); {
+	case q.State == "" || q.State == "live":
+	case st.Live():
+		// pending, starting and ready share the live partition; a filter keeps one.
+		filter = aws.String("#state = :state")
+		names = map[string]string{"#state": "state"}
+		vals[":state"] = str(q.State)
+	default:
+		partition = q.State
+	}
+	pk := EnvListPartition(org, partition)
+	vals[":pk"] = str(pk)
+	in := &dynamodb.QueryInput{
+		TableName:                 aws.String(s.table),
+		IndexName:                 aws.String(IndexGSI1),
+		KeyConditionExpression:    aws.String("GSI1PK = :pk"),
+		FilterExpression:          filter,
+		ExpressionAttributeNames:  names,
+		ExpressionAttributeValues: vals,
+		ScanIndexForward:          aws.Bool(false),
+		Limit:                     aws.Int32(int32(q.Limit)),
+	}
+	if q.Cursor != "" {
+		start, err := decodeCursor(q.Cursor, pk)
+		if err != nil {
+			return domain.EnvPage{}, err
+		}
+		in.ExclusiveStartKey = start
+	}
+	out, err := s.db.Query(ctx, in)
+	if err != nil {
+		return domain.EnvPage{}, dependencyError("list environments", err)
+	}
+	page := domain.EnvPage{Environments: make([]domain.Environment, 0, len(out.Items))}
+	for _, raw := range out.Items {
+		e, err := decodeEnv(raw)
+		if err != nil {
+			return domain.EnvPage{}, err
+		}
+		page.Environments = append(page.Environments, e)
+	}
+	if len(out.LastEvaluatedKey) > 0 {
+		page.Next, err = encodeCursor(out.LastEvaluatedKey)
+		if err != nil {
+			return domain.EnvPage{}, err
+		}
+	}
+	return page, nil
+}
+
+// A cursor is the query's LastEvaluatedKey (all string attributes), as
+// base64url JSON. It is opaque to clients; decodeCursor refuses anything that
+// is not a key of the same listing, so a cursor cannot reach another
+// organization's partition.
+func encodeCursor(k map[string]types.AttributeValue) (string, error) {
+	m := map[string]string{}
+	for name, v := range k {
+		sv, ok := v.(*types.AttributeValueMemberS)
+		if !ok {
+			return "", domain.Internal(fmt.Errorf("cursor attribute %s is not a string", name))
+		}
+		m[name] = sv.Value
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return "", domain.Internal(err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+func decodeCursor(c, pk string) (map[string]types.AttributeValue, error) {
+	bad := domain.BadRequest("cursor", "cursor is not a `next` value of this listing")
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return nil, bad
+	}
+	var m map[string]string
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, bad
+	}
+	if len(m) != 4 || m[AttrGSI1PK] != pk || m[AttrPK] == "" || !strings.HasPrefix(m[AttrSK], "ENV#") || m[AttrGSI1SK] == "" {
+		return nil, bad
+	}
+	out := map[string]types.AttributeValue{}
+	for k, v := range m {
+		out[k] = str(v)
+	}
+	return out, nil
+}
+
+// StopEnvironment is the ONE way an environment leaves the live states, for
+// every cause: DELETE, the timeout job, a node's report, a lost node. In a
+// single transaction it moves the environment to `to`, conditioned on it still
+// being live, releases the quota (running - 1) and the sandbox listen ports.
+// So whatever races, the quota is released exactly once: a second stop finds
+// the condition false and changes nothing.
+//
+// It returns the environment after the call and whether this call stopped it;
+// when it was no longer live, the current record comes back with false.
+func (s *Store) StopEnvironment(ctx context.Context, e domain.Environment, to domain.State, reason string, now time.Time) (domain.Environment, bool, error) {
+	if to.Live() || !to.Valid() {
+		return domain.Environment{}, false, domain.Internal(fmt.Errorf("stop environment to %q", to))
+	}
+	items, after := s.stopItems(e, to, reason, now)
+	reasons, err := s.transact(ctx, "stop environment", items)
+	if err != nil {
+		return domain.Environment{}, false, err
+	}
+	if reasons != nil {
+		if !conditionFailed(reasons, 0) {
+			return domain.Environment{}, false, domain.Internal(fmt.Errorf("stop environment cancelled: %v", reasons))
+		}
+		cur, err := s.GetEnvironment(ctx, e.OrgID, e.ID)
+		return cur, false, err
+	}
+	return after, true, nil
+}
+
+// stopItems builds the stop transaction. Item 0 must stay the environment's
+// conditional update; anything else a stop must record exactly once (the
+// usage ledger, for one) is appended here, in this one place.
+func (s *Store) stopItems(e domain.Environment, to domain.State, reason string, now time.Time) ([]types.TransactWriteItem, domain.Environment) {
+	after := e
+	after.State = to
+	after.StopReason = reason
+	stopped := now.UTC()
+	after.Stopped = &stopped
+	vals := liveValues(map[string]types.AttributeValue{
+		":to": str(string(to)), ":reason": str(reason), ":stopped": str(FormatTime(now)),
+		":gsi1": str(envListPK(e.OrgID, to)),
+	})
+	items := []types.TransactWriteItem{
+		{Update: &types.Update{
+			TableName: aws.String(s.table), Key: key(orgPK(e.OrgID), envSK(e.ID)),
+			// Leaving the live states also leaves the due index and the pool's
+			// pending index: nothing is due or claimable after a stop.
+			UpdateExpression:          aws.String("SET #state = :to, stopReason = :reason, stopped = :stopped, GSI1PK = :gsi1 REMOVE GSI2PK, GSI2SK, GSI3PK, GSI3SK"),
+			ConditionExpression:       aws.String("attribute_exists(PK) AND " + liveCondition),
+			ExpressionAttributeNames:  map[string]string{"#state": "state"},
+			ExpressionAttributeValues: vals,
+		}},
+		{Update: &types.Update{
+			TableName: aws.String(s.table), Key: key(orgPK(e.OrgID), QuotaSK(e.Template)),
+			// No condition: the environment's condition above already makes
+			// this run once per lease, and a stop must never be refused.
+			UpdateExpression:          aws.String("SET running = running - :one"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":one": num(1)},
+		}},
+	}
+	for _, p := range e.Ports {
+		items = append(items, types.TransactWriteItem{Delete: &types.Delete{
+			TableName: aws.String(s.table), Key: key(orgPK(e.OrgID), portSK(e.Sandbox, p)),
+		}})
+	}
+	return items, after
+}
+
+// TouchEnvironment moves idleUntil forward to idleUntil, and the due index
+// with it, if the environment is still live and its deadline is earlier. It
+// returns the environment and whether it moved; when it did not, the current
+// record comes back so the caller can tell a stop from a later touch.
+func (s *Store) TouchEnvironment(ctx context.Context, e domain.Environment, idleUntil time.Time) (domain.Environment, bool, error) {
+	after := e
+	after.IdleUntil = idleUntil.UTC()
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                aws.String(s.table),
+		Key:                      key(orgPK(e.OrgID), envSK(e.ID)),
+		UpdateExpression:         aws.String("SET idleUntil = :iu, GSI2SK = :due"),
+		ConditionExpression:      aws.String("attribute_exists(PK) AND " + liveCondition + " AND idleUntil < :iu"),
+		ExpressionAttributeNames: map[string]string{"#state": "state"},
+		ExpressionAttributeValues: liveValues(map[string]types.AttributeValue{
+			":iu": str(FormatTime(idleUntil)), ":due": str(DueSK(after.Due(), e.OrgID, e.ID)),
+		}),
+	})
+	if IsConditionFailed(err) {
+		cur, err := s.GetEnvironment(ctx, e.OrgID, e.ID)
+		return cur, false, err
+	}
+	if err != nil {
+		return domain.Environment{}, false, dependencyError("touch environment", err)
+	}
+	return after, true, nil
+}
+
+// PutEnvironments writes environment records as they are, 25 per
+// BatchWriteItem, without quota accounting or port claims: for seeding
+// benchmarks and importing history, never for leasing.
+func (s *Store) PutEnvironments(ctx context.Context, envs []domain.Environment) error {
+	for len(envs) > 0 {
+		n := min(25, len(envs))
+		var reqs []types.WriteRequest
+		for _, e := range envs[:n] {
+			item, err := marshal(newEnvItem(e))
+			if err != nil {
+				return err
+			}
+			reqs = append(reqs, types.WriteRequest{PutRequest: &types.PutRequest{Item: item}})
+		}
+		envs = envs[n:]
+		pending := map[string][]types.WriteRequest{s.table: reqs}
+		for attempt := 0; len(pending[s.table]) > 0; attempt++ {
+			if attempt > 8 {
+				return domain.Unavailable("the table", fmt.Errorf("put environments: items left unprocessed"))
+			}
+			out, err := s.db.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: pending})
+			if err != nil {
+				return dependencyError("put environments", err)
+			}
+			pending = out.UnprocessedItems
+		}
+	}
+	return nil
+}
