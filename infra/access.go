@@ -1,0 +1,94 @@
+package main
+
+// IAM actions per access level. Resources are always the table (and its
+// indexes by name), the bucket's object prefix, or the one secret: never "*".
+
+// ObjectPrefix is where every object of the service lives (orgs/<org>/...).
+// Object permissions and the lifecycle backstop are scoped to it.
+const ObjectPrefix = "orgs/"
+
+var (
+	tableReadActions = []string{
+		"dynamodb:GetItem",
+		"dynamodb:BatchGetItem",
+		"dynamodb:Query",
+		"dynamodb:ConditionCheckItem",
+		"dynamodb:DescribeTable",
+	}
+	// authActions: the shared auth middleware of every HTTP function updates
+	// a key's lastUsed (at most once a minute) and the per-address
+	// failed-attempt counter. Both are single UpdateItem calls, so even the
+	// read-only groups need this one write action.
+	authActions = []string{
+		"dynamodb:UpdateItem",
+	}
+	tableWriteActions = []string{
+		"dynamodb:PutItem",
+		"dynamodb:UpdateItem",
+		"dynamodb:DeleteItem",
+		"dynamodb:BatchWriteItem",
+	}
+
+	// Presigned uploads and parts are signed with the function's own role
+	// (they live minutes, not days): PutObject covers PutObject,
+	// CreateMultipartUpload, UploadPart and CompleteMultipartUpload; sealing
+	// reads checksums with HeadObject (GetObject) and ListParts; an
+	// abandoned or mismatched upload is aborted or deleted.
+	artifactObjectActions = []string{
+		"s3:PutObject",
+		"s3:GetObject",
+		"s3:DeleteObject",
+		"s3:AbortMultipartUpload",
+		"s3:ListMultipartUploadParts",
+	}
+	expiryObjectActions = []string{
+		"s3:DeleteObject",
+	}
+	// ListBucket (limited to ObjectPrefix) makes a missing object a 404
+	// rather than a 403, and lets expiry find an artifact's objects.
+	bucketListActions = []string{
+		"s3:ListBucket",
+	}
+
+	// The link signer's only permission.
+	linkSignerActions = []string{
+		"s3:GetObject",
+	}
+	secretReadActions = []string{
+		"secretsmanager:GetSecretValue",
+	}
+)
+
+func (a TableAccess) actions() []string {
+	switch a {
+	case TableRead:
+		return concat(tableReadActions, authActions)
+	case TableReadWrite:
+		return concat(tableReadActions, tableWriteActions)
+	}
+	return nil
+}
+
+func (a BucketAccess) objectActions() []string {
+	switch a {
+	case BucketArtifacts:
+		return artifactObjectActions
+	case BucketDelete:
+		return expiryObjectActions
+	}
+	return nil
+}
+
+func concat(lists ...[]string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, l := range lists {
+		for _, s := range l {
+			if !seen[s] {
+				seen[s] = true
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}

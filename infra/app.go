@@ -1,0 +1,168 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/jsii-runtime-go"
+)
+
+// StackName is the CloudFormation stack (and cdk.out/<StackName>.template.json).
+const StackName = "Envlease"
+
+// Context keys this app reads (cdk.json "context", or -c key=value).
+const (
+	ctxLogLevel      = "envlease:logLevel"
+	ctxTracing       = "envlease:tracing"
+	ctxThrottleRate  = "envlease:throttleRateLimit"
+	ctxThrottleBurst = "envlease:throttleBurstLimit"
+	ctxAlarmEmail    = "envlease:alarmEmail"
+	ctxSAMLocal      = "envlease:samLocal"
+	// SAM finds each function's code through aws:asset:path metadata, which
+	// CDK writes only with this context set. The CDK CLI sets it (and
+	// reserves aws: keys in cdk.json); newApp sets it for direct runs.
+	ctxAssetMetadata = "aws:cdk:enable-asset-metadata"
+)
+
+// appOptions say how to build the app; main and the tests both use newApp.
+type appOptions struct {
+	// Root is the repository root (cdk.json lives there).
+	Root string
+	// Outdir is the cloud assembly folder; empty means CDK_OUTDIR (set by
+	// the CDK CLI) or <Root>/cdk.out.
+	Outdir string
+	Groups []Group
+	// AssetDirs maps group names to built bootstrap folders.
+	AssetDirs map[string]string
+	// NagReports writes cdk-nag's CSV reports into the assembly.
+	NagReports bool
+	// Context overrides cdk.json's context (main's flags).
+	Context map[string]interface{}
+}
+
+// newApp builds the app with cdk.json's context (so a direct `go run ./infra`
+// synthesizes exactly what the CDK CLI would), the stack, and cdk-nag.
+func newApp(opts appOptions) (awscdk.App, *EnvleaseStack, error) {
+	ctx, err := readCDKContext(filepath.Join(opts.Root, "cdk.json"))
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, ok := ctx[ctxAssetMetadata]; !ok {
+		ctx[ctxAssetMetadata] = true
+	}
+	for k, v := range opts.Context {
+		ctx[k] = v
+	}
+	outdir := opts.Outdir
+	if outdir == "" {
+		outdir = os.Getenv("CDK_OUTDIR")
+	}
+	if outdir == "" {
+		outdir = filepath.Join(opts.Root, "cdk.out")
+	}
+	app := awscdk.NewApp(&awscdk.AppProps{
+		Outdir:  jsii.String(outdir),
+		Context: &ctx,
+	})
+
+	props := &EnvleaseStackProps{
+		StackProps: awscdk.StackProps{
+			Description: jsii.String("envlease: environment leasing service (HTTP API, Lambda, DynamoDB, S3)"),
+		},
+		Groups:     opts.Groups,
+		AssetDirs:  opts.AssetDirs,
+		LogLevel:   contextString(app, ctxLogLevel, "info"),
+		AlarmEmail: contextString(app, ctxAlarmEmail, ""),
+	}
+	if props.Tracing, err = contextBool(app, ctxTracing, false); err != nil {
+		return nil, nil, err
+	}
+	if props.SAMLocal, err = contextBool(app, ctxSAMLocal, false); err != nil {
+		return nil, nil, err
+	}
+	if props.ThrottleRate, err = contextNumber(app, ctxThrottleRate, 100); err != nil {
+		return nil, nil, err
+	}
+	if props.ThrottleBurst, err = contextNumber(app, ctxThrottleBurst, 200); err != nil {
+		return nil, nil, err
+	}
+	stack, err := NewEnvleaseStack(app, StackName, props)
+	if err != nil {
+		return nil, nil, err
+	}
+	addNagChecks(app, opts.NagReports)
+	return app, stack, nil
+}
+
+func readCDKContext(path string) (map[string]interface{}, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", filepath.Base(path), err)
+	}
+	var cfg struct {
+		Context map[string]interface{} `json:"context"`
+	}
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		return nil, fmt.Errorf("parse %s: %w", filepath.Base(path), err)
+	}
+	if cfg.Context == nil {
+		cfg.Context = map[string]interface{}{}
+	}
+	return cfg.Context, nil
+}
+
+func contextValue(app awscdk.App, key string) interface{} {
+	return app.Node().TryGetContext(jsii.String(key))
+}
+
+func contextString(app awscdk.App, key, def string) string {
+	switch v := contextValue(app, key).(type) {
+	case string:
+		if v != "" {
+			return v
+		}
+	case *string:
+		if v != nil && *v != "" {
+			return *v
+		}
+	}
+	return def
+}
+
+func contextBool(app awscdk.App, key string, def bool) (bool, error) {
+	switch v := contextValue(app, key).(type) {
+	case nil:
+		return def, nil
+	case bool:
+		return v, nil
+	case *bool:
+		return *v, nil
+	case string:
+		return strconv.ParseBool(v)
+	case *string:
+		return strconv.ParseBool(*v)
+	default:
+		return false, fmt.Errorf("context %s: want true or false, got %v", key, v)
+	}
+}
+
+func contextNumber(app awscdk.App, key string, def float64) (float64, error) {
+	switch v := contextValue(app, key).(type) {
+	case nil:
+		return def, nil
+	case float64:
+		return v, nil
+	case *float64:
+		return *v, nil
+	case string:
+		return strconv.ParseFloat(v, 64)
+	case *string:
+		return strconv.ParseFloat(*v, 64)
+	default:
+		return 0, fmt.Errorf("context %s: want a number, got %v", key, v)
+	}
+}

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"time"
+)
+
+// This file is the one place that says which Lambdas exist, what they serve,
+// how big they are, and what each may touch. The stack reads it; the tests
+// check the synthesized template against it and against the API spec.
+
+// TableAccess is how much of the DynamoDB table a function may use.
+type TableAccess int
+
+const (
+	TableNone TableAccess = iota
+	// TableRead: reads only, plus the auth bookkeeping every authenticated
+	// HTTP function does through the shared middleware (see authActions).
+	TableRead
+	// TableReadWrite: reads, writes and transactions.
+	TableReadWrite
+)
+
+// BucketAccess is how much of the artifact bucket a function may use.
+type BucketAccess int
+
+const (
+	BucketNone BucketAccess = iota
+	// BucketArtifacts: the artifact flow (presigned multipart upload, seal
+	// with checksum verification, abort).
+	BucketArtifacts
+	// BucketDelete: list and delete objects (expiry of artifacts).
+	BucketDelete
+)
+
+// Route is an HTTP API route prefix owned by one function. Every prefix is
+// routed as ANY <Path>; with Proxy also ANY <Path>/{proxy+}. The function's
+// own router answers 404 and 405 inside its prefix.
+type Route struct {
+	Path  string
+	Proxy bool
+}
+
+// Group is one Lambda: an HTTP endpoint group or a scheduled job.
+type Group struct {
+	// Name is the directory functions/<Name> and the function's construct id.
+	Name        string
+	Description string
+	// Routes are the HTTP API prefixes it owns (none for jobs).
+	Routes []Route
+	// CatchAll makes this function the API's $default route, so a path no
+	// group owns still gets the service's own JSON 404 body.
+	CatchAll bool
+	// Schedule runs the function on an EventBridge rate (jobs only).
+	Schedule time.Duration
+	// MemoryMB and Timeout are sized per group; see the comments in Groups.
+	MemoryMB int
+	Timeout  time.Duration
+	Table    TableAccess
+	Bucket   BucketAccess
+	// SignsLinks functions read the link-signing secret and get
+	// LINK_SIGNER_SECRET_ARN.
+	SignsLinks bool
+}
+
+// IsJob reports whether the group is a scheduled function.
+func (g Group) IsJob() bool { return g.Schedule > 0 }
+
+// Sizing. API functions answer behind API Gateway's 30 s integration limit and
+// do a handful of DynamoDB calls per request: 256 MB (which also buys the CPU
+// share that keeps Go's cold start near 100 ms on arm64) and a 10 s timeout,
+// well above the p99 of a healthy request but short enough that a stuck call
+// fails fast. Jobs walk the due-index in pages and may delete many objects, so
+// they get more memory and minutes, but stay below their own schedule period
+// so two runs of the same job do not overlap.
+const (
+	apiMemoryMB = 256
+	apiTimeout  = 10 * time.Second
+)
+
+// Groups are the functions of the service.
+var Groups = []Group{
+	{Name: "tokens", Description: "CLI tokens",
+		Routes:   []Route{{Path: "/v1/tokens"}},
+		MemoryMB: apiMemoryMB, Timeout: apiTimeout, Table: TableReadWrite},
+	{Name: "keys", Description: "organization API keys and their revocation",
+		Routes:   []Route{{Path: "/v1/keys", Proxy: true}},
+		MemoryMB: apiMemoryMB, Timeout: apiTimeout, Table: TableReadWrite},
+	{Name: "sandboxes", Description: "sandbox registration and join keys",
+		Routes:   []Route{{Path: "/v1/sandboxes", Proxy: true}},
+		MemoryMB: apiMemoryMB, Timeout: apiTimeout, Table: TableReadWrite},
+	{Name: "environments", Description: "leasing, reading, touching and releasing environments",
+		Routes:   []Route{{Path: "/v1/environments", Proxy: true}},
+		MemoryMB: apiMemoryMB, Timeout: apiTimeout, Table: TableReadWrite, SignsLinks: true},
+	{Name: "templates", Description: "templates and pools the organization can lease",
+		Routes:   []Route{{Path: "/v1/templates"}},
+		MemoryMB: apiMemoryMB, Timeout: apiTimeout, Table: TableRead},
+	{Name: "quotas", Description: "per-template quotas and running counts",
+		Routes:   []Route{{Path: "/v1/quotas"}},
+		MemoryMB: apiMemoryMB, Timeout: apiTimeout, Table: TableRead},
+	// Usage sums per-day records over up to months of history: more memory
+	// (and so more CPU) and a longer timeout than the other API functions.
+	{Name: "usage", Description: "environment seconds per template per day",
+		Routes:   []Route{{Path: "/v1/usage"}},
+		MemoryMB: 512, Timeout: 20 * time.Second, Table: TableRead},
+	{Name: "artifacts", Description: "artifact upload, sealing, listing and signed links",
+		Routes:   []Route{{Path: "/v1/artifacts", Proxy: true}},
+		MemoryMB: apiMemoryMB, Timeout: apiTimeout, Table: TableReadWrite, Bucket: BucketArtifacts, SignsLinks: true},
+	// A node's claim long-polls for up to about 20 s when nothing is pending:
+	// the timeout leaves room for that, under API Gateway's 30 s limit.
+	{Name: "nodes", Description: "node agents: registration, heartbeats, claims, state reports",
+		Routes:   []Route{{Path: "/v1/nodes", Proxy: true}},
+		MemoryMB: apiMemoryMB, Timeout: 28 * time.Second, Table: TableReadWrite, SignsLinks: true},
+	// The API description is static: the smallest size does.
+	{Name: "docs", Description: "the OpenAPI document; also answers paths no group owns",
+		Routes:   []Route{{Path: "/v1/openapi.json"}, {Path: "/v1/openapi.yaml"}},
+		CatchAll: true,
+		MemoryMB: 128, Timeout: 5 * time.Second, Table: TableRead},
+	// Runs every minute: finishes well inside the minute.
+	{Name: "timeouts", Description: "stops environments past their idle or hard deadline",
+		Schedule: time.Minute,
+		MemoryMB: 512, Timeout: 50 * time.Second, Table: TableReadWrite},
+	// Runs every 15 minutes and may delete many objects.
+	{Name: "expiry", Description: "removes expired artifacts and their objects",
+		Schedule: 15 * time.Minute,
+		MemoryMB: 512, Timeout: 5 * time.Minute, Table: TableReadWrite, Bucket: BucketDelete},
+}
+
+// GroupNames returns the names of groups, in order.
+func GroupNames(groups []Group) []string {
+	names := make([]string, len(groups))
+	for i, g := range groups {
+		names[i] = g.Name
+	}
+	return names
+}
