@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -98,9 +99,8 @@ func (s TableSchema) CreateTableInput(name string) *dynamodb.CreateTableInput {
 	}
 }
 
-// EnsureTable creates the table if it does not exist and turns on TTL where the
-// endpoint supports it. It is for local stacks and tests; in AWS the CDK stack
-// owns the table.
+// EnsureTable creates the table if it does not exist and waits until it is
+// active. It is for local stacks and tests; in AWS the CDK stack owns the table.
 func EnsureTable(ctx context.Context, db *dynamodb.Client, name string) error {
 	_, err := db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
 	if err == nil {
@@ -116,14 +116,28 @@ func EnsureTable(ctx context.Context, db *dynamodb.Client, name string) error {
 			return fmt.Errorf("create table %s: %w", name, err)
 		}
 	}
-	// minidyn has no UpdateTimeToLive; readers never rely on TTL having run,
-	// so a refusal here only means expired items linger locally.
-	_, _ = db.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
-		TableName: aws.String(name),
-		TimeToLiveSpecification: &types.TimeToLiveSpecification{
-			AttributeName: aws.String(Schema.TTLAttribute),
-			Enabled:       aws.Bool(true),
-		},
-	})
+	// A new table takes a moment to become ACTIVE on DynamoDB and LocalStack.
+	// (minidyn reports no status at all: that counts as ready.)
+	for deadline := time.Now().Add(2 * time.Minute); ; {
+		out, err := db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
+		if err != nil {
+			return fmt.Errorf("describe table %s: %w", name, err)
+		}
+		if st := out.Table.TableStatus; st == "" || st == types.TableStatusActive {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("table %s is still %s", name, out.Table.TableStatus)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	// TTL is not enabled here: the CDK stack enables it wherever the table is
+	// deployed (AWS, LocalStack), and minidyn, the local table, has no TTL.
+	// Readers never rely on TTL having run; they compare the ttl attribute to
+	// now, so locally expired items only linger.
 	return nil
 }
