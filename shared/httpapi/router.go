@@ -20,6 +20,7 @@ import (
 	"github.com/awslabs/aws-lambda-go-api-proxy/core"
 
 	"github.com/envlease/envlease/shared/domain"
+	"github.com/envlease/envlease/shared/metrics"
 )
 
 // Access says who may call a route.
@@ -87,6 +88,9 @@ func New(cfg Config, groups ...[]Route) http.Handler {
 					Code: domain.CodeMethodNotAllowed, Message: "method " + r.Method + " is not allowed here; allowed: " + allow,
 				})
 				return
+			}
+			if ri, ok := r.Context().Value(reqInfoKey{}).(*reqInfo); ok {
+				ri.route = rt.Method + " " + rt.Path
 			}
 			serveRoute(cfg, rt, w, r)
 		}))
@@ -166,8 +170,9 @@ func PeerAddr(r *http.Request) string {
 type reqInfoKey struct{}
 
 type reqInfo struct {
-	id  string
-	org string
+	id    string
+	org   string
+	route string
 }
 
 // RequestID returns the id of the request being served.
@@ -210,7 +215,8 @@ func withRequestContext(base *slog.Logger, next http.Handler) http.Handler {
 		if ri.id == "" {
 			ri.id = newRequestID()
 		}
-		r = r.WithContext(context.WithValue(r.Context(), reqInfoKey{}, ri))
+		ctx, counters := metrics.WithRequest(context.WithValue(r.Context(), reqInfoKey{}, ri))
+		r = r.WithContext(ctx)
 		w.Header().Set("X-Request-Id", ri.id)
 		sw := &statusWriter{ResponseWriter: w}
 		defer func() {
@@ -222,7 +228,8 @@ func withRequestContext(base *slog.Logger, next http.Handler) http.Handler {
 			}
 			base.InfoContext(r.Context(), "request",
 				"request_id", ri.id, "method", r.Method, "path", r.URL.Path,
-				"status", sw.status, "ms", time.Since(start).Milliseconds(), "org", ri.org)
+				"status", sw.status, "ms", time.Since(start).Milliseconds(), "org", ri.org,
+				"route", ri.route, "ddb_calls", counters.DynamoCalls())
 		}()
 		next.ServeHTTP(sw, r)
 	})

@@ -24,6 +24,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/middleware"
+
+	"github.com/envlease/envlease/shared/metrics"
 
 	"github.com/envlease/envlease/shared/domain"
 )
@@ -34,9 +37,20 @@ type Store struct {
 	table string
 }
 
-// New returns a store over table.
+// New returns a store over table. Every call it makes is counted against the
+// request in its context (see package metrics), for the request log.
 func New(db *dynamodb.Client, table string) *Store {
-	return &Store{db: db, table: table}
+	return &Store{db: dynamodb.New(db.Options(), countRequestCalls), table: table}
+}
+
+func countRequestCalls(o *dynamodb.Options) {
+	o.APIOptions = append(o.APIOptions, func(stack *middleware.Stack) error {
+		return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("envleaseRequestCalls",
+			func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+				metrics.AddDynamoCall(ctx)
+				return next.HandleInitialize(ctx, in)
+			}), middleware.After)
+	})
 }
 
 // Table returns the table name.
