@@ -26,6 +26,9 @@ const (
 	// CDK writes only with this context set. The CDK CLI sets it (and
 	// reserves aws: keys in cdk.json); newApp sets it for direct runs.
 	ctxAssetMetadata = "aws:cdk:enable-asset-metadata"
+	// aws:cdk:path on every resource lets sam local name a function by its
+	// construct path (Envlease/TokensFunction). The CLI sets it too.
+	ctxPathMetadata = "aws:cdk:enable-path-metadata"
 )
 
 // appOptions say how to build the app; main and the tests both use newApp.
@@ -51,8 +54,10 @@ func newApp(opts appOptions) (awscdk.App, *EnvleaseStack, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if _, ok := ctx[ctxAssetMetadata]; !ok {
-		ctx[ctxAssetMetadata] = true
+	for _, k := range []string{ctxAssetMetadata, ctxPathMetadata} {
+		if _, ok := ctx[k]; !ok {
+			ctx[k] = true
+		}
 	}
 	for k, v := range opts.Context {
 		ctx[k] = v

@@ -3,7 +3,7 @@
 // CDK CLI; `go run ./infra` does the same without the CLI.
 //
 //	go run ./infra              # cdk.out/Envlease.template.json and assets
-//	go run ./infra -sam-local   # the same, with AWS_ENDPOINT_URL declared for sam local --env-vars
+//	go run ./infra -sam-local   # the same, with AWS_ENDPOINT_URL[_S3] declared for sam local --env-vars
 package main
 
 import (
@@ -19,7 +19,7 @@ import (
 )
 
 func main() {
-	samLocal := flag.Bool("sam-local", false, "declare AWS_ENDPOINT_URL on every function so sam local --env-vars can point it at a local stack (same as -c "+ctxSAMLocal+"=true)")
+	samLocal := flag.Bool("sam-local", false, "declare AWS_ENDPOINT_URL and AWS_ENDPOINT_URL_S3 on every function so sam local --env-vars can point them at a local stack (same as -c "+ctxSAMLocal+"=true)")
 	flag.Parse()
 	err := run(*samLocal)
 	jsii.Close()

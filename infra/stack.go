@@ -46,9 +46,10 @@ type EnvleaseStackProps struct {
 	ThrottleBurst float64
 	// AlarmEmail, if set, subscribes an address to the alarm topic.
 	AlarmEmail string
-	// SAMLocal declares AWS_ENDPOINT_URL (empty, which the SDK ignores) on
-	// every function: sam local only lets --env-vars set variables the
-	// template declares, and this one points the SDK at a local stack.
+	// SAMLocal declares AWS_ENDPOINT_URL and AWS_ENDPOINT_URL_S3 (empty,
+	// which the SDK ignores) on every function: sam local only lets
+	// --env-vars set variables the template declares, and these point the
+	// SDK at a local stack such as LocalStack.
 	SAMLocal bool
 }
 
@@ -318,6 +319,7 @@ func (s *EnvleaseStack) newFunction(g Group, assetDir, logLevel string, tracing,
 	}
 	if samLocal {
 		env["AWS_ENDPOINT_URL"] = jsii.String("")
+		env["AWS_ENDPOINT_URL_S3"] = jsii.String("")
 	}
 	desc := "envlease " + g.Name + " - " + g.Description
 	if g.SignsLinks {
@@ -471,7 +473,9 @@ func (s *EnvleaseStack) newHTTPAPI(groups []Group, rate, burst float64) awsapiga
 	}
 
 	awscdk.NewCfnOutput(stack, jsii.String("ApiUrl"), &awscdk.CfnOutputProps{
-		Value:       stage.Url(),
+		// The API's own endpoint attribute (not a URL assembled from the
+		// region) so the output is right wherever the stack is deployed.
+		Value:       jsii.String(*api.ApiEndpoint() + "/"),
 		Description: jsii.String("base URL of the API"),
 	})
 	return api
