@@ -170,7 +170,7 @@ func (s *Store) PresignPut(ctx context.Context, key, sha256Hex, contentType stri
 		ServerSideEncryption: SSE,
 	}, s3.WithPresignExpires(ttl))
 	if err != nil {
-		return Presigned{}, domain.Internal(fmt.Errorf("presign put: %w", err))
+		return Presigned{}, signError("presign put", err)
 	}
 	return s.presigned(req.Method, req.URL, req.SignedHeader, ttl), nil
 }
@@ -207,7 +207,7 @@ func (s *Store) PresignPart(ctx context.Context, key, uploadID string, part int3
 		ChecksumSHA256: aws.String(sum),
 	}, s3.WithPresignExpires(ttl))
 	if err != nil {
-		return Presigned{}, domain.Internal(fmt.Errorf("presign part: %w", err))
+		return Presigned{}, signError("presign part", err)
 	}
 	return s.presigned(req.Method, req.URL, req.SignedHeader, ttl), nil
 }
@@ -317,10 +317,16 @@ func (s *Store) PresignGet(ctx context.Context, key, filename, contentType strin
 	}
 	req, err := s.links.PresignGetObject(ctx, in, s3.WithPresignExpires(ttl))
 	if err != nil {
-		// The only I/O a presign can do is fetching the signing credentials.
-		return Presigned{}, domain.Unavailable("the link signer", fmt.Errorf("presign get: %w", err))
+		return Presigned{}, signError("presign get", err)
 	}
 	return s.presigned(req.Method, req.URL, req.SignedHeader, ttl), nil
+}
+
+// signError maps a presigning failure. The only I/O a presign does is
+// fetching the signing credentials (the instance role, the signer secret), so
+// a failure is a dependency the client may retry.
+func signError(op string, err error) error {
+	return domain.Unavailable("the request signer", fmt.Errorf("%s: %w", op, err))
 }
 
 func (s *Store) presigned(method, url string, h http.Header, ttl time.Duration) Presigned {

@@ -213,17 +213,33 @@ func (s *Store) FailArtifact(ctx context.Context, org, id string) error {
 // ExpireArtifact turns an artifact into a tombstone: state expired, out of the
 // listing and the due index, kept until now + ArtifactTombstone so requests
 // for it still answer 410. It is for the expiry job, after the objects are gone.
+//
+// It rewrites the item (read, then a put conditioned on the state read)
+// rather than using UPDATE ... REMOVE, which minidyn v0.8.2 did not apply in
+// a combined SET/REMOVE update in this project's tests.
 func (s *Store) ExpireArtifact(ctx context.Context, org, id string, now time.Time) error {
-	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	a, err := s.GetArtifact(ctx, org, id)
+	if err != nil {
+		return err
+	}
+	prev := a.State
+	a.State = domain.ArtifactExpired
+	a.UploadID = ""
+	it := newArtifactItem(a) // not sealed: no index keys
+	it.TTL = now.Add(ArtifactTombstone).Unix()
+	item, err := marshal(it)
+	if err != nil {
+		return err
+	}
+	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:                 aws.String(s.table),
-		Key:                       key(orgPK(org), artifactSK(id)),
-		UpdateExpression:          aws.String("SET #state = :expired, #ttl = :ttl REMOVE GSI1PK, GSI1SK, GSI2PK, GSI2SK, uploadId"),
-		ConditionExpression:       aws.String("attribute_exists(PK)"),
-		ExpressionAttributeNames:  map[string]string{"#state": "state", "#ttl": AttrTTL},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":expired": str(domain.ArtifactExpired), ":ttl": num(now.Add(ArtifactTombstone).Unix())},
+		Item:                      item,
+		ConditionExpression:       aws.String("#state = :prev"),
+		ExpressionAttributeNames:  map[string]string{"#state": "state"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":prev": str(prev)},
 	})
 	if IsConditionFailed(err) {
-		return domain.NotFound("artifact")
+		return domain.Errorf(domain.CodeConflict, "the artifact changed while it was being expired; retry")
 	}
 	return dependencyError("expire artifact", err)
 }

@@ -1,0 +1,108 @@
+package artifacts
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/envlease/envlease/shared/domain"
+	"github.com/envlease/envlease/shared/httpapi"
+)
+
+// Routes is the artifacts group.
+func Routes(s *Service) []httpapi.Route {
+	return []httpapi.Route{
+		{Method: http.MethodPost, Path: "/v1/artifacts", Access: httpapi.Member, Handler: s.handleCreate},
+		{Method: http.MethodGet, Path: "/v1/artifacts", Access: httpapi.Member, Handler: s.handleList},
+		{Method: http.MethodGet, Path: "/v1/artifacts/{id}", Access: httpapi.Member, Handler: s.handleGet},
+		{Method: http.MethodPost, Path: "/v1/artifacts/{id}/complete", Access: httpapi.Member, Handler: s.handleComplete},
+		{Method: http.MethodPost, Path: "/v1/artifacts/{id}/links", Access: httpapi.Member, Handler: s.handleLink},
+	}
+}
+
+func (s *Service) handleCreate(w http.ResponseWriter, r *http.Request, p domain.Principal) error {
+	var req CreateRequest
+	if err := httpapi.Decode(r, &req); err != nil {
+		return err
+	}
+	out, err := s.Create(r.Context(), p, req)
+	if err != nil {
+		return err
+	}
+	// The upload URLs are credentials for a while; no cache may keep them.
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Location", "/v1/artifacts/"+out.Artifact.ID)
+	httpapi.WriteJSON(w, http.StatusCreated, out)
+	return nil
+}
+
+type listResponse struct {
+	Artifacts []domain.Artifact `json:"artifacts"`
+	// Next is the cursor of the following page, absent on the last one.
+	Next string `json:"next,omitempty"`
+}
+
+func (s *Service) handleList(w http.ResponseWriter, r *http.Request, p domain.Principal) error {
+	q := r.URL.Query()
+	limit := 0
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return domain.BadRequest("limit", "limit must be a whole number")
+		}
+		if n == 0 {
+			return domain.BadRequest("limit", "limit must be between 1 and %d", MaxListLimit)
+		}
+		limit = n
+	}
+	items, next, err := s.List(r.Context(), p, limit, q.Get("next"))
+	if err != nil {
+		return err
+	}
+	httpapi.WriteJSON(w, http.StatusOK, listResponse{Artifacts: items, Next: next})
+	return nil
+}
+
+func (s *Service) handleGet(w http.ResponseWriter, r *http.Request, p domain.Principal) error {
+	a, err := s.Get(r.Context(), p, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	httpapi.WriteJSON(w, http.StatusOK, a)
+	return nil
+}
+
+type completeRequest struct {
+	Parts []CompletedPart `json:"parts,omitempty"`
+}
+
+func (s *Service) handleComplete(w http.ResponseWriter, r *http.Request, p domain.Principal) error {
+	var req completeRequest
+	if err := httpapi.DecodeOptional(r, &req); err != nil {
+		return err
+	}
+	a, err := s.Complete(r.Context(), p, r.PathValue("id"), req.Parts)
+	if err != nil {
+		return err
+	}
+	httpapi.WriteJSON(w, http.StatusOK, a)
+	return nil
+}
+
+type linkRequest struct {
+	Expires string `json:"expires"`
+}
+
+// handleLink answers 200, not 201: nothing is stored, the link is a signature.
+func (s *Service) handleLink(w http.ResponseWriter, r *http.Request, p domain.Principal) error {
+	var req linkRequest
+	if err := httpapi.DecodeOptional(r, &req); err != nil {
+		return err
+	}
+	link, err := s.Link(r.Context(), p, r.PathValue("id"), req.Expires)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	httpapi.WriteJSON(w, http.StatusOK, link)
+	return nil
+}
