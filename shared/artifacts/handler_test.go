@@ -39,13 +39,13 @@ type env struct {
 	Svc *artifacts.Service
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	srv := devstack.NewTestS3(t)
 	return newEnvWith(t, srv, srv.Client(context.Background()))
 }
 
-func newEnvWith(t *testing.T, srv *devstack.S3, client *s3.Client) *env {
+func newEnvWith(t testing.TB, srv *devstack.S3, client *s3.Client) *env {
 	t.Helper()
 	out := &env{S3: srv}
 	out.Env = apitest.New(t, func(e *apitest.Env) [][]httpapi.Route {
@@ -89,7 +89,7 @@ type created struct {
 func (c created) ID() string { return c.Artifact["id"].(string) }
 
 // create declares data (split into parts when it is larger than a part).
-func (e *env) create(t *testing.T, token string, data []byte, extra map[string]any) created {
+func (e *env) create(t testing.TB, token string, data []byte, extra map[string]any) created {
 	t.Helper()
 	body := map[string]any{"name": "build/out.tar.gz", "project": "web", "contentType": "application/gzip",
 		"labels": map[string]string{"branch": "main"}, "size": len(data), "sha256": sum(data)}
@@ -113,7 +113,7 @@ func (e *env) create(t *testing.T, token string, data []byte, extra map[string]a
 }
 
 // put sends one presigned upload with plain net/http: no SDK, no credentials.
-func put(t *testing.T, p uploadPart, body []byte) (int, http.Header) {
+func put(t testing.TB, p uploadPart, body []byte) (int, http.Header) {
 	t.Helper()
 	req, err := http.NewRequest(p.Method, p.URL, bytes.NewReader(body))
 	if err != nil {
@@ -131,7 +131,7 @@ func put(t *testing.T, p uploadPart, body []byte) (int, http.Header) {
 	return res.StatusCode, res.Header
 }
 
-func (e *env) upload(t *testing.T, c created, data []byte) {
+func (e *env) upload(t testing.TB, c created, data []byte) {
 	t.Helper()
 	for _, p := range c.Upload.Parts {
 		if code, _ := put(t, p, data[p.Offset:p.Offset+p.Size]); code != http.StatusOK {
@@ -140,7 +140,7 @@ func (e *env) upload(t *testing.T, c created, data []byte) {
 	}
 }
 
-func (e *env) seal(t *testing.T, token string, data []byte, extra map[string]any) created {
+func (e *env) seal(t testing.TB, token string, data []byte, extra map[string]any) created {
 	t.Helper()
 	c := e.create(t, token, data, extra)
 	e.upload(t, c, data)
