@@ -558,8 +558,12 @@ func TestCreateValidation(t *testing.T) {
 			}
 		})
 	}
-	// An empty file is fine, and the maximum expiry is accepted.
-	e.seal(t, apitest.AliceToken, []byte{}, map[string]any{"expires": "2160h"})
+	// An empty file without labels is fine, and the maximum expiry is accepted.
+	c := e.seal(t, apitest.AliceToken, []byte{}, map[string]any{"expires": "2160h", "labels": nil})
+	g := e.Do(http.MethodGet, "/v1/artifacts/"+c.ID(), apitest.AliceToken, nil)
+	if m := g.Map(t); g.Status != 200 || m["size"] != 0.0 || len(m["labels"].(map[string]any)) != 0 {
+		t.Fatalf("empty artifact: %d %s", g.Status, g.Body)
+	}
 }
 
 func TestSealedItemIsIndexedForListingAndExpiry(t *testing.T) {

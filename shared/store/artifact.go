@@ -104,6 +104,11 @@ func newArtifactItem(a domain.Artifact) artifactItem {
 	for _, s := range a.Segments {
 		it.Segments = append(it.Segments, segmentItem(s))
 	}
+	// An empty map is left out rather than stored as an empty M: minidyn
+	// v0.8.2 reads an empty M back as the number 0.
+	if len(a.Labels) == 0 {
+		it.Labels = nil
+	}
 	if a.State == domain.ArtifactSealed {
 		it.GSI1PK, it.GSI1SK = artifactsGSI1PK(a.OrgID), artifactGSI1SK(a)
 		it.GSI2PK, it.GSI2SK = ArtifactDuePK, ArtifactDueSK(a.Expires, a.OrgID, a.ID)
