@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/envlease/envlease/shared/artifacts"
+	"github.com/envlease/envlease/shared/blob"
 	"github.com/envlease/envlease/shared/httpapi"
 	"github.com/envlease/envlease/shared/keys"
 )
@@ -9,8 +11,11 @@ import (
 // Lambdas serve one at a time.
 func routes(d deps) [][]httpapi.Route {
 	keySvc := keys.NewService(d.store, d.clock)
+	// Links are signed with the gateway's own (static) credentials locally.
+	artifactSvc := artifacts.NewService(d.store, blob.New(blob.Options{Client: d.s3, Bucket: d.bucket, Clock: d.clock}), d.clock, artifacts.Options{})
 	return [][]httpapi.Route{
 		keys.TokenRoutes(keySvc),
 		keys.KeyRoutes(keySvc),
+		artifacts.Routes(artifactSvc),
 	}
 }

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"github.com/envlease/envlease/shared/artifacts"
 	"github.com/envlease/envlease/shared/auth"
 	"github.com/envlease/envlease/shared/environments"
 	"github.com/envlease/envlease/shared/fixture"
@@ -17,4 +18,5 @@ var (
 	_ environments.Store = (*Store)(nil)
 	_ sandboxes.Store    = (*Store)(nil)
 	_ templates.Store    = (*Store)(nil)
+	_ artifacts.Store    = (*Store)(nil)
 )
