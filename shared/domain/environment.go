@@ -115,6 +115,9 @@ type Environment struct {
 	// Ports are the sandbox listen ports this environment holds; the stop
 	// transaction releases them.
 	Ports []int `json:"-"`
+	// Version counts writes to the record; a stop replaces the item only if
+	// no other write came between its read and its write.
+	Version int64 `json:"-"`
 }
 
 // Normalize replaces nil collections with empty ones so JSON shows [] and {}.
@@ -235,17 +238,17 @@ func ValidateLabels(labels map[string]string) error {
 	for _, k := range keys {
 		v := labels[k]
 		if len(k) < 1 || len(k) > 63 || !labelKeyPattern.MatchString(k) {
-			return Invalid("labels", "label key %q must be 1-63 characters of a-z, 0-9, '.', '_', '-', starting and ending with a letter or digit", truncate(k, 80))
+			return Invalid("labels", "labels: key %q must be 1-63 characters of a-z, 0-9, '.', '_', '-', starting and ending with a letter or digit", truncate(k, 80))
 		}
 		if len(v) > MaxLabelValueLen {
-			return Invalid("labels."+k, "label %q: value must be at most %d bytes", k, MaxLabelValueLen)
+			return Invalid("labels."+k, "labels.%s: value must be at most %d bytes", k, MaxLabelValueLen)
 		}
 		if !utf8.ValidString(v) {
-			return Invalid("labels."+k, "label %q: value must be UTF-8", k)
+			return Invalid("labels."+k, "labels.%s: value must be UTF-8", k)
 		}
 		for _, r := range v {
 			if unicode.IsControl(r) {
-				return Invalid("labels."+k, "label %q: value must not contain control characters", k)
+				return Invalid("labels."+k, "labels.%s: value must not contain control characters", k)
 			}
 		}
 	}

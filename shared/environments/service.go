@@ -321,7 +321,7 @@ func (s *Service) newEnvironment(ctx context.Context, p domain.Principal, req Le
 	}
 	e := domain.Environment{
 		OrgID: p.OrgID, ID: domain.SortableID("env_", now), Name: name, Template: t.Name,
-		State: domain.StatePending, Sandbox: req.Sandbox, Pool: pool, Labels: req.Labels, Project: req.Project,
+		State: domain.StatePending, Version: 1, Sandbox: req.Sandbox, Pool: pool, Labels: req.Labels, Project: req.Project,
 		CreatedBy: p.Actor(), Created: now, Expires: expires, IdleUntil: idleUntil, Idle: idle, Hard: hard,
 		Shares: shares, Snapshot: req.Snapshot,
 	}
@@ -373,7 +373,7 @@ func buildShares(t domain.Template, reqs []ShareRequest) ([]domain.EnvShare, err
 			return nil, domain.Invalid(field+".name", "template %q has no share %q (its shares: %s)", t.Name, r.Name, strings.Join(names, ", "))
 		}
 		if seen[r.Name] {
-			return nil, domain.Invalid(field+".name", "share %q is given twice", r.Name)
+			return nil, domain.Invalid(field+".name", "%s.name: share %q is given twice", field, r.Name)
 		}
 		seen[r.Name] = true
 		if err := domain.ValidateText(field+".localPath", r.LocalPath, 4096); err != nil {
@@ -529,15 +529,23 @@ func (s *Service) List(ctx context.Context, p domain.Principal, q domain.EnvQuer
 // it as it is, so a retried DELETE is harmless.
 func (s *Service) Delete(ctx context.Context, p domain.Principal, id string) (domain.Environment, error) {
 	e, err := s.Get(ctx, p, id)
-	if err != nil || !e.State.Live() {
-		return e, err
+	// A stop refused because the record changed since it was read (a touch,
+	// a node's report) comes back with the current record: decide again.
+	for attempt := 0; err == nil && e.State.Live(); attempt++ {
+		if attempt == 5 {
+			return domain.Environment{}, domain.Errorf(domain.CodeConflict, "environment %s is changing too fast to delete; retry", id)
+		}
+		to := domain.StateStopped
+		if e.Node != "" && (e.State == domain.StateStarting || e.State == domain.StateReady) {
+			to = domain.StateStopping
+		}
+		var stopped bool
+		e, stopped, err = s.store.StopEnvironment(ctx, e, to, domain.StopDeleted, s.clock.Now())
+		if stopped {
+			return e, err
+		}
 	}
-	to := domain.StateStopped
-	if e.Node != "" && (e.State == domain.StateStarting || e.State == domain.StateReady) {
-		to = domain.StateStopping
-	}
-	after, _, err := s.store.StopEnvironment(ctx, e, to, domain.StopDeleted, s.clock.Now())
-	return after, err
+	return e, err
 }
 
 // Touch moves idleUntil to now + idle, never past expires and never

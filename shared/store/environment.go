@@ -26,6 +26,10 @@ import (
 //
 // The live partition of GSI1 holds only live environments, so listing them
 // reads what is live, however many stopped ones the organization has.
+//
+// Empty collections are omitted rather than stored empty (minidyn v0.8.2
+// gives an empty map back as another attribute's value); reading restores
+// them as empty.
 type envItem struct {
 	PK     string `dynamodbav:"PK"`
 	SK     string `dynamodbav:"SK"`
@@ -44,7 +48,7 @@ type envItem struct {
 	Node       string            `dynamodbav:"node"`
 	Sandbox    string            `dynamodbav:"sandbox"`
 	Pool       string            `dynamodbav:"pool"`
-	Labels     map[string]string `dynamodbav:"labels"`
+	Labels     map[string]string `dynamodbav:"labels,omitempty"`
 	Project    string            `dynamodbav:"project"`
 	ReadyMs    *int64            `dynamodbav:"readyMs,omitempty"`
 	Error      string            `dynamodbav:"error"`
@@ -56,12 +60,18 @@ type envItem struct {
 	IdleUntil  time.Time         `dynamodbav:"idleUntil"`
 	IdleNs     int64             `dynamodbav:"idleNs"`
 	HardNs     int64             `dynamodbav:"hardNs"`
-	Exports    []exportItem      `dynamodbav:"exports"`
-	Shares     []shareItem       `dynamodbav:"shares"`
+	Exports    []exportItem      `dynamodbav:"exports,omitempty"`
+	Shares     []shareItem       `dynamodbav:"shares,omitempty"`
 	Snapshot   string            `dynamodbav:"snapshot"`
 	Restored   *restoredItem     `dynamodbav:"restored,omitempty"`
 	StopReason string            `dynamodbav:"stopReason"`
-	Ports      []int             `dynamodbav:"ports"`
+	Ports      []int             `dynamodbav:"ports,omitempty"`
+	// Version is bumped by every write of the item. StopEnvironment replaces
+	// the whole item (minidyn v0.8.2 ignores REMOVE, and leaving the sparse
+	// indexes needs their keys gone), conditioned on the version it read, so
+	// it can never overwrite a write it did not see. Writers of environment
+	// items must bump it.
+	Version int64 `dynamodbav:"version"`
 }
 
 type exportItem struct {
@@ -75,7 +85,7 @@ type shareItem struct {
 	Direction string   `dynamodbav:"direction"`
 	EnvPath   string   `dynamodbav:"envPath"`
 	LocalPath string   `dynamodbav:"localPath"`
-	Files     []string `dynamodbav:"files"`
+	Files     []string `dynamodbav:"files,omitempty"`
 }
 
 type restoredItem struct {
@@ -128,7 +138,13 @@ func newEnvItem(e domain.Environment) envItem {
 		Sandbox: e.Sandbox, Pool: e.Pool, Labels: e.Labels, Project: e.Project, ReadyMs: e.ReadyMs,
 		Error: e.Error, CreatedBy: e.CreatedBy, Created: e.Created, Ready: e.Ready, Stopped: e.Stopped,
 		Expires: e.Expires, IdleUntil: e.IdleUntil, IdleNs: int64(e.Idle), HardNs: int64(e.Hard),
-		Snapshot: e.Snapshot, StopReason: e.StopReason, Ports: e.Ports,
+		Snapshot: e.Snapshot, StopReason: e.StopReason, Ports: e.Ports, Version: e.Version,
+	}
+	if len(it.Labels) == 0 {
+		it.Labels = nil // omitted: see the note on envItem
+	}
+	if len(it.Ports) == 0 {
+		it.Ports = nil
 	}
 	if e.State.Live() {
 		it.GSI2PK, it.GSI2SK = DuePK, DueSK(e.Due(), e.OrgID, e.ID)
@@ -140,7 +156,11 @@ func newEnvItem(e domain.Environment) envItem {
 		it.Exports = append(it.Exports, exportItem(x))
 	}
 	for _, s := range e.Shares {
-		it.Shares = append(it.Shares, shareItem(s))
+		si := shareItem(s)
+		if len(si.Files) == 0 {
+			si.Files = nil
+		}
+		it.Shares = append(it.Shares, si)
 	}
 	if e.Restored != nil {
 		r := restoredItem(*e.Restored)
@@ -156,7 +176,7 @@ func (it envItem) domain() domain.Environment {
 		ReadyMs: it.ReadyMs, Error: it.Error, CreatedBy: it.CreatedBy, Created: it.Created.UTC(),
 		Ready: utcPtr(it.Ready), Stopped: utcPtr(it.Stopped), Expires: it.Expires.UTC(),
 		IdleUntil: it.IdleUntil.UTC(), Idle: domain.Duration(it.IdleNs), Hard: domain.Duration(it.HardNs),
-		Snapshot: it.Snapshot, StopReason: it.StopReason, Ports: it.Ports,
+		Snapshot: it.Snapshot, StopReason: it.StopReason, Ports: it.Ports, Version: it.Version,
 	}
 	for _, x := range it.Exports {
 		e.Exports = append(e.Exports, domain.EnvExport(x))
@@ -410,18 +430,24 @@ func decodeCursor(c, pk string) (map[string]types.AttributeValue, error) {
 
 // StopEnvironment is the ONE way an environment leaves the live states, for
 // every cause: DELETE, the timeout job, a node's report, a lost node. In a
-// single transaction it moves the environment to `to`, conditioned on it still
-// being live, releases the quota (running - 1) and the sandbox listen ports.
-// So whatever races, the quota is released exactly once: a second stop finds
-// the condition false and changes nothing.
+// single transaction it replaces the environment with its stopped record,
+// conditioned on it still being live and unchanged since e was read, releases
+// the quota (running - 1) and frees the sandbox listen ports. So whatever
+// races, the quota is released exactly once: a second stop finds the
+// condition false and changes nothing.
 //
-// It returns the environment after the call and whether this call stopped it;
-// when it was no longer live, the current record comes back with false.
+// It returns the environment after the call and whether this call stopped it.
+// When the condition fails it returns the current record and false: callers
+// stop again from that record while it is live (a touch or a node's report
+// came between), and are done when it is not.
 func (s *Store) StopEnvironment(ctx context.Context, e domain.Environment, to domain.State, reason string, now time.Time) (domain.Environment, bool, error) {
 	if to.Live() || !to.Valid() {
 		return domain.Environment{}, false, domain.Internal(fmt.Errorf("stop environment to %q", to))
 	}
-	items, after := s.stopItems(e, to, reason, now)
+	items, after, err := s.stopItems(e, to, reason, now)
+	if err != nil {
+		return domain.Environment{}, false, err
+	}
 	reasons, err := s.transact(ctx, "stop environment", items)
 	if err != nil {
 		return domain.Environment{}, false, err
@@ -437,27 +463,29 @@ func (s *Store) StopEnvironment(ctx context.Context, e domain.Environment, to do
 }
 
 // stopItems builds the stop transaction. Item 0 must stay the environment's
-// conditional update; anything else a stop must record exactly once (the
-// usage ledger, for one) is appended here, in this one place.
-func (s *Store) stopItems(e domain.Environment, to domain.State, reason string, now time.Time) ([]types.TransactWriteItem, domain.Environment) {
+// conditional put; anything else a stop must record exactly once (the usage
+// ledger, for one) is appended here, in this one place.
+func (s *Store) stopItems(e domain.Environment, to domain.State, reason string, now time.Time) ([]types.TransactWriteItem, domain.Environment, error) {
 	after := e
 	after.State = to
 	after.StopReason = reason
 	stopped := now.UTC()
 	after.Stopped = &stopped
-	vals := liveValues(map[string]types.AttributeValue{
-		":to": str(string(to)), ":reason": str(reason), ":stopped": str(FormatTime(now)),
-		":gsi1": str(envListPK(e.OrgID, to)),
-	})
+	after.Version = e.Version + 1
+	// newEnvItem of a state that is not live writes no GSI2 or GSI3 keys and
+	// the state's GSI1 partition: nothing is due or claimable after a stop.
+	item, err := marshal(newEnvItem(after))
+	if err != nil {
+		return nil, after, err
+	}
 	items := []types.TransactWriteItem{
-		{Update: &types.Update{
-			TableName: aws.String(s.table), Key: key(orgPK(e.OrgID), envSK(e.ID)),
-			// Leaving the live states also leaves the due index and the pool's
-			// pending index: nothing is due or claimable after a stop.
-			UpdateExpression:          aws.String("SET #state = :to, stopReason = :reason, stopped = :stopped, GSI1PK = :gsi1 REMOVE GSI2PK, GSI2SK, GSI3PK, GSI3SK"),
-			ConditionExpression:       aws.String("attribute_exists(PK) AND " + liveCondition),
-			ExpressionAttributeNames:  map[string]string{"#state": "state"},
-			ExpressionAttributeValues: vals,
+		{Put: &types.Put{
+			TableName: aws.String(s.table), Item: item,
+			ConditionExpression:      aws.String("attribute_exists(PK) AND version = :version AND " + liveCondition),
+			ExpressionAttributeNames: map[string]string{"#state": "state"},
+			ExpressionAttributeValues: liveValues(map[string]types.AttributeValue{
+				":version": num(e.Version),
+			}),
 		}},
 		{Update: &types.Update{
 			TableName: aws.String(s.table), Key: key(orgPK(e.OrgID), QuotaSK(e.Template)),
@@ -472,7 +500,7 @@ func (s *Store) stopItems(e domain.Environment, to domain.State, reason string, 
 			TableName: aws.String(s.table), Key: key(orgPK(e.OrgID), portSK(e.Sandbox, p)),
 		}})
 	}
-	return items, after
+	return items, after, nil
 }
 
 // TouchEnvironment moves idleUntil forward to idleUntil, and the due index
@@ -482,14 +510,15 @@ func (s *Store) stopItems(e domain.Environment, to domain.State, reason string, 
 func (s *Store) TouchEnvironment(ctx context.Context, e domain.Environment, idleUntil time.Time) (domain.Environment, bool, error) {
 	after := e
 	after.IdleUntil = idleUntil.UTC()
+	after.Version = e.Version + 1
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                aws.String(s.table),
 		Key:                      key(orgPK(e.OrgID), envSK(e.ID)),
-		UpdateExpression:         aws.String("SET idleUntil = :iu, GSI2SK = :due"),
+		UpdateExpression:         aws.String("SET idleUntil = :iu, GSI2SK = :due, version = version + :one"),
 		ConditionExpression:      aws.String("attribute_exists(PK) AND " + liveCondition + " AND idleUntil < :iu"),
 		ExpressionAttributeNames: map[string]string{"#state": "state"},
 		ExpressionAttributeValues: liveValues(map[string]types.AttributeValue{
-			":iu": str(FormatTime(idleUntil)), ":due": str(DueSK(after.Due(), e.OrgID, e.ID)),
+			":iu": str(FormatTime(idleUntil)), ":due": str(DueSK(after.Due(), e.OrgID, e.ID)), ":one": num(1),
 		}),
 	})
 	if IsConditionFailed(err) {
