@@ -1,0 +1,41 @@
+// Command sandboxes is the Lambda for the sandboxes group: register, list, read, redeem a join key.
+package main
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"os"
+
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
+
+	"github.com/envlease/envlease/shared/auth"
+	"github.com/envlease/envlease/shared/clock"
+	"github.com/envlease/envlease/shared/httpapi"
+	"github.com/envlease/envlease/shared/platform"
+	"github.com/envlease/envlease/shared/sandboxes"
+	"github.com/envlease/envlease/shared/store"
+)
+
+func main() {
+	ctx := context.Background()
+	cfg, err := platform.LoadConfig()
+	log := platform.Logger(os.Stdout, cfg.LogLevel)
+	if err != nil {
+		platform.Fatal(log, "configuration", err)
+	}
+	awsCfg, err := platform.AWSConfig(ctx)
+	if err != nil {
+		platform.Fatal(log, "aws", err)
+	}
+	st := store.New(dynamodb.NewFromConfig(awsCfg), cfg.Table)
+	lambda.Start(httpadapter.NewV2(handler(st, clock.System{}, log)).ProxyWithContext)
+}
+
+// handler is the whole function behind the adapter; tests feed it events.
+func handler(st *store.Store, clk clock.Clock, log *slog.Logger) http.Handler {
+	svc := sandboxes.NewService(st, clk)
+	return httpapi.New(httpapi.Config{Logger: log, Auth: auth.New(st, clk, log)}, sandboxes.Routes(svc))
+}
