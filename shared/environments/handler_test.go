@@ -705,8 +705,12 @@ func newCountedEnv(t testing.TB) (*apitest.Env, *store.CallCounter) {
 	counter := store.NewCallCounter()
 	e := apitest.New(t, nil)
 	counted := e.Store.WithClient(dynamodb.New(e.Store.DB().Options(), counter.Option))
-	e.Handler = httpapi.New(httpapi.Config{Logger: e.Log, Auth: auth.New(counted, e.Clock, e.Log)}, routes(counted, e.Clock)...)
+	e.Handler = countedHandler(e, counted)
 	return e, counter
+}
+
+func countedHandler(e *apitest.Env, counted *store.Store) http.Handler {
+	return httpapi.New(httpapi.Config{Logger: e.Log, Auth: auth.New(counted, e.Clock, e.Log)}, routes(counted, e.Clock)...)
 }
 
 func TestUnavailableTable(t *testing.T) {
