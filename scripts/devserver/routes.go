@@ -3,8 +3,11 @@ package main
 import (
 	"github.com/envlease/envlease/shared/artifacts"
 	"github.com/envlease/envlease/shared/blob"
+	"github.com/envlease/envlease/shared/environments"
 	"github.com/envlease/envlease/shared/httpapi"
 	"github.com/envlease/envlease/shared/keys"
+	"github.com/envlease/envlease/shared/sandboxes"
+	"github.com/envlease/envlease/shared/templates"
 )
 
 // routes lists every endpoint group the local stack serves: the same groups the
@@ -13,9 +16,14 @@ func routes(d deps) [][]httpapi.Route {
 	keySvc := keys.NewService(d.store, d.clock)
 	// Links are signed with the gateway's own (static) credentials locally.
 	artifactSvc := artifacts.NewService(d.store, blob.New(blob.Options{Client: d.s3, Bucket: d.bucket, Clock: d.clock}), d.clock, artifacts.Options{})
+	templateSvc := templates.NewService(d.store)
 	return [][]httpapi.Route{
 		keys.TokenRoutes(keySvc),
 		keys.KeyRoutes(keySvc),
 		artifacts.Routes(artifactSvc),
+		templates.Routes(templateSvc),
+		templates.QuotaRoutes(templateSvc),
+		sandboxes.Routes(sandboxes.NewService(d.store, d.clock)),
+		environments.Routes(environments.NewService(d.store, d.clock)),
 	}
 }
