@@ -43,6 +43,13 @@ type listResponse struct {
 
 func (s *Service) handleList(w http.ResponseWriter, r *http.Request, p domain.Principal) error {
 	q := r.URL.Query()
+	// Pagination reads like the environments list: `limit`, and the `next`
+	// of the previous page sent back as `cursor`.
+	for k := range q {
+		if k != "limit" && k != "cursor" {
+			return domain.BadRequest(k, "unknown query parameter %q; this list takes limit and cursor", k)
+		}
+	}
 	limit := 0
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -54,7 +61,7 @@ func (s *Service) handleList(w http.ResponseWriter, r *http.Request, p domain.Pr
 		}
 		limit = n
 	}
-	items, next, err := s.List(r.Context(), p, limit, q.Get("next"))
+	items, next, err := s.List(r.Context(), p, limit, q.Get("cursor"))
 	if err != nil {
 		return err
 	}

@@ -386,7 +386,7 @@ func TestListNewestFirstPagedAndScoped(t *testing.T) {
 		var p page
 		q := "/v1/artifacts?limit=2"
 		if next != "" {
-			q += "&next=" + url.QueryEscape(next)
+			q += "&cursor=" + url.QueryEscape(next)
 		}
 		r := e.Do(http.MethodGet, q, apitest.AliceToken, nil)
 		if r.Status != 200 {
@@ -422,7 +422,7 @@ func TestListNewestFirstPagedAndScoped(t *testing.T) {
 		t.Fatalf("globex sees %v", globex.Artifacts)
 	}
 	for _, c := range []struct{ q, code string }{
-		{"limit=0", "bad_request"}, {"limit=x", "bad_request"}, {"limit=201", "bad_request"}, {"next=garbage", "bad_request"},
+		{"limit=0", "bad_request"}, {"limit=x", "bad_request"}, {"limit=201", "bad_request"}, {"cursor=garbage", "bad_request"}, {"next=x", "bad_request"},
 	} {
 		if r := e.Do(http.MethodGet, "/v1/artifacts?"+c.q, apitest.AliceToken, nil); r.Status != 400 || r.Code() != c.code {
 			t.Errorf("%s: %d %s", c.q, r.Status, r.Body)
