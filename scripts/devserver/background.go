@@ -1,11 +1,13 @@
 package main
 
-import "sync"
-
-// startBackground starts what runs beside the API (the scheduled jobs every
-// -sweep, the node agent for the local pools) and returns a function that
-// stops them and waits.
+// startBackground starts what runs beside the API — the scheduled jobs every
+// -sweep, and the node agent for the local pools — and returns a function
+// that stops them and waits for them to finish.
 func startBackground(d deps) func() {
-	var wg sync.WaitGroup
-	return func() { wg.Wait() }
+	stopJobs := startJobs(d)
+	stopAgent := startAgent(d)
+	return func() {
+		stopAgent()
+		stopJobs()
+	}
 }
