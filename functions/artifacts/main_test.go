@@ -45,7 +45,7 @@ func TestLambdaEvents(t *testing.T) {
 	srv := devstack.NewTestS3(t)
 	ctx := context.Background()
 	blobs := blob.New(blob.Options{Client: srv.Client(ctx), Bucket: srv.Bucket, Clock: e.Clock})
-	proxy := httpadapter.NewV2(handler(e.Store, blobs, e.Clock, e.Log)).ProxyWithContext
+	proxy := apitest.CheckedProxy(t, httpadapter.NewV2(handler(e.Store, blobs, e.Clock, e.Log)).ProxyWithContext)
 
 	// The artifact the sample events name, sealed, with its object.
 	data := []byte("hello\n")

@@ -17,7 +17,7 @@ import (
 // Lambda uses, into the real handler, against minidyn.
 func TestLambdaCreateToken(t *testing.T) {
 	e := apitest.New(t, nil)
-	proxy := httpadapter.NewV2(handler(e.Store, e.Clock, e.Log)).ProxyWithContext
+	proxy := apitest.CheckedProxy(t, httpadapter.NewV2(handler(e.Store, e.Clock, e.Log)).ProxyWithContext)
 
 	var ev events.APIGatewayV2HTTPRequest
 	raw, err := os.ReadFile("../../events/tokens-create.json")

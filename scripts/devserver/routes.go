@@ -6,6 +6,7 @@ import (
 	"github.com/envlease/envlease/shared/environments"
 	"github.com/envlease/envlease/shared/httpapi"
 	"github.com/envlease/envlease/shared/keys"
+	"github.com/envlease/envlease/shared/openapi"
 	"github.com/envlease/envlease/shared/sandboxes"
 	"github.com/envlease/envlease/shared/templates"
 )
@@ -25,5 +26,6 @@ func routes(d deps) [][]httpapi.Route {
 		templates.QuotaRoutes(templateSvc),
 		sandboxes.Routes(sandboxes.NewService(d.store, d.clock)),
 		environments.Routes(environments.NewService(d.store, d.clock)),
+		openapi.Routes(),
 	}
 }

@@ -18,6 +18,7 @@ import (
 // a call counter on the DynamoDB client the authenticator uses.
 func countedEnv(tb testing.TB) (*apitest.Env, *store.CallCounter) {
 	e := apitest.New(tb, nil)
+	e.NotAPI = true // /v1/ping is a fixture of this test, not an API route
 	counter := store.NewCallCounter()
 	counted := e.Store.WithClient(dynamodb.New(e.Store.DB().Options(), counter.Option))
 	e.Auth = auth.New(counted, e.Clock, e.Log)
