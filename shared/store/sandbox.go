@@ -138,6 +138,13 @@ func (s *Store) RedeemJoinKey(ctx context.Context, org, hash string, now time.Ti
 	if jk.Redeemed != nil {
 		return domain.Sandbox{}, usedJoinKey()
 	}
+	// Read the sandbox before redeeming, not after: once the transaction has
+	// committed the key is spent, so no call may follow that could fail and
+	// tell the client to retry a redemption that can then only be 410.
+	sb, err := s.GetSandbox(ctx, org, jk.Sandbox)
+	if err != nil {
+		return domain.Sandbox{}, err
+	}
 	at := str(FormatTime(now))
 	reasons, err := s.transact(ctx, "redeem join key", []types.TransactWriteItem{
 		{Update: &types.Update{
@@ -164,7 +171,11 @@ func (s *Store) RedeemJoinKey(ctx context.Context, org, hash string, now time.Ti
 	case reasons != nil:
 		return domain.Sandbox{}, domain.Internal(fmt.Errorf("redeem join key cancelled: %v", reasons))
 	}
-	return s.GetSandbox(ctx, org, jk.Sandbox)
+	// The transaction wrote exactly this: every other field of a sandbox is
+	// fixed at registration.
+	joined := now.UTC()
+	sb.Joined = &joined
+	return sb, nil
 }
 
 func usedJoinKey() error {

@@ -1,0 +1,547 @@
+package faults_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go/middleware"
+	"github.com/truora/minidyn/server"
+
+	"github.com/envlease/envlease/shared/apitest"
+	"github.com/envlease/envlease/shared/artifacts"
+	"github.com/envlease/envlease/shared/auth"
+	"github.com/envlease/envlease/shared/blob"
+	"github.com/envlease/envlease/shared/devstack"
+	"github.com/envlease/envlease/shared/environments"
+	"github.com/envlease/envlease/shared/httpapi"
+	"github.com/envlease/envlease/shared/keys"
+	"github.com/envlease/envlease/shared/openapi"
+	"github.com/envlease/envlease/shared/sandboxes"
+	"github.com/envlease/envlease/shared/store"
+	"github.com/envlease/envlease/shared/templates"
+)
+
+// fastRetries keeps the SDK's retry of a failed call (so the path the service
+// runs in production is the one tested) but without backoff or a retry
+// budget, so hundreds of injected failures take milliseconds. The product
+// code is unchanged: these are options of the clients handed to it.
+func fastRetries() aws.Retryer {
+	return retry.NewStandard(func(o *retry.StandardOptions) {
+		o.MaxAttempts = 2
+		o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return time.Millisecond, nil })
+		o.RateLimiter = ratelimit.None
+	})
+}
+
+// dynamoFault turns minidyn's failure emulation on at the k-th DynamoDB
+// operation the service starts, and keeps it on until cleared: every later
+// call of the request fails too, as when the table stops answering midway.
+type dynamoFault struct {
+	srv *server.Server
+	mu  sync.Mutex
+	n   int // operations started since arm
+	k   int // 0: disarmed
+}
+
+func (f *dynamoFault) arm(k int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.n, f.k = 0, k
+}
+
+// disarm clears the failure and reports how many operations were started.
+func (f *dynamoFault) disarm() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.srv.EmulateFailure(server.FailureConditionNone)
+	n := f.n
+	f.n, f.k = 0, 0
+	return n
+}
+
+func (f *dynamoFault) option(o *dynamodb.Options) {
+	o.Retryer = fastRetries()
+	o.APIOptions = append(o.APIOptions, func(stack *middleware.Stack) error {
+		return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("faultAtCall",
+			func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+				f.mu.Lock()
+				if f.k > 0 {
+					f.n++
+					if f.n == f.k {
+						f.srv.EmulateFailure(server.FailureConditionInternalServerError)
+					}
+				}
+				f.mu.Unlock()
+				return next.HandleInitialize(ctx, in)
+			}), middleware.Before)
+	})
+}
+
+// unreachable sends S3 requests to a closed loopback port while down: the
+// gateway keeps running (the test's own uploads reach it), but the service's
+// client gets connection refused, as when object storage cannot be reached.
+type unreachable struct {
+	inner  aws.HTTPClient
+	closed string
+	mu     sync.Mutex
+	down   bool
+}
+
+func (u *unreachable) set(down bool) {
+	u.mu.Lock()
+	u.down = down
+	u.mu.Unlock()
+}
+
+func (u *unreachable) Do(r *http.Request) (*http.Response, error) {
+	u.mu.Lock()
+	down := u.down
+	u.mu.Unlock()
+	if down {
+		r = r.Clone(r.Context())
+		r.URL.Host = u.closed
+		r.Host = u.closed
+	}
+	return u.inner.Do(r)
+}
+
+func closedAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+type stack struct {
+	*apitest.Env
+	fault *dynamoFault
+	s3    *unreachable
+	s3srv *devstack.S3
+	db    *dynamodb.Client // the raw table, without faults, for invariants
+}
+
+// newStack serves every endpoint group over minidyn and versitygw, through
+// clients the test can fail.
+func newStack(t *testing.T) *stack {
+	e := apitest.New(t, nil)
+	// S3 compares presigned requests with real time.
+	e.Clock.Set(time.Now().UTC().Truncate(time.Second))
+	st := &stack{Env: e, fault: &dynamoFault{srv: e.Dynamo.Server}, s3srv: devstack.NewTestS3(t)}
+	st.db = e.Dynamo.Client(context.Background())
+	e.Store = store.New(dynamodb.New(st.db.Options(), st.fault.option), e.Dynamo.Table)
+	e.Auth = auth.New(e.Store, e.Clock, e.Log)
+
+	base := st.s3srv.Client(context.Background())
+	st.s3 = &unreachable{inner: base.Options().HTTPClient, closed: closedAddr(t)}
+	s3c := s3.New(base.Options(), func(o *s3.Options) {
+		o.HTTPClient = st.s3
+		o.Retryer = fastRetries()
+	})
+	blobs := blob.New(blob.Options{Client: s3c, Bucket: st.s3srv.Bucket, Clock: e.Clock})
+	keySvc := keys.NewService(e.Store, e.Clock)
+	tplSvc := templates.NewService(e.Store)
+	e.Handler = httpapi.New(httpapi.Config{Logger: e.Log, Auth: e.Auth},
+		keys.TokenRoutes(keySvc), keys.KeyRoutes(keySvc),
+		sandboxes.Routes(sandboxes.NewService(e.Store, e.Clock)),
+		// No template cache: every lease reads its template, one more call to fail.
+		environments.Routes(environments.NewService(e.Store, e.Clock, environments.WithTemplateTTL(0))),
+		templates.Routes(tplSvc), templates.QuotaRoutes(tplSvc),
+		artifacts.Routes(artifacts.NewService(e.Store, blobs, e.Clock, artifacts.Options{PartSize: blob.MinPartSize})),
+		openapi.Routes(),
+	)
+	// lastUsed is written at most once a minute per key, and a failure of that
+	// best-effort write does not fail the request; write it now, so the runs
+	// below see each request's own calls only.
+	for _, tok := range []string{apitest.AliceToken, apitest.BobToken} {
+		st.must(http.MethodGet, "/v1/quotas", tok, nil, 200)
+	}
+	return st
+}
+
+type request struct {
+	method, path, token string
+	body                any
+	header              http.Header
+}
+
+func (s *stack) send(r request) *apitest.Response {
+	s.T.Helper()
+	return s.DoWith(r.method, r.path, r.token, r.body, r.header)
+}
+
+func (s *stack) must(method, path, token string, body any, status int) map[string]any {
+	s.T.Helper()
+	res := s.Do(method, path, token, body)
+	if res.Status != status {
+		s.T.Fatalf("%s %s: %d %s", method, path, res.Status, res.Body)
+	}
+	if len(res.Body) == 0 {
+		return nil
+	}
+	return res.Map(s.T)
+}
+
+func digest(b []byte) string {
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
+
+// artifact creates one small artifact and uploads its bytes; sealed says
+// whether to complete it too.
+func (s *stack) artifact(sealed bool) string {
+	s.T.Helper()
+	data := []byte(fmt.Sprintf("artifact %d", time.Now().UnixNano()))
+	out := s.must(http.MethodPost, "/v1/artifacts", apitest.BobToken,
+		map[string]any{"name": "out.txt", "size": len(data), "sha256": digest(data)}, 201)
+	part := out["upload"].(map[string]any)["parts"].([]any)[0].(map[string]any)
+	req, _ := http.NewRequest(http.MethodPut, part["url"].(string), bytes.NewReader(data))
+	for k, v := range part["headers"].(map[string]any) {
+		req.Header.Set(k, v.(string))
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.T.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 200 {
+		s.T.Fatalf("upload: %d", res.StatusCode)
+	}
+	id := out["artifact"].(map[string]any)["id"].(string)
+	if sealed {
+		s.must(http.MethodPost, "/v1/artifacts/"+id+"/complete", apitest.BobToken, nil, 200)
+	}
+	return id
+}
+
+func (s *stack) sandbox() (id, joinKey string) {
+	s.T.Helper()
+	out := s.must(http.MethodPost, "/v1/sandboxes", apitest.BobToken, map[string]any{"name": "laptop"}, 201)
+	return out["sandbox"].(map[string]any)["id"].(string), out["joinKey"].(string)
+}
+
+func (s *stack) lease(sandbox string) string {
+	s.T.Helper()
+	out := s.must(http.MethodPost, "/v1/environments", apitest.BobToken, leaseBody(sandbox), 201)
+	return out["environment"].(map[string]any)["id"].(string)
+}
+
+func leaseBody(sandbox string) map[string]any {
+	return map[string]any{"template": "shell", "sandbox": sandbox, "labels": map[string]string{"team": "web"},
+		"shares": []map[string]any{{"name": "src", "localPath": "/home/bob/src", "files": []string{"main.go"}}}}
+}
+
+// endpoint is one operation: prepare builds a request that will succeed
+// (with the dependency up), status is its success status, and cleanup undoes
+// what the successful request did, so every round starts from the same state.
+type endpoint struct {
+	name    string
+	prepare func(s *stack) request
+	status  int
+	cleanup func(s *stack, res *apitest.Response)
+}
+
+func deleteLeased(s *stack, res *apitest.Response) {
+	id := res.Map(s.T)["environment"].(map[string]any)["id"].(string)
+	s.must(http.MethodDelete, "/v1/environments/"+id, apitest.BobToken, nil, 200)
+}
+
+func endpoints(sbx string, key string) []endpoint {
+	get := func(path string) func(*stack) request {
+		return func(*stack) request { return request{method: http.MethodGet, path: path, token: apitest.BobToken} }
+	}
+	return []endpoint{
+		{name: "POST /v1/tokens", status: 201, prepare: func(*stack) request {
+			return request{method: "POST", path: "/v1/tokens", token: apitest.BobToken, body: map[string]any{"name": "laptop"}}
+		}},
+		{name: "POST /v1/keys", status: 201, prepare: func(*stack) request {
+			return request{method: "POST", path: "/v1/keys", token: apitest.AliceToken, body: map[string]any{"name": "ci"}}
+		}},
+		{name: "GET /v1/keys", status: 200, prepare: get("/v1/keys")},
+		{name: "DELETE /v1/keys/{id}", status: 200, prepare: func(s *stack) request {
+			id := s.must("POST", "/v1/tokens", apitest.BobToken, map[string]any{"name": "old"}, 201)["apiKey"].(map[string]any)["id"].(string)
+			return request{method: "DELETE", path: "/v1/keys/" + id, token: apitest.BobToken}
+		}},
+		{name: "POST /v1/sandboxes", status: 201, prepare: func(*stack) request {
+			return request{method: "POST", path: "/v1/sandboxes", token: apitest.BobToken, body: map[string]any{"name": "ci-runner"}}
+		}},
+		{name: "GET /v1/sandboxes", status: 200, prepare: get("/v1/sandboxes")},
+		{name: "GET /v1/sandboxes/{id}", status: 200, prepare: get("/v1/sandboxes/" + sbx)},
+		{name: "POST /v1/sandboxes/join", status: 200, prepare: func(s *stack) request {
+			_, jk := s.sandbox()
+			return request{method: "POST", path: "/v1/sandboxes/join", token: apitest.BobToken, body: map[string]any{"joinKey": jk}}
+		}},
+		{name: "POST /v1/environments", status: 201, cleanup: deleteLeased, prepare: func(*stack) request {
+			return request{method: "POST", path: "/v1/environments", token: apitest.BobToken, body: leaseBody(sbx)}
+		}},
+		{name: "POST /v1/environments (Idempotency-Key)", status: 201, cleanup: deleteLeased, prepare: func(*stack) request {
+			return request{method: "POST", path: "/v1/environments", token: apitest.BobToken, body: leaseBody(sbx),
+				header: http.Header{"Idempotency-Key": {fmt.Sprintf("k-%d", time.Now().UnixNano())}}}
+		}},
+		{name: "GET /v1/environments", status: 200, prepare: get("/v1/environments")},
+		{name: "GET /v1/environments/{id}", status: 200, cleanup: deleteLeased, prepare: func(s *stack) request {
+			return request{method: "GET", path: "/v1/environments/" + s.lease(sbx), token: apitest.BobToken}
+		}},
+		{name: "DELETE /v1/environments/{id}", status: 200, prepare: func(s *stack) request {
+			return request{method: "DELETE", path: "/v1/environments/" + s.lease(sbx), token: apitest.BobToken}
+		}},
+		{name: "POST /v1/environments/{id}/touch", status: 200, cleanup: deleteLeased, prepare: func(s *stack) request {
+			id := s.lease(sbx)
+			s.Clock.Advance(time.Second) // so the touch has a deadline to move
+			return request{method: "POST", path: "/v1/environments/" + id + "/touch", token: apitest.BobToken}
+		}},
+		{name: "GET /v1/templates", status: 200, prepare: get("/v1/templates")},
+		{name: "GET /v1/quotas", status: 200, prepare: get("/v1/quotas")},
+		{name: "POST /v1/artifacts", status: 201, prepare: func(*stack) request {
+			return request{method: "POST", path: "/v1/artifacts", token: apitest.BobToken,
+				body: map[string]any{"name": "a.txt", "size": 3, "sha256": digest([]byte("abc"))}}
+		}},
+		{name: "POST /v1/artifacts (multipart)", status: 201, prepare: func(*stack) request { return multipartCreate() }},
+		{name: "GET /v1/artifacts", status: 200, prepare: get("/v1/artifacts")},
+		{name: "GET /v1/artifacts/{id}", status: 200, prepare: func(s *stack) request {
+			return request{method: "GET", path: "/v1/artifacts/" + s.artifact(true), token: apitest.BobToken}
+		}},
+		{name: "POST /v1/artifacts/{id}/complete", status: 200, prepare: func(s *stack) request {
+			return request{method: "POST", path: "/v1/artifacts/" + s.artifact(false) + "/complete", token: apitest.BobToken}
+		}},
+		{name: "POST /v1/artifacts/{id}/links", status: 200, prepare: func(s *stack) request {
+			return request{method: "POST", path: "/v1/artifacts/" + s.artifact(true) + "/links", token: apitest.BobToken,
+				body: map[string]any{"expires": "1h"}}
+		}},
+	}
+}
+
+func multipartCreate() request {
+	size := blob.MinPartSize + 1
+	return request{method: "POST", path: "/v1/artifacts", token: apitest.BobToken, body: map[string]any{
+		"name": "big.bin", "size": size, "sha256": digest([]byte("whole")),
+		"parts": []string{digest([]byte("part 1")), digest([]byte("part 2"))}}}
+}
+
+func unavailable(t *testing.T, what string, res *apitest.Response) {
+	t.Helper()
+	if res.Status != http.StatusServiceUnavailable || res.Code() != "unavailable" || res.Header.Get("Retry-After") == "" {
+		t.Fatalf("%s: want 503 unavailable with Retry-After, got %d %v %s", what, res.Status, res.Header, res.Body)
+	}
+	if strings.Contains(string(res.Body), "emulated") || strings.Contains(string(res.Body), "127.0.0.1") {
+		t.Fatalf("%s: internal detail in the body: %s", what, res.Body)
+	}
+}
+
+// TestDynamoDBFailureAtEveryCall runs every endpoint once per DynamoDB call it
+// makes, with the table failing from that call on: the answer is 503
+// unavailable with Retry-After, nothing is half written, and the same request
+// then succeeds.
+func TestDynamoDBFailureAtEveryCall(t *testing.T) {
+	s := newStack(t)
+	sbx, _ := s.sandbox()
+	total := 0
+	for _, ep := range endpoints(sbx, "") {
+		t.Run(ep.name, func(t *testing.T) {
+			s.T = t
+			defer func() { s.T = nil }()
+			for k := 1; ; k++ {
+				if k > 12 {
+					t.Fatal("still failing after 12 calls; the request makes more calls than expected")
+				}
+				req := ep.prepare(s)
+				s.fault.arm(k)
+				res := s.send(req)
+				calls := s.fault.disarm()
+				if calls < k {
+					// The request made fewer than k calls: the fault never fired,
+					// and every call position has been covered.
+					if res.Status != ep.status {
+						t.Fatalf("without a fault: %d %s", res.Status, res.Body)
+					}
+					if ep.cleanup != nil {
+						ep.cleanup(s, res)
+					}
+					t.Logf("%d DynamoDB call(s), each failed in turn", k-1)
+					total += k - 1
+					break
+				}
+				unavailable(t, fmt.Sprintf("failing from call %d", k), res)
+				s.consistent()
+				// The dependency is back: the same request succeeds.
+				again := s.send(req)
+				if again.Status != ep.status {
+					t.Fatalf("after the fault at call %d cleared: %d %s", k, again.Status, again.Body)
+				}
+				if ep.cleanup != nil {
+					ep.cleanup(s, again)
+				}
+				s.consistent()
+			}
+		})
+	}
+	s.T = t
+	t.Logf("%d injected failures over %d endpoints", total, len(endpoints(sbx, "")))
+
+	// The API description needs no dependency.
+	s.fault.arm(1)
+	res := s.Do(http.MethodGet, "/v1/openapi.json", "", nil)
+	s.fault.disarm()
+	if res.Status != 200 {
+		t.Fatalf("openapi.json with the table down: %d", res.Status)
+	}
+}
+
+// TestS3Unreachable: with object storage unreachable, what needs it answers
+// 503 and changes nothing; what does not (reads, single-PUT creates and links,
+// which are signatures computed locally) keeps working; once it is back, the
+// same requests succeed.
+func TestS3Unreachable(t *testing.T) {
+	s := newStack(t)
+	sealed := s.artifact(true)
+	open := s.artifact(false)
+	needS3 := []request{
+		{method: "POST", path: "/v1/artifacts/" + open + "/complete", token: apitest.BobToken},
+		multipartCreate(),
+	}
+	without := []struct {
+		req    request
+		status int
+	}{
+		{request{method: "GET", path: "/v1/artifacts", token: apitest.BobToken}, 200},
+		{request{method: "GET", path: "/v1/artifacts/" + sealed, token: apitest.BobToken}, 200},
+		{request{method: "POST", path: "/v1/artifacts/" + sealed + "/links", token: apitest.BobToken}, 200},
+		{request{method: "POST", path: "/v1/artifacts", token: apitest.BobToken,
+			body: map[string]any{"name": "a.txt", "size": 3, "sha256": digest([]byte("abc"))}}, 201},
+	}
+	s.s3.set(true)
+	for _, r := range needS3 {
+		unavailable(t, r.method+" "+r.path, s.send(r))
+	}
+	for _, w := range without {
+		if res := s.send(w.req); res.Status != w.status {
+			t.Errorf("%s %s with S3 down: %d %s", w.req.method, w.req.path, res.Status, res.Body)
+		}
+	}
+	s.s3.set(false)
+	s.consistent()
+	if st := s.must("GET", "/v1/artifacts/"+open, apitest.BobToken, nil, 200)["state"]; st != "open" {
+		t.Fatalf("an interrupted complete left the artifact %v", st)
+	}
+	for _, r := range needS3 {
+		res := s.send(r)
+		if res.Status != 200 && res.Status != 201 {
+			t.Fatalf("%s %s after S3 is back: %d %s", r.method, r.path, res.Status, res.Body)
+		}
+	}
+	s.consistent()
+}
+
+// consistent scans the raw table (no faults) and checks what must hold
+// whatever failed: each quota's running count equals its live environments,
+// each live environment holds exactly its listen-port claims, every sandbox
+// has its join key and every join key its sandbox, and every sealed artifact
+// has its object in the bucket.
+func (s *stack) consistent() {
+	t := s.T
+	t.Helper()
+	ctx := context.Background()
+	var items []map[string]types.AttributeValue
+	p := dynamodb.NewScanPaginator(s.db, &dynamodb.ScanInput{TableName: aws.String(s.Dynamo.Table), ConsistentRead: aws.Bool(true)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		items = append(items, page.Items...)
+	}
+	str := func(it map[string]types.AttributeValue, k string) string {
+		if v, ok := it[k].(*types.AttributeValueMemberS); ok {
+			return v.Value
+		}
+		return ""
+	}
+	num := func(it map[string]types.AttributeValue, k string) string {
+		if v, ok := it[k].(*types.AttributeValueMemberN); ok {
+			return v.Value
+		}
+		return "0"
+	}
+	running := map[string]string{}
+	live := map[string]int{}
+	ports := map[string]bool{}     // ORG#<org>|SBXPORT#<sandbox>#<port> claims
+	held := map[string]bool{}      // the same, from live environments
+	sandboxes := map[string]bool{} // sandbox ids
+	joinKeys := map[string]bool{}  // sandbox ids of join keys
+	for _, it := range items {
+		pk, sk := str(it, "PK"), str(it, "SK")
+		switch {
+		case strings.HasPrefix(sk, "QUOTA#"):
+			running[pk+"|"+strings.TrimPrefix(sk, "QUOTA#")] = num(it, "running")
+		case strings.HasPrefix(sk, "ENV#"):
+			switch str(it, "state") {
+			case "pending", "starting", "ready":
+				live[pk+"|"+str(it, "template")]++
+				if l, ok := it["ports"].(*types.AttributeValueMemberL); ok {
+					for _, v := range l.Value {
+						held[pk+"|SBXPORT#"+str(it, "sandbox")+"#"+v.(*types.AttributeValueMemberN).Value] = true
+					}
+				}
+			}
+		case strings.HasPrefix(sk, "SBXPORT#"):
+			ports[pk+"|"+sk] = true
+		case strings.HasPrefix(sk, "SANDBOX#"):
+			sandboxes[strings.TrimPrefix(sk, "SANDBOX#")] = true
+		case sk == "JOINKEY":
+			joinKeys[str(it, "sandbox")] = true
+		case strings.HasPrefix(sk, "ARTIFACT#") && str(it, "state") == "sealed":
+			if _, err := s.s3srv.Client(ctx).HeadObject(ctx, &s3.HeadObjectInput{
+				Bucket: aws.String(s.s3srv.Bucket), Key: aws.String(str(it, "objectKey")),
+			}); err != nil {
+				t.Fatalf("sealed artifact %s has no object: %v", sk, err)
+			}
+		}
+	}
+	for k, r := range running {
+		if fmt.Sprint(live[k]) != r {
+			t.Fatalf("quota %s: running %s, live environments %d", k, r, live[k])
+		}
+	}
+	for k, n := range live {
+		if _, ok := running[k]; !ok && n > 0 {
+			t.Fatalf("%d live environments of %s without a quota count", n, k)
+		}
+	}
+	for k := range ports {
+		if !held[k] {
+			t.Fatalf("port claim %s held by no live environment", k)
+		}
+	}
+	for k := range held {
+		if !ports[k] {
+			t.Fatalf("live environment port %s without its claim", k)
+		}
+	}
+	for id := range sandboxes {
+		if !joinKeys[id] {
+			t.Fatalf("sandbox %s without its join key", id)
+		}
+	}
+	for id := range joinKeys {
+		if !sandboxes[id] {
+			t.Fatalf("join key of sandbox %s without the sandbox", id)
+		}
+	}
+}
