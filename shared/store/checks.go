@@ -4,10 +4,13 @@ import (
 	"github.com/envlease/envlease/shared/artifacts"
 	"github.com/envlease/envlease/shared/auth"
 	"github.com/envlease/envlease/shared/environments"
+	"github.com/envlease/envlease/shared/expiry"
 	"github.com/envlease/envlease/shared/fixture"
 	"github.com/envlease/envlease/shared/keys"
 	"github.com/envlease/envlease/shared/sandboxes"
 	"github.com/envlease/envlease/shared/templates"
+	"github.com/envlease/envlease/shared/timeouts"
+	"github.com/envlease/envlease/shared/usage"
 )
 
 // The store is the one implementation of every service's Store interface.
@@ -19,4 +22,11 @@ var (
 	_ sandboxes.Store    = (*Store)(nil)
 	_ templates.Store    = (*Store)(nil)
 	_ artifacts.Store    = (*Store)(nil)
+)
+
+// The scheduled jobs and the usage report read and write through the same store.
+var (
+	_ timeouts.Store = (*Store)(nil)
+	_ expiry.Store   = (*Store)(nil)
+	_ usage.Store    = (*Store)(nil)
 )

@@ -432,8 +432,9 @@ func decodeCursor(c, pk string) (map[string]types.AttributeValue, error) {
 // every cause: DELETE, the timeout job, a node's report, a lost node. In a
 // single transaction it replaces the environment with its stopped record,
 // conditioned on it still being live and unchanged since e was read, releases
-// the quota (running - 1) and frees the sandbox listen ports. So whatever
-// races, the quota is released exactly once: a second stop finds the
+// the quota (running - 1), frees the sandbox listen ports and adds the
+// environment's seconds to the usage ledger. So whatever races, the quota is
+// released and the usage recorded exactly once: a second stop finds the
 // condition false and changes nothing.
 //
 // It returns the environment after the call and whether this call stopped it.
@@ -500,6 +501,10 @@ func (s *Store) stopItems(e domain.Environment, to domain.State, reason string, 
 			TableName: aws.String(s.table), Key: key(orgPK(e.OrgID), portSK(e.Sandbox, p)),
 		}})
 	}
+	// The usage ledger: seconds created -> stopped, per UTC day. Inside this
+	// transaction, so it is added exactly once, whatever the cause of the
+	// stop and however often a stop is retried or raced.
+	items = append(items, s.usageItems(e, stopped, maxTransactItems-len(items))...)
 	return items, after, nil
 }
 
