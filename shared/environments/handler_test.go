@@ -476,7 +476,7 @@ func TestDeleteReleasesQuotaAtOnceAndIsHarmlessTwice(t *testing.T) {
 	}
 	item := rawItem(t, e, "ORG#acme", "ENV#"+pid)
 	if attr(item, "GSI2PK") != store.DuePK || !strings.HasPrefix(attr(item, "GSI2SK"), "2026-03-14T09:30:00.000000000Z#acme#") ||
-		attr(item, "GSI3PK") != "POOL#local#pending" || attr(item, "GSI1PK") != "ORG#acme#ENV#live" {
+		attr(item, "GSI3PK") != "POOL#acme#local#pending" || attr(item, "GSI1PK") != "ORG#acme#ENV#live" {
 		t.Fatalf("index keys of a pending environment: %v", item)
 	}
 	setState(t, e, rid, domain.StateReady, "node-1")

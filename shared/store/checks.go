@@ -7,6 +7,7 @@ import (
 	"github.com/envlease/envlease/shared/expiry"
 	"github.com/envlease/envlease/shared/fixture"
 	"github.com/envlease/envlease/shared/keys"
+	"github.com/envlease/envlease/shared/nodes"
 	"github.com/envlease/envlease/shared/sandboxes"
 	"github.com/envlease/envlease/shared/templates"
 	"github.com/envlease/envlease/shared/timeouts"
@@ -30,3 +31,5 @@ var (
 	_ expiry.Store   = (*Store)(nil)
 	_ usage.Store    = (*Store)(nil)
 )
+
+var _ nodes.Store = (*Store)(nil)

@@ -21,7 +21,8 @@ import (
 //	ORG#<org>  ENV#<id>
 //	  GSI1 ORG#<org>#ENV#live | ORG#<org>#ENV#<state>   <created>#<id>    listing, newest first
 //	  GSI2 ENVDUE                <due>#<org>#<id>                          live only: the timeout job's index
-//	  GSI3 POOL#<pool>#pending   <created>#<org>#<id>                      pending only: nodes claim from it
+//	  GSI3 POOL#<org>#<pool>#pending  <created>#<org>#<id>                 pending only: nodes of the pool claim from it
+//	  GSI3 NODE#<org>#<node>     <created>#<id>                            starting, ready, stopping: what a node runs
 //	ORG#<org>  SBXPORT#<sandbox>#<port>   a listen port held by a live environment of the sandbox
 //
 // The live partition of GSI1 holds only live environments, so listing them
@@ -122,7 +123,19 @@ func DueSK(due time.Time, org, id string) string { return FormatTime(due) + "#" 
 func DueBefore(now time.Time) string { return FormatTime(now) + "#\uffff" }
 
 // PoolPendingPK is the GSI3 partition of a pool's pending environments.
-func PoolPendingPK(pool string) string { return "POOL#" + pool + "#pending" }
+// Pool names are per organization (two organizations may both have "local"),
+// and a node credential serves one organization's pool, so the org is part of it.
+func PoolPendingPK(org, pool string) string { return "POOL#" + org + "#" + pool + "#pending" }
+
+// NodeEnvPK is the GSI3 partition of the environments a node runs (starting,
+// ready, stopping): heartbeats and the lost-node sweep read it.
+func NodeEnvPK(org, node string) string { return "NODE#" + org + "#" + node }
+
+// nodeRuns reports whether an environment in state st is still the node's to
+// run or tear down, and so listed in its GSI3 partition.
+func nodeRuns(st domain.State) bool {
+	return st == domain.StateStarting || st == domain.StateReady || st == domain.StateStopping
+}
 
 func poolPendingSK(created time.Time, org, id string) string {
 	return FormatTime(created) + "#" + org + "#" + id
@@ -150,7 +163,10 @@ func newEnvItem(e domain.Environment) envItem {
 		it.GSI2PK, it.GSI2SK = DuePK, DueSK(e.Due(), e.OrgID, e.ID)
 	}
 	if e.State == domain.StatePending {
-		it.GSI3PK, it.GSI3SK = PoolPendingPK(e.Pool), poolPendingSK(e.Created, e.OrgID, e.ID)
+		it.GSI3PK, it.GSI3SK = PoolPendingPK(e.OrgID, e.Pool), poolPendingSK(e.Created, e.OrgID, e.ID)
+	}
+	if e.Node != "" && nodeRuns(e.State) {
+		it.GSI3PK, it.GSI3SK = NodeEnvPK(e.OrgID, e.Node), envListSK(e.Created, e.ID)
 	}
 	for _, x := range e.Exports {
 		it.Exports = append(it.Exports, exportItem(x))

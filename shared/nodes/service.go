@@ -1,0 +1,862 @@
+// Package nodes is the node side of the control plane (/v1/nodes): an admin
+// issues a node credential for one of the organization's pools; an agent
+// holding it registers a node, heartbeats, claims pending environments of the
+// pool, and reports what became of them. Nodes that stop heartbeating are
+// declared lost by SweepLostNodes, which the timeout job runs.
+//
+// Every write that must be exact under concurrency is one conditional
+// DynamoDB call in the store: a claim is a versioned write conditioned on
+// the environment still being pending (two nodes never take the same one),
+// and leaving the live states always goes through store.StopEnvironment,
+// which releases the quota exactly once.
+package nodes
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/envlease/envlease/shared/auth"
+	"github.com/envlease/envlease/shared/clock"
+	"github.com/envlease/envlease/shared/domain"
+	"github.com/envlease/envlease/shared/keys"
+)
+
+// Store is what the nodes service needs from persistence.
+type Store interface {
+	GetOrg(ctx context.Context, id string) (domain.Org, error)
+	PutKey(ctx context.Context, k domain.APIKey) error
+	ListTemplates(ctx context.Context, org string) ([]domain.Template, error)
+	GetTemplate(ctx context.Context, org, name string) (domain.Template, error)
+	GetArtifact(ctx context.Context, org, id string) (domain.Artifact, error)
+
+	PutNode(ctx context.Context, n domain.Node) error
+	GetNode(ctx context.Context, org, id string) (domain.Node, error)
+	ListNodes(ctx context.Context, org string) ([]domain.Node, error)
+	HeartbeatNode(ctx context.Context, n domain.Node, now, deadline time.Time) (domain.Node, error)
+	EndNode(ctx context.Context, n domain.Node, state string, now time.Time) (bool, error)
+	DueNodes(ctx context.Context, now time.Time, limit int) ([]domain.Node, error)
+
+	GetEnvironment(ctx context.Context, org, id string) (domain.Environment, error)
+	GetEnvironments(ctx context.Context, org string, ids []string) ([]domain.Environment, error)
+	PendingEnvironments(ctx context.Context, org, pool string, limit int) ([]domain.Environment, error)
+	NodeEnvironments(ctx context.Context, org, node string) ([]domain.Environment, error)
+	ClaimEnvironment(ctx context.Context, e domain.Environment, n domain.Node, now time.Time) (domain.Environment, bool, error)
+	ReplaceEnvironment(ctx context.Context, before, after domain.Environment) (domain.Environment, bool, error)
+	StopEnvironment(ctx context.Context, e domain.Environment, to domain.State, reason string, now time.Time) (domain.Environment, bool, error)
+}
+
+// Linker signs snapshot download links (artifacts.Service.LinkFor).
+type Linker interface {
+	LinkFor(ctx context.Context, a domain.Artifact, ttl time.Duration) (domain.Link, error)
+}
+
+// Stop reasons a node's side records (beside domain's deleted, idle, expired).
+const (
+	// StopFailed: the node reported the environment failed.
+	StopFailed = "failed"
+	// StopByNode: the node reported it stopped while it was live.
+	StopByNode = "node"
+	// StopLost: its node stopped heartbeating.
+	StopLost = "lost"
+	// StopLeft: its node deregistered.
+	StopLeft = "left"
+)
+
+// ErrorNodeLost is the error of an environment whose node was lost.
+const ErrorNodeLost = "node lost"
+
+// Defaults; every one is documented in the README (Nodes and the reference agent).
+const (
+	// DefaultHeartbeatInterval is how often agents are told to heartbeat.
+	DefaultHeartbeatInterval = 10 * time.Second
+	// DefaultLostAfter is how long a node may go without a heartbeat before
+	// it is lost: six missed heartbeats, so a slow network does not kill work.
+	DefaultLostAfter = 60 * time.Second
+	// MaxClaimWait bounds a claim's long poll, under the Lambda's 28 s timeout
+	// and API Gateway's 30 s.
+	MaxClaimWait = 20 * time.Second
+	// DefaultPollMin and DefaultPollMax bound the backoff between looks at the
+	// pool's pending index during a long poll: a lease waits at most
+	// PollMax to be seen, and an idle node costs about two queries a second.
+	DefaultPollMin = 25 * time.Millisecond
+	DefaultPollMax = 500 * time.Millisecond
+	// SnapshotLinkTTL is the life of the snapshot link a claim carries: long
+	// enough to download, short enough not to matter if it leaks.
+	SnapshotLinkTTL = 30 * time.Minute
+	// MaxErrorBytes bounds a reported error text; longer ones keep their end,
+	// where a process's last words are.
+	MaxErrorBytes = 4000
+	// MaxCapacity bounds a node's declared capacity.
+	MaxCapacity = 10000
+	// claimCandidates is how many pending environments one look considers.
+	claimCandidates = 10
+	// sweepPage is how many due nodes the sweep reads at once.
+	sweepPage = 25
+	// attempts bounds retries of a versioned write that lost a race.
+	attempts = 5
+)
+
+// Options tune the service; zero values take the defaults.
+type Options struct {
+	HeartbeatInterval time.Duration
+	LostAfter         time.Duration
+	PollMin, PollMax  time.Duration
+}
+
+// Service holds the node rules.
+type Service struct {
+	store Store
+	links Linker
+	clock clock.Clock
+	opt   Options
+}
+
+// NewService returns the nodes service. links may be nil where no snapshot
+// can be leased (a claim of one then fails the environment).
+func NewService(st Store, links Linker, clk clock.Clock, opt Options) *Service {
+	if opt.HeartbeatInterval <= 0 {
+		opt.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if opt.LostAfter <= 0 {
+		opt.LostAfter = DefaultLostAfter
+	}
+	if opt.PollMin <= 0 {
+		opt.PollMin = DefaultPollMin
+	}
+	if opt.PollMax <= 0 {
+		opt.PollMax = DefaultPollMax
+	}
+	return &Service{store: st, links: links, clock: clk, opt: opt}
+}
+
+// IssueCredential issues a node credential for one of the organization's
+// pools. Admins only. The token serves the node API and nothing else.
+func (s *Service) IssueCredential(ctx context.Context, p domain.Principal, pool, name string) (keys.Issued, error) {
+	if !p.IsAdmin() || p.Credential == domain.CredentialNode {
+		return keys.Issued{}, domain.Errorf(domain.CodeForbidden, "only an organization admin can issue node credentials")
+	}
+	if err := keys.ValidateName(name); err != nil {
+		return keys.Issued{}, err
+	}
+	if pool == "" {
+		return keys.Issued{}, domain.Invalid("pool", "pool is required")
+	}
+	org, err := s.store.GetOrg(ctx, p.OrgID)
+	if err != nil {
+		return keys.Issued{}, err
+	}
+	if !slices.Contains(org.Pools, pool) {
+		return keys.Issued{}, domain.Invalid("pool", "pool %q is not one of your organization's pools (%s)", pool, strings.Join(org.Pools, ", "))
+	}
+	token, display, hash := auth.NewToken(auth.PrefixNode)
+	k := domain.APIKey{
+		ID: auth.NewID("key_"), Kind: "org", Name: name, Prefix: display, CreatedBy: p.Actor(), Source: "api",
+		Created: s.clock.Now(), Owner: domain.Owner{Kind: "pool", ID: pool},
+		OrgID: p.OrgID, Credential: domain.CredentialNode, Pool: pool, Hash: hash,
+	}
+	if err := s.store.PutKey(ctx, k); err != nil {
+		return keys.Issued{}, err
+	}
+	return keys.Issued{Token: token, APIKey: k}, nil
+}
+
+// RegisterRequest is the body of POST /v1/nodes.
+type RegisterRequest struct {
+	Name string `json:"name"`
+	// Address is the host (IP or DNS name, no port) clients reach the
+	// node's environments at.
+	Address  string `json:"address"`
+	Capacity int    `json:"capacity"`
+	Agent    string `json:"agent"`
+}
+
+// Registered is the answer to a registration: the node, what its pool runs,
+// and the timing the agent must keep.
+type Registered struct {
+	Node      domain.Node       `json:"node"`
+	Templates []domain.Template `json:"templates"`
+	// HeartbeatInterval is how often to heartbeat; LostAfter is how long
+	// without one before the node is lost and its environments failed.
+	HeartbeatInterval domain.Duration `json:"heartbeatInterval"`
+	LostAfter         domain.Duration `json:"lostAfter"`
+	// ClaimWait is the longest a claim long-polls.
+	ClaimWait domain.Duration `json:"claimWait"`
+}
+
+// Register records a new node of the credential's pool. Each registration
+// is a new node: an agent that restarts registers again, and the node it was
+// before is lost after LostAfter, failing what it ran.
+func (s *Service) Register(ctx context.Context, p domain.Principal, req RegisterRequest) (Registered, error) {
+	if req.Name == "" {
+		req.Name = "node"
+	}
+	if err := domain.ValidateText("name", req.Name, 100); err != nil {
+		return Registered{}, err
+	}
+	if err := validateAddress(req.Address); err != nil {
+		return Registered{}, err
+	}
+	if req.Capacity < 1 || req.Capacity > MaxCapacity {
+		return Registered{}, domain.Invalid("capacity", "capacity must be between 1 and %d environments", MaxCapacity)
+	}
+	if err := domain.ValidateText("agent", req.Agent, 200); err != nil {
+		return Registered{}, err
+	}
+	now := s.clock.Now()
+	n := domain.Node{
+		ID: domain.SortableID("node_", now), Name: req.Name, Pool: p.Pool, Address: req.Address,
+		Capacity: req.Capacity, State: domain.NodeActive, Agent: req.Agent, Registered: now,
+		LastHeartbeat: now, Deadline: now.Add(s.opt.LostAfter), OrgID: p.OrgID, KeyID: p.KeyID, Version: 1,
+	}
+	if err := s.store.PutNode(ctx, n); err != nil {
+		return Registered{}, err
+	}
+	ts, err := s.poolTemplates(ctx, n)
+	if err != nil {
+		return Registered{}, err
+	}
+	return Registered{
+		Node: n, Templates: ts, HeartbeatInterval: domain.Duration(s.opt.HeartbeatInterval),
+		LostAfter: domain.Duration(s.opt.LostAfter), ClaimWait: domain.Duration(MaxClaimWait),
+	}, nil
+}
+
+func validateAddress(a string) error {
+	if a == "" {
+		return domain.Invalid("address", "address is required: the host (IP or DNS name) clients reach this node at")
+	}
+	if len(a) > 253 || strings.ContainsAny(a, " /\\@#?[]") || !utf8.ValidString(a) {
+		return domain.Invalid("address", "address must be a host name or IP address without port or scheme")
+	}
+	if net.ParseIP(a) == nil {
+		if _, _, err := net.SplitHostPort(a); err == nil {
+			return domain.Invalid("address", "address must be a host without a port: the ports are the environments'")
+		}
+	}
+	if err := domain.ValidateText("address", a, 253); err != nil {
+		return err
+	}
+	return nil
+}
+
+// poolTemplates are the organization's templates that the node's pool runs.
+func (s *Service) poolTemplates(ctx context.Context, n domain.Node) ([]domain.Template, error) {
+	all, err := s.store.ListTemplates(ctx, n.OrgID)
+	if err != nil {
+		return nil, err
+	}
+	out := []domain.Template{}
+	for _, t := range all {
+		if slices.Contains(t.Pools, n.Pool) {
+			out = append(out, normalizeTemplate(t))
+		}
+	}
+	return out, nil
+}
+
+func normalizeTemplate(t domain.Template) domain.Template {
+	if t.Command == nil {
+		t.Command = []string{}
+	}
+	if t.Env == nil {
+		t.Env = map[string]string{}
+	}
+	if t.Exports == nil {
+		t.Exports = map[string]domain.Export{}
+	}
+	if t.Shares == nil {
+		t.Shares = []domain.TemplateShare{}
+	}
+	for i := range t.Shares {
+		if t.Shares[i].Exclude == nil {
+			t.Shares[i].Exclude = []string{}
+		}
+	}
+	if t.Writable == nil {
+		t.Writable = []string{}
+	}
+	if t.Platforms == nil {
+		t.Platforms = []string{}
+	}
+	if t.Pools == nil {
+		t.Pools = []string{}
+	}
+	return t
+}
+
+// List returns the organization's nodes, for an admin.
+func (s *Service) List(ctx context.Context, p domain.Principal) ([]domain.Node, error) {
+	ns, err := s.store.ListNodes(ctx, p.OrgID)
+	if err != nil {
+		return nil, err
+	}
+	if ns == nil {
+		ns = []domain.Node{}
+	}
+	return ns, nil
+}
+
+// ownNode reads the node a node credential acts as. Only the credential that
+// registered it may: another organization's, another pool's or another
+// credential's node is 404, as if it did not exist.
+func (s *Service) ownNode(ctx context.Context, p domain.Principal, id string) (domain.Node, error) {
+	if !strings.HasPrefix(id, "node_") || len(id) > 64 || strings.ContainsAny(id, "#/ ") {
+		return domain.Node{}, domain.NotFound("node")
+	}
+	n, err := s.store.GetNode(ctx, p.OrgID, id)
+	if err != nil {
+		return domain.Node{}, err
+	}
+	if n.Pool != p.Pool || n.KeyID != p.KeyID {
+		return domain.Node{}, domain.NotFound("node")
+	}
+	return n, nil
+}
+
+func (s *Service) activeNode(ctx context.Context, p domain.Principal, id string) (domain.Node, error) {
+	n, err := s.ownNode(ctx, p, id)
+	if err != nil {
+		return n, err
+	}
+	if n.State != domain.NodeActive {
+		return domain.Node{}, domain.Errorf(domain.CodeGone, "node %s is %s; its environments were failed; register again", n.ID, n.State)
+	}
+	return n, nil
+}
+
+// EnvState is what a heartbeat tells a node about one of its environments.
+type EnvState struct {
+	ID       string       `json:"id"`
+	Template string       `json:"template"`
+	State    domain.State `json:"state"`
+	Error    string       `json:"error"`
+}
+
+// Beat is the answer to a heartbeat.
+type Beat struct {
+	Node domain.Node `json:"node"`
+	// Environments are the states of the environments the node named and of
+	// every environment assigned to it that is starting, ready or stopping.
+	// stopping: tear it down and report stopped. stopped or failed: it is
+	// over; stop it without a report. A named id absent here is not the
+	// node's to run: stop it.
+	Environments []EnvState `json:"environments"`
+	// Templates are the pool's templates now, for warm environments.
+	Templates []domain.Template `json:"templates"`
+}
+
+// MaxHeartbeatIDs bounds the environment ids one heartbeat may name.
+const MaxHeartbeatIDs = 1000
+
+// Heartbeat records that the node is alive, moving its lost deadline, and
+// tells it the desired state of its environments: that is how a node learns
+// that one it runs was deleted or timed out (stopping).
+func (s *Service) Heartbeat(ctx context.Context, p domain.Principal, id string, ids []string) (Beat, error) {
+	if len(ids) > MaxHeartbeatIDs {
+		return Beat{}, domain.Invalid("environments", "at most %d environment ids per heartbeat", MaxHeartbeatIDs)
+	}
+	n, err := s.ownNode(ctx, p, id)
+	if err != nil {
+		return Beat{}, err
+	}
+	now := s.clock.Now()
+	if n, err = s.store.HeartbeatNode(ctx, n, now, now.Add(s.opt.LostAfter)); err != nil {
+		return Beat{}, err
+	}
+	var named []domain.Environment
+	if len(ids) > 0 {
+		valid := make([]string, 0, len(ids))
+		for _, x := range ids {
+			if strings.HasPrefix(x, "env_") && len(x) <= 64 && !strings.ContainsAny(x, "#/ ") {
+				valid = append(valid, x)
+			}
+		}
+		if named, err = s.store.GetEnvironments(ctx, n.OrgID, valid); err != nil {
+			return Beat{}, err
+		}
+	}
+	assigned, err := s.store.NodeEnvironments(ctx, n.OrgID, n.ID)
+	if err != nil {
+		return Beat{}, err
+	}
+	out := []EnvState{}
+	seen := map[string]bool{}
+	// The named ones are read strongly consistent, so they come first and win.
+	for _, e := range append(named, assigned...) {
+		if e.Node != n.ID || seen[e.ID] {
+			continue // another node's: not this node's business
+		}
+		seen[e.ID] = true
+		out = append(out, EnvState{ID: e.ID, Template: e.Template, State: e.State, Error: e.Error})
+	}
+	ts, err := s.poolTemplates(ctx, n)
+	if err != nil {
+		return Beat{}, err
+	}
+	return Beat{Node: n, Environments: out, Templates: ts}, nil
+}
+
+// Snapshot is what a node needs to restore a snapshot: a signed link.
+type Snapshot struct {
+	ID          string    `json:"id"`
+	Name        string    `json:"name"`
+	URL         string    `json:"url"`
+	Expires     time.Time `json:"expires"`
+	Size        int64     `json:"size"`
+	SHA256      string    `json:"sha256"`
+	ContentType string    `json:"contentType"`
+	Created     time.Time `json:"created"`
+}
+
+// Claimed is what a node gets with an environment it claimed.
+type Claimed struct {
+	Environment domain.Environment `json:"environment"`
+	Template    domain.Template    `json:"template"`
+	// Snapshot is set when the lease named one: download, unpack into the
+	// environment's root, and report `restored` with ready.
+	Snapshot *Snapshot `json:"snapshot"`
+}
+
+// Claim takes the oldest pending environment of the node's pool and moves it
+// to starting on this node. When nothing is pending it looks again, with
+// backoff, for up to wait (at most MaxClaimWait) or until the request ends,
+// and then returns nil: nothing to do, claim again.
+func (s *Service) Claim(ctx context.Context, p domain.Principal, id string, wait time.Duration) (*Claimed, error) {
+	n, err := s.activeNode(ctx, p, id)
+	if err != nil {
+		return nil, err
+	}
+	wait = min(max(wait, 0), MaxClaimWait)
+	runs, err := s.store.NodeEnvironments(ctx, n.OrgID, n.ID)
+	if err != nil {
+		return nil, err
+	}
+	if len(runs) >= n.Capacity {
+		return nil, domain.Errorf(domain.CodeConflict, "node %s is at its capacity of %d environment(s); claim again when one has stopped", n.ID, n.Capacity)
+	}
+	// The wait is the request's own duration, so it is measured on the real
+	// clock, not the service clock (which tests move by hand).
+	deadline := time.Now().Add(wait)
+	backoff := s.opt.PollMin
+	for {
+		c, err := s.claimOnce(ctx, n)
+		if err != nil || c != nil {
+			return c, err
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return nil, nil
+		}
+		t := time.NewTimer(min(backoff, left))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, nil // the node went away: nothing was claimed for it
+		case <-t.C:
+		}
+		backoff = min(backoff*2, s.opt.PollMax)
+	}
+}
+
+// claimOnce looks at the pool's pending index once and claims the first
+// environment it can. The index may be stale (DynamoDB GSIs are eventually
+// consistent), so a refused claim reads the base item and tries again while
+// it is still pending; another node having it is simply the next candidate.
+func (s *Service) claimOnce(ctx context.Context, n domain.Node) (*Claimed, error) {
+	cands, err := s.store.PendingEnvironments(ctx, n.OrgID, n.Pool, claimCandidates)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range cands {
+		for try := 0; try < attempts && e.State == domain.StatePending && e.Node == "" && e.Pool == n.Pool; try++ {
+			after, ok, err := s.store.ClaimEnvironment(ctx, e, n, s.clock.Now())
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				c, err := s.prepare(ctx, after)
+				if err != nil || c != nil {
+					return c, err
+				}
+				break // it could not be run and was failed: next candidate
+			}
+			if e, err = s.store.GetEnvironment(ctx, n.OrgID, e.ID); err != nil {
+				if domain.ErrorCode(err) == domain.CodeNotFound {
+					break
+				}
+				return nil, err
+			}
+		}
+	}
+	return nil, nil
+}
+
+// prepare gathers what the node needs for a claimed environment. What can no
+// longer be run (its template deleted, its snapshot expired since the lease)
+// is failed here with a clear error, and nil says: claim the next one.
+func (s *Service) prepare(ctx context.Context, e domain.Environment) (*Claimed, error) {
+	t, err := s.store.GetTemplate(ctx, e.OrgID, e.Template)
+	if domain.ErrorCode(err) == domain.CodeNotFound {
+		return nil, s.fail(ctx, e, fmt.Sprintf("template %q no longer exists", e.Template), StopFailed)
+	}
+	if err != nil {
+		return nil, err
+	}
+	c := &Claimed{Environment: e, Template: normalizeTemplate(t)}
+	if e.Snapshot == "" {
+		return c, nil
+	}
+	a, err := s.store.GetArtifact(ctx, e.OrgID, e.Snapshot)
+	if err != nil && domain.ErrorCode(err) != domain.CodeNotFound {
+		return nil, err
+	}
+	if err != nil || !a.UsableAt(s.clock.Now()) || s.links == nil {
+		return nil, s.fail(ctx, e, fmt.Sprintf("snapshot %q is no longer a sealed, unexpired artifact", e.Snapshot), StopFailed)
+	}
+	link, err := s.links.LinkFor(ctx, a, SnapshotLinkTTL)
+	if code := domain.ErrorCode(err); code == domain.CodeGone || code == domain.CodeConflict {
+		return nil, s.fail(ctx, e, fmt.Sprintf("snapshot %q cannot be downloaded: %s", e.Snapshot, domain.AsError(err).Message), StopFailed)
+	}
+	if err != nil {
+		return nil, err
+	}
+	c.Snapshot = &Snapshot{
+		ID: a.ID, Name: a.Name, URL: link.URL, Expires: link.Expires, Size: a.Size, SHA256: a.SHA256,
+		ContentType: a.ContentType, Created: a.Created,
+	}
+	return c, nil
+}
+
+// fail ends an environment as failed with msg: through StopEnvironment while
+// it is live (quota released once), by a versioned replace while stopping.
+func (s *Service) fail(ctx context.Context, e domain.Environment, msg, reason string) error {
+	_, err := s.failEnv(ctx, e, msg, reason)
+	return err
+}
+
+func (s *Service) failEnv(ctx context.Context, e domain.Environment, msg, reason string) (domain.Environment, error) {
+	for try := 0; try < attempts; try++ {
+		switch {
+		case e.State.Live():
+			e.Error = msg
+			cur, done, err := s.store.StopEnvironment(ctx, e, domain.StateFailed, reason, s.clock.Now())
+			if err != nil || done {
+				return cur, err
+			}
+			e = cur
+		case e.State == domain.StateStopping:
+			after := e
+			after.State = domain.StateFailed
+			after.Error = msg
+			cur, done, err := s.store.ReplaceEnvironment(ctx, e, after)
+			if err != nil || done {
+				return cur, err
+			}
+			e = cur
+		default:
+			return e, nil // already over
+		}
+	}
+	return e, domain.Errorf(domain.CodeConflict, "environment %s is changing too fast; retry", e.ID)
+}
+
+// ExportTarget is where a node serves one export of an environment.
+type ExportTarget struct {
+	Service string `json:"service"`
+	Target  string `json:"target"`
+}
+
+// Report is the body of a node's state report.
+type Report struct {
+	// State is starting, ready, stopped or failed.
+	State domain.State `json:"state"`
+	// Exports are the targets of every export, with ready.
+	Exports []ExportTarget `json:"exports"`
+	// Restored is required with ready when the lease named a snapshot.
+	Restored *domain.Restored `json:"restored"`
+	// Error says why, with failed.
+	Error string `json:"error"`
+}
+
+// ReportState applies a node's report about an environment it runs. The
+// legal moves (anything else is 409 conflict):
+//
+//	starting  starting -> (no change)
+//	ready     starting -> ready (exports, restored, ready, readyMs); ready -> (no change)
+//	stopped   starting|ready -> stopped (quota released); stopping -> stopped; stopped -> (no change)
+//	failed    starting|ready -> failed (quota released); stopping -> failed; failed -> (no change)
+//
+// Repeating a report is harmless, so an agent may retry one whose answer it
+// did not get.
+func (s *Service) ReportState(ctx context.Context, p domain.Principal, nodeID, envID string, r Report) (domain.Environment, error) {
+	switch r.State {
+	case domain.StateStarting, domain.StateReady, domain.StateStopped, domain.StateFailed:
+	default:
+		return domain.Environment{}, domain.Invalid("state", "state must be one of starting, ready, stopped, failed")
+	}
+	if r.State != domain.StateReady && (len(r.Exports) > 0 || r.Restored != nil) {
+		return domain.Environment{}, domain.Invalid("state", "exports and restored are reported with ready only")
+	}
+	if r.State != domain.StateFailed && r.Error != "" {
+		return domain.Environment{}, domain.Invalid("error", "error is reported with failed only")
+	}
+	msg := cleanError(r.Error)
+	if r.State == domain.StateFailed && msg == "" {
+		return domain.Environment{}, domain.Invalid("error", "error is required with failed: say what went wrong")
+	}
+	n, err := s.ownNode(ctx, p, nodeID)
+	if err != nil {
+		return domain.Environment{}, err
+	}
+	if !strings.HasPrefix(envID, "env_") || len(envID) > 64 || strings.ContainsAny(envID, "#/ ") {
+		return domain.Environment{}, domain.NotFound("environment")
+	}
+	e, err := s.store.GetEnvironment(ctx, n.OrgID, envID)
+	if err != nil {
+		return domain.Environment{}, err
+	}
+	if e.Node != n.ID {
+		return domain.Environment{}, domain.Errorf(domain.CodeConflict, "environment %s is not run by node %s", e.ID, n.ID)
+	}
+	for try := 0; try < attempts; try++ {
+		var (
+			after domain.Environment
+			done  bool
+		)
+		switch {
+		case e.State == r.State && (r.State != domain.StateReady || sameTargets(e, r)):
+			return e, nil // a repeated report
+		case r.State == domain.StateReady && e.State == domain.StateStarting:
+			next, err := s.readyRecord(e, r)
+			if err != nil {
+				return domain.Environment{}, err
+			}
+			after, done, err = s.store.ReplaceEnvironment(ctx, e, next)
+			if err != nil {
+				return domain.Environment{}, err
+			}
+		case (r.State == domain.StateStopped || r.State == domain.StateFailed) && e.State.Live() && e.State != domain.StatePending:
+			reason := StopByNode
+			if r.State == domain.StateFailed {
+				e.Error, reason = msg, StopFailed
+			}
+			after, done, err = s.store.StopEnvironment(ctx, e, r.State, reason, s.clock.Now())
+			if err != nil {
+				return domain.Environment{}, err
+			}
+		case (r.State == domain.StateStopped || r.State == domain.StateFailed) && e.State == domain.StateStopping:
+			// The stop released the quota already; this only finishes it.
+			next := e
+			next.State = r.State
+			if r.State == domain.StateFailed {
+				next.Error = msg
+			}
+			after, done, err = s.store.ReplaceEnvironment(ctx, e, next)
+			if err != nil {
+				return domain.Environment{}, err
+			}
+		default:
+			return domain.Environment{}, illegal(e, r.State)
+		}
+		if done {
+			return after, nil
+		}
+		e = after // something wrote it between the read and the write: decide again
+	}
+	return domain.Environment{}, domain.Errorf(domain.CodeConflict, "environment %s is changing too fast; retry the report", e.ID)
+}
+
+func illegal(e domain.Environment, to domain.State) error {
+	hint := ""
+	switch e.State {
+	case domain.StateStopping:
+		hint = "; it is stopping: tear it down and report stopped"
+	case domain.StateStopped, domain.StateFailed:
+		hint = "; it is over: stop it if it still runs"
+	}
+	return domain.Errorf(domain.CodeConflict, "environment %s is %s: it cannot be reported %s%s", e.ID, e.State, to, hint)
+}
+
+// sameTargets reports whether a repeated ready report names the targets the
+// record has, so a retry is harmless and a different claim is a conflict.
+func sameTargets(e domain.Environment, r Report) bool {
+	for _, x := range r.Exports {
+		i := slices.IndexFunc(e.Exports, func(y domain.EnvExport) bool { return y.Service == x.Service })
+		if i < 0 || e.Exports[i].Target != x.Target {
+			return false
+		}
+	}
+	return true
+}
+
+// readyRecord builds the ready record from a report: every export needs a
+// host:port target, and a snapshot lease needs its restored record.
+func (s *Service) readyRecord(e domain.Environment, r Report) (domain.Environment, error) {
+	after := e
+	after.Exports = slices.Clone(e.Exports)
+	got := map[string]bool{}
+	for i, x := range r.Exports {
+		field := "exports[" + strconv.Itoa(i) + "]"
+		j := slices.IndexFunc(after.Exports, func(y domain.EnvExport) bool { return y.Service == x.Service })
+		if j < 0 {
+			return e, domain.Invalid(field+".service", "environment %s has no export %q", e.ID, x.Service)
+		}
+		if got[x.Service] {
+			return e, domain.Invalid(field+".service", "export %q is reported twice", x.Service)
+		}
+		got[x.Service] = true
+		host, port, err := net.SplitHostPort(x.Target)
+		pn, perr := strconv.Atoi(port)
+		if err != nil || host == "" || perr != nil || pn < 1 || pn > 65535 || len(x.Target) > 300 {
+			return e, domain.Invalid(field+".target", "target must be host:port")
+		}
+		after.Exports[j].Target = x.Target
+	}
+	for _, x := range after.Exports {
+		if !got[x.Service] {
+			return e, domain.Invalid("exports", "export %q has no target: report every export with ready", x.Service)
+		}
+	}
+	switch {
+	case e.Snapshot == "" && r.Restored != nil:
+		return e, domain.Invalid("restored", "environment %s was not leased from a snapshot", e.ID)
+	case e.Snapshot != "" && r.Restored == nil:
+		return e, domain.Invalid("restored", "environment %s was leased from snapshot %s: report what was restored", e.ID, e.Snapshot)
+	case r.Restored != nil:
+		rr := *r.Restored
+		if rr.Key == "" || rr.Root == "" || rr.Files < 0 || len(rr.Key) > 1024 || len(rr.Root) > 4096 {
+			return e, domain.Invalid("restored", "restored needs key, root and a file count of 0 or more")
+		}
+		rr.Created = rr.Created.UTC()
+		after.Restored = &rr
+	}
+	now := s.clock.Now()
+	after.State = domain.StateReady
+	after.Ready = &now
+	ms := now.Sub(e.Created).Milliseconds()
+	after.ReadyMs = &ms
+	return after, nil
+}
+
+// cleanError keeps a reported error readable and bounded: valid UTF-8,
+// newlines and tabs but no other control characters, the last MaxErrorBytes.
+func cleanError(s string) string {
+	s = strings.ToValidUTF8(s, "?")
+	s = strings.Map(func(r rune) rune {
+		if r == '\n' || r == '\t' || r >= ' ' && r != 0x7f && !(r >= 0x80 && r < 0xa0) {
+			return r
+		}
+		return -1
+	}, s)
+	s = strings.TrimSpace(s)
+	if len(s) > MaxErrorBytes {
+		s = s[len(s)-MaxErrorBytes:]
+		for len(s) > 0 && !utf8.RuneStart(s[0]) {
+			s = s[1:]
+		}
+		s = "…" + s
+	}
+	return s
+}
+
+// Deregister takes a node out of its pool: what it still runs is failed
+// ("node left the pool") and its quota released. Deregistering twice is harmless.
+func (s *Service) Deregister(ctx context.Context, p domain.Principal, id string) (domain.Node, error) {
+	n, err := s.ownNode(ctx, p, id)
+	if err != nil || n.State != domain.NodeActive {
+		return n, err
+	}
+	if _, err := s.endNode(ctx, n, domain.NodeLeft, "node left the pool", StopLeft); err != nil {
+		return domain.Node{}, err
+	}
+	return s.store.GetNode(ctx, n.OrgID, n.ID)
+}
+
+// SweepResult says what one sweep did.
+type SweepResult struct {
+	Nodes        int `json:"nodes"`
+	Environments int `json:"environments"`
+}
+
+// SweepLostNodes declares lost every active node whose last heartbeat is
+// older than LostAfter at now, and fails what it ran with error "node lost",
+// releasing the quota once. It finds them through the NODEDUE index, so its
+// cost follows what is due. The timeout job calls it every run.
+func (s *Service) SweepLostNodes(ctx context.Context, now time.Time) (SweepResult, error) {
+	var res SweepResult
+	seen := map[string]bool{}
+	for {
+		due, err := s.store.DueNodes(ctx, now, sweepPage)
+		if err != nil {
+			return res, err
+		}
+		fresh := 0
+		for _, n := range due {
+			if seen[n.OrgID+"/"+n.ID] {
+				continue
+			}
+			seen[n.OrgID+"/"+n.ID] = true
+			fresh++
+			failed, err := s.endNode(ctx, n, domain.NodeLost, ErrorNodeLost, StopLost)
+			if err != nil {
+				return res, err
+			}
+			res.Environments += failed
+			res.Nodes++
+		}
+		if len(due) < sweepPage || fresh == 0 {
+			return res, nil
+		}
+	}
+}
+
+// endNode fails a node's environments, then ends the node. In that order, a
+// sweep that dies half way finds the node due again next time. The node item
+// is ended under a version condition: a heartbeat that came in between keeps
+// it active (its environments already failed; the heartbeat tells it so).
+// After the end, claims of the node are refused by the claim transaction, and
+// a second look fails what it claimed in between.
+func (s *Service) endNode(ctx context.Context, n domain.Node, state, msg, reason string) (int, error) {
+	failed, err := s.failNodeEnvs(ctx, n, msg, reason)
+	if err != nil {
+		return failed, err
+	}
+	ended, err := s.store.EndNode(ctx, n, state, s.clock.Now())
+	if err != nil || !ended {
+		return failed, err
+	}
+	more, err := s.failNodeEnvs(ctx, n, msg, reason)
+	return failed + more, err
+}
+
+func (s *Service) failNodeEnvs(ctx context.Context, n domain.Node, msg, reason string) (int, error) {
+	envs, err := s.store.NodeEnvironments(ctx, n.OrgID, n.ID)
+	if err != nil {
+		return 0, err
+	}
+	count := 0
+	for _, e := range envs {
+		// The index may lag: act on the base item.
+		cur, err := s.store.GetEnvironment(ctx, e.OrgID, e.ID)
+		if err != nil {
+			return count, err
+		}
+		if cur.Node != n.ID || !(cur.State.Live() || cur.State == domain.StateStopping) {
+			continue
+		}
+		after, err := s.failEnv(ctx, cur, msg, reason)
+		if err != nil {
+			return count, err
+		}
+		if after.State == domain.StateFailed && after.Error == msg {
+			count++
+		}
+	}
+	return count, nil
+}

@@ -1,0 +1,389 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/envlease/envlease/shared/domain"
+)
+
+// Node items live under their organization:
+//
+//	ORG#<org>  NODE#<id>
+//	  GSI2 NODEDUE   <heartbeat deadline>#<org>#<id>   active only: the lost-node sweep's index
+//	  ttl            lost or left nodes only: the record is kept a week, then TTL removes it
+//
+// A heartbeat moves the deadline (GSI2SK) forward. Leaving the index needs its
+// keys gone, which minidyn v0.8.2 cannot do with REMOVE, so marking a node
+// lost or left replaces the whole item under a version condition, like a stop.
+type nodeItem struct {
+	PK     string `dynamodbav:"PK"`
+	SK     string `dynamodbav:"SK"`
+	GSI2PK string `dynamodbav:"GSI2PK,omitempty"`
+	GSI2SK string `dynamodbav:"GSI2SK,omitempty"`
+
+	Org           string     `dynamodbav:"org"`
+	ID            string     `dynamodbav:"id"`
+	Name          string     `dynamodbav:"name"`
+	Pool          string     `dynamodbav:"pool"`
+	Address       string     `dynamodbav:"address"`
+	Capacity      int        `dynamodbav:"capacity"`
+	State         string     `dynamodbav:"state"`
+	Agent         string     `dynamodbav:"agent"`
+	KeyID         string     `dynamodbav:"keyId"`
+	Registered    time.Time  `dynamodbav:"registered"`
+	LastHeartbeat time.Time  `dynamodbav:"lastHeartbeat"`
+	Deadline      time.Time  `dynamodbav:"deadline"`
+	Left          *time.Time `dynamodbav:"left,omitempty"`
+	Version       int64      `dynamodbav:"version"`
+	TTL           int64      `dynamodbav:"ttl,omitempty"`
+}
+
+// NodeDuePK is the one GSI2 partition of active nodes, ordered by the time
+// they are lost unless they heartbeat.
+const NodeDuePK = "NODEDUE"
+
+// NodeRecordKept is how long a lost or left node's record stays readable.
+const NodeRecordKept = 7 * 24 * time.Hour
+
+func nodeSK(id string) string { return "NODE#" + id }
+
+func newNodeItem(n domain.Node) nodeItem {
+	it := nodeItem{
+		PK: orgPK(n.OrgID), SK: nodeSK(n.ID),
+		Org: n.OrgID, ID: n.ID, Name: n.Name, Pool: n.Pool, Address: n.Address, Capacity: n.Capacity,
+		State: n.State, Agent: n.Agent, KeyID: n.KeyID, Registered: n.Registered,
+		LastHeartbeat: n.LastHeartbeat, Deadline: n.Deadline, Left: n.Left, Version: n.Version,
+	}
+	if n.State == domain.NodeActive {
+		it.GSI2PK, it.GSI2SK = NodeDuePK, DueSK(n.Deadline, n.OrgID, n.ID)
+	} else {
+		kept := n.LastHeartbeat
+		if n.Left != nil {
+			kept = *n.Left
+		}
+		it.TTL = kept.Add(NodeRecordKept).Unix()
+	}
+	return it
+}
+
+func (it nodeItem) domain() domain.Node {
+	return domain.Node{
+		OrgID: it.Org, ID: it.ID, Name: it.Name, Pool: it.Pool, Address: it.Address, Capacity: it.Capacity,
+		State: it.State, Agent: it.Agent, KeyID: it.KeyID, Registered: it.Registered.UTC(),
+		LastHeartbeat: it.LastHeartbeat.UTC(), Deadline: it.Deadline.UTC(), Left: utcPtr(it.Left), Version: it.Version,
+	}
+}
+
+// PutNode writes a newly registered node.
+func (s *Store) PutNode(ctx context.Context, n domain.Node) error {
+	item, err := marshal(newNodeItem(n))
+	if err != nil {
+		return err
+	}
+	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: aws.String(s.table), Item: item, ConditionExpression: aws.String("attribute_not_exists(PK)"),
+	})
+	if IsConditionFailed(err) {
+		return domain.Internal(fmt.Errorf("put node: id %s already exists", n.ID))
+	}
+	return dependencyError("put node", err)
+}
+
+// GetNode reads a node of org, strongly consistent.
+func (s *Store) GetNode(ctx context.Context, org, id string) (domain.Node, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(s.table), Key: key(orgPK(org), nodeSK(id)), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return domain.Node{}, dependencyError("get node", err)
+	}
+	if out.Item == nil {
+		return domain.Node{}, domain.NotFound("node")
+	}
+	var it nodeItem
+	if err := unmarshal(out.Item, &it); err != nil {
+		return domain.Node{}, err
+	}
+	return it.domain(), nil
+}
+
+// ListNodes returns an organization's node records, newest registration first.
+func (s *Store) ListNodes(ctx context.Context, org string) ([]domain.Node, error) {
+	var out []domain.Node
+	p := dynamodb.NewQueryPaginator(s.db, &dynamodb.QueryInput{
+		TableName:              aws.String(s.table),
+		KeyConditionExpression: aws.String("PK = :pk AND begins_with(SK, :sk)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk": str(orgPK(org)), ":sk": str("NODE#"),
+		},
+	})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, dependencyError("list nodes", err)
+		}
+		for _, raw := range page.Items {
+			var it nodeItem
+			if err := unmarshal(raw, &it); err != nil {
+				return nil, err
+			}
+			out = append(out, it.domain())
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID > out[j].ID })
+	return out, nil
+}
+
+// HeartbeatNode records a heartbeat at now and moves the lost deadline, if
+// the node is still active. A node already declared lost (or gone) gets
+// domain.CodeGone: its environments were failed, it must register again.
+func (s *Store) HeartbeatNode(ctx context.Context, n domain.Node, now, deadline time.Time) (domain.Node, error) {
+	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                aws.String(s.table),
+		Key:                      key(orgPK(n.OrgID), nodeSK(n.ID)),
+		UpdateExpression:         aws.String("SET lastHeartbeat = :now, deadline = :dl, GSI2SK = :due, version = version + :one"),
+		ConditionExpression:      aws.String("attribute_exists(PK) AND #state = :active"),
+		ExpressionAttributeNames: map[string]string{"#state": "state"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":now": str(FormatTime(now)), ":dl": str(FormatTime(deadline)),
+			":due": str(DueSK(deadline, n.OrgID, n.ID)), ":one": num(1), ":active": str(domain.NodeActive),
+		},
+		ReturnValues: types.ReturnValueAllNew,
+	})
+	if IsConditionFailed(err) {
+		return domain.Node{}, domain.Errorf(domain.CodeGone, "node %s is no longer active (declared lost or deregistered); its environments were failed; register again", n.ID)
+	}
+	if err != nil {
+		return domain.Node{}, dependencyError("heartbeat node", err)
+	}
+	var it nodeItem
+	if err := unmarshal(out.Attributes, &it); err != nil {
+		return domain.Node{}, err
+	}
+	return it.domain(), nil
+}
+
+// EndNode replaces an active node with its lost or left record (out of the
+// due index, with a TTL), if nothing wrote it since n was read. It reports
+// whether this call ended it; false means a heartbeat came in between (or it
+// had already ended).
+func (s *Store) EndNode(ctx context.Context, n domain.Node, state string, now time.Time) (bool, error) {
+	after := n
+	after.State = state
+	at := now.UTC()
+	after.Left = &at
+	after.Version = n.Version + 1
+	item, err := marshal(newNodeItem(after))
+	if err != nil {
+		return false, err
+	}
+	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: aws.String(s.table), Item: item,
+		ConditionExpression:      aws.String("attribute_exists(PK) AND version = :v AND #state = :active"),
+		ExpressionAttributeNames: map[string]string{"#state": "state"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":v": num(n.Version), ":active": str(domain.NodeActive),
+		},
+	})
+	if IsConditionFailed(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, dependencyError("end node", err)
+	}
+	return true, nil
+}
+
+// DueNodes returns up to limit active nodes whose heartbeat deadline is at or
+// before now, across organizations, oldest deadline first. The index holds
+// only active nodes, so the cost follows what is due, not history.
+func (s *Store) DueNodes(ctx context.Context, now time.Time, limit int) ([]domain.Node, error) {
+	out, err := s.db.Query(ctx, &dynamodb.QueryInput{
+		TableName:              aws.String(s.table),
+		IndexName:              aws.String(IndexGSI2),
+		KeyConditionExpression: aws.String("GSI2PK = :pk AND GSI2SK < :before"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk": str(NodeDuePK), ":before": str(DueBefore(now)),
+		},
+		Limit: aws.Int32(int32(limit)),
+	})
+	if err != nil {
+		return nil, dependencyError("due nodes", err)
+	}
+	nodes := make([]domain.Node, 0, len(out.Items))
+	for _, raw := range out.Items {
+		var it nodeItem
+		if err := unmarshal(raw, &it); err != nil {
+			return nil, err
+		}
+		nodes = append(nodes, it.domain())
+	}
+	return nodes, nil
+}
+
+// PendingEnvironments returns up to limit pending environments of an
+// organization's pool, oldest first. GSI reads are eventually consistent in
+// DynamoDB: an item may already be claimed or changed, so a claim is always a
+// conditional write on the base item (ClaimEnvironment), never trusted from here.
+func (s *Store) PendingEnvironments(ctx context.Context, org, pool string, limit int) ([]domain.Environment, error) {
+	return s.queryGSI3(ctx, "pending environments", PoolPendingPK(org, pool), limit)
+}
+
+// NodeEnvironments returns the environments a node runs or tears down
+// (starting, ready, stopping), oldest first.
+func (s *Store) NodeEnvironments(ctx context.Context, org, node string) ([]domain.Environment, error) {
+	return s.queryGSI3(ctx, "node environments", NodeEnvPK(org, node), 0)
+}
+
+func (s *Store) queryGSI3(ctx context.Context, op, pk string, limit int) ([]domain.Environment, error) {
+	in := &dynamodb.QueryInput{
+		TableName:                 aws.String(s.table),
+		IndexName:                 aws.String(IndexGSI3),
+		KeyConditionExpression:    aws.String("GSI3PK = :pk"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(pk)},
+	}
+	if limit > 0 {
+		in.Limit = aws.Int32(int32(limit))
+	}
+	var envs []domain.Environment
+	p := dynamodb.NewQueryPaginator(s.db, in)
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, dependencyError(op, err)
+		}
+		for _, raw := range page.Items {
+			e, err := decodeEnv(raw)
+			if err != nil {
+				return nil, err
+			}
+			envs = append(envs, e)
+		}
+		if limit > 0 && len(envs) >= limit {
+			break
+		}
+	}
+	return envs, nil
+}
+
+// GetEnvironments reads environments of org by id, strongly consistent, in
+// one BatchGetItem per 100 ids. Unknown ids are left out.
+func (s *Store) GetEnvironments(ctx context.Context, org string, ids []string) ([]domain.Environment, error) {
+	var out []domain.Environment
+	for len(ids) > 0 {
+		n := min(100, len(ids))
+		keys := make([]map[string]types.AttributeValue, 0, n)
+		seen := map[string]bool{}
+		for _, id := range ids[:n] {
+			if !seen[id] {
+				seen[id] = true
+				keys = append(keys, key(orgPK(org), envSK(id)))
+			}
+		}
+		ids = ids[n:]
+		req := map[string]types.KeysAndAttributes{s.table: {Keys: keys, ConsistentRead: aws.Bool(true)}}
+		for attempt := 0; len(req) > 0; attempt++ {
+			if attempt > 5 {
+				return nil, domain.Unavailable("the table", fmt.Errorf("get environments: keys left unprocessed"))
+			}
+			res, err := s.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
+			if err != nil {
+				return nil, dependencyError("get environments", err)
+			}
+			for _, raw := range res.Responses[s.table] {
+				e, err := decodeEnv(raw)
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, e)
+			}
+			req = res.UnprocessedKeys
+		}
+	}
+	return out, nil
+}
+
+// ClaimEnvironment moves a pending environment to starting on node, in one
+// transaction that also checks the node is still active: the environment's
+// put is conditioned on the version and state read (pending), so of two
+// nodes racing for it exactly one wins, and a node the lost-node sweep has
+// ended can claim nothing more. It reports whether this call claimed it.
+func (s *Store) ClaimEnvironment(ctx context.Context, e domain.Environment, n domain.Node, now time.Time) (domain.Environment, bool, error) {
+	after := e
+	after.State = domain.StateStarting
+	after.Node = n.ID
+	after.Version = e.Version + 1
+	item, err := marshal(newEnvItem(after))
+	if err != nil {
+		return domain.Environment{}, false, err
+	}
+	items := []types.TransactWriteItem{
+		{Put: &types.Put{
+			TableName: aws.String(s.table), Item: item,
+			ConditionExpression:      aws.String("attribute_exists(PK) AND version = :v AND #state = :pending"),
+			ExpressionAttributeNames: map[string]string{"#state": "state"},
+			ExpressionAttributeValues: map[string]types.AttributeValue{
+				":v": num(e.Version), ":pending": str(string(domain.StatePending)),
+			},
+		}},
+		{ConditionCheck: &types.ConditionCheck{
+			TableName: aws.String(s.table), Key: key(orgPK(n.OrgID), nodeSK(n.ID)),
+			ConditionExpression:       aws.String("#state = :active"),
+			ExpressionAttributeNames:  map[string]string{"#state": "state"},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":active": str(domain.NodeActive)},
+		}},
+	}
+	reasons, err := s.transact(ctx, "claim environment", items)
+	if err != nil {
+		return domain.Environment{}, false, err
+	}
+	switch {
+	case reasons == nil:
+		return after, true, nil
+	case conditionFailed(reasons, 1):
+		return domain.Environment{}, false, domain.Errorf(domain.CodeGone, "node %s is no longer active; register again", n.ID)
+	case conditionFailed(reasons, 0):
+		return domain.Environment{}, false, nil
+	}
+	return domain.Environment{}, false, domain.Internal(fmt.Errorf("claim environment cancelled: %v", reasons))
+}
+
+// ReplaceEnvironment writes after in place of before, if the stored record is
+// still before (same version and state): a node's report that keeps the
+// environment where the lease stands (starting -> ready), or finishes a
+// teardown (stopping -> stopped or failed). Leaving the live states is never
+// done here: that is StopEnvironment's, which releases the quota. It reports
+// whether the write happened; false returns the current record.
+func (s *Store) ReplaceEnvironment(ctx context.Context, before, after domain.Environment) (domain.Environment, bool, error) {
+	if before.State.Live() && !after.State.Live() {
+		return domain.Environment{}, false, domain.Internal(fmt.Errorf("replace environment %s -> %s: stops go through StopEnvironment", before.State, after.State))
+	}
+	after.Version = before.Version + 1
+	item, err := marshal(newEnvItem(after))
+	if err != nil {
+		return domain.Environment{}, false, err
+	}
+	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: aws.String(s.table), Item: item,
+		ConditionExpression:      aws.String("attribute_exists(PK) AND version = :v AND #state = :from"),
+		ExpressionAttributeNames: map[string]string{"#state": "state"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":v": num(before.Version), ":from": str(string(before.State)),
+		},
+	})
+	if IsConditionFailed(err) {
+		cur, err := s.GetEnvironment(ctx, before.OrgID, before.ID)
+		return cur, false, err
+	}
+	if err != nil {
+		return domain.Environment{}, false, dependencyError("replace environment", err)
+	}
+	return after, true, nil
+}
