@@ -110,11 +110,12 @@ var Groups = []Group{
 	{Name: "nodes", Description: "node agents: registration, heartbeats, claims, state reports",
 		Routes:   []Route{{Path: "/v1/nodes", Proxy: true}},
 		MemoryMB: apiMemoryMB, Timeout: 28 * time.Second, Table: TableReadWrite, SignsLinks: true},
-	// The API description is static: the smallest size does.
+	// The API description is embedded and public, and the catch-all only
+	// answers 404: no data access, and the smallest size does.
 	{Name: "docs", Description: "the OpenAPI document; also answers paths no group owns",
 		Routes:   []Route{{Path: "/v1/openapi.json"}, {Path: "/v1/openapi.yaml"}},
 		CatchAll: true,
-		MemoryMB: 128, Timeout: 5 * time.Second, Table: TableRead},
+		MemoryMB: 128, Timeout: 5 * time.Second, Table: TableNone},
 	// Runs every minute: finishes well inside the minute.
 	{Name: "timeouts", Description: "stops environments past their idle or hard deadline",
 		Schedule: time.Minute,
