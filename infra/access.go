@@ -41,13 +41,21 @@ var (
 		"s3:AbortMultipartUpload",
 		"s3:ListMultipartUploadParts",
 	}
+	// Expiry lists an artifact's folder, deletes what is in it, and aborts
+	// any upload left unfinished under it.
 	expiryObjectActions = []string{
 		"s3:DeleteObject",
+		"s3:AbortMultipartUpload",
 	}
-	// ListBucket (limited to ObjectPrefix) makes a missing object a 404
-	// rather than a 403, and lets expiry find an artifact's objects.
+	// ListBucket, limited to ObjectPrefix by an s3:prefix condition, makes a
+	// missing object a 404 rather than a 403 and lets expiry list a folder.
 	bucketListActions = []string{
 		"s3:ListBucket",
+	}
+	// ListMultipartUploads has no s3:prefix condition key, so it is granted
+	// on the bucket alone; it reveals only keys and upload ids.
+	expiryBucketActions = []string{
+		"s3:ListBucketMultipartUploads",
 	}
 
 	// The link signer's only permission.
@@ -65,6 +73,15 @@ func (a TableAccess) actions() []string {
 		return concat(tableReadActions, authActions)
 	case TableReadWrite:
 		return concat(tableReadActions, tableWriteActions)
+	}
+	return nil
+}
+
+// bucketActions are granted on the bucket itself without a condition
+// (bucketListActions, with its prefix condition, go to every BucketAccess).
+func (a BucketAccess) bucketActions() []string {
+	if a == BucketDelete {
+		return expiryBucketActions
 	}
 	return nil
 }

@@ -28,7 +28,8 @@ const (
 	// BucketArtifacts: the artifact flow (presigned multipart upload, seal
 	// with checksum verification, abort).
 	BucketArtifacts
-	// BucketDelete: list and delete objects (expiry of artifacts).
+	// BucketDelete: list and delete objects and abort unfinished uploads
+	// (expiry of artifacts).
 	BucketDelete
 )
 

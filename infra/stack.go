@@ -386,6 +386,13 @@ func (s *EnvleaseStack) grant(role awsiam.Role, g Group) {
 				"StringLike": map[string]interface{}{"s3:prefix": []string{ObjectPrefix, ObjectPrefix + "*"}},
 			},
 		}))
+		if actions := g.Bucket.bucketActions(); len(actions) > 0 {
+			role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+				Sid:       jsii.String("BucketUploads"),
+				Actions:   jsii.Strings(actions...),
+				Resources: jsii.Strings(*s.Bucket.BucketArn()),
+			}))
+		}
 		suppressTree(role, nagRule{"AwsSolutions-IAM5",
 			"Object keys are generated per organization and artifact; access is limited to the service's own prefix.",
 			[]string{"Resource::<" + logicalID(s.Bucket) + ".Arn>/" + ObjectPrefix + "*"}})

@@ -584,7 +584,7 @@ func TestLeastPrivilege(t *testing.T) {
 	for _, g := range Groups {
 		want := [][]string{g.Table.actions(), g.Bucket.objectActions()}
 		if g.Bucket != BucketNone {
-			want = append(want, bucketListActions)
+			want = append(want, bucketListActions, g.Bucket.bucketActions())
 		}
 		if g.SignsLinks {
 			want = append(want, secretReadActions)
