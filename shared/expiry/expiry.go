@@ -53,7 +53,11 @@ type Options struct {
 type Summary struct {
 	// Found is how many due candidates the index returned.
 	Found int `json:"found"`
-	// Expired is how many this run turned into tombstones.
+	// Expired is how many this run turned into tombstones. Two overlapping
+	// runs that reach one artifact at the same moment may both count it:
+	// store.ExpireArtifact conditions its write on the state it read, which
+	// a tombstone written just before also satisfies; the result is the same
+	// tombstone.
 	Expired int `json:"expired"`
 	// AlreadyExpired were tombstones already (an overlapping run got there first).
 	AlreadyExpired int `json:"alreadyExpired"`

@@ -1,0 +1,68 @@
+// Command timeouts is the scheduled Lambda (EventBridge, every minute) that
+// stops environments past their idle or hard deadline: wiring only, the job
+// is shared/timeouts.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/envlease/envlease/shared/clock"
+	"github.com/envlease/envlease/shared/platform"
+	"github.com/envlease/envlease/shared/store"
+	"github.com/envlease/envlease/shared/timeouts"
+)
+
+func main() {
+	ctx := context.Background()
+	cfg, err := platform.LoadConfig()
+	log := platform.Logger(os.Stdout, cfg.LogLevel)
+	if err != nil {
+		platform.Fatal(log, "configuration", err)
+	}
+	awsCfg, err := platform.AWSConfig(ctx)
+	if err != nil {
+		platform.Fatal(log, "aws", err)
+	}
+	st := store.New(dynamodb.NewFromConfig(awsCfg), cfg.Table)
+	// Other periodic checks that share this schedule are appended to the
+	// handler's extra sweeps here (the node side's lost-node sweep).
+	lambda.Start(handler(st, clock.System{}, log, timeouts.Options{}))
+}
+
+// handler runs the timeout job once per scheduled event, then each extra
+// sweep with the same instant, and logs one JSON summary. Any error fails the
+// invocation, so EventBridge's retry and the function's error metric see it;
+// the job itself is safe to repeat.
+func handler(st timeouts.Store, clk clock.Clock, log *slog.Logger, opts timeouts.Options, extra ...timeouts.Sweep) func(context.Context, events.EventBridgeEvent) (timeouts.Summary, error) {
+	return func(ctx context.Context, ev events.EventBridgeEvent) (timeouts.Summary, error) {
+		sum, err := timeouts.Run(ctx, st, clk, opts)
+		errs := []error{err}
+		for i, sweep := range extra {
+			if serr := sweep(ctx, clk.Now()); serr != nil {
+				errs = append(errs, fmt.Errorf("extra sweep %d: %w", i, serr))
+			}
+		}
+		err = errors.Join(errs...)
+		level := slog.LevelInfo
+		if err != nil {
+			level = slog.LevelError
+		}
+		log.Log(ctx, level, "timeouts run", "event", ev.ID, "scheduled", ev.Time, "summary", sum, "err", errString(err))
+		return sum, err
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
