@@ -99,8 +99,8 @@ var bodyPaths = []string{
 	"/v1/artifacts", "/v1/artifacts/art_x/complete", "/v1/artifacts/art_x/links", "/v1/environments/env_x/touch",
 }
 
-// FuzzListCursors: any `cursor` of the environments listing and any `next` of
-// the artifacts listing is 200 or 400, never a 500; and a cursor cannot read
+// FuzzListCursors: any `cursor` of the environments and artifacts listings
+// is 200 or 400, never a 500; and a cursor cannot read
 // another organization's items.
 func FuzzListCursors(f *testing.F) {
 	e := newEnv(f)
@@ -131,10 +131,10 @@ func FuzzListCursors(f *testing.F) {
 				t.Fatalf("globex read acme's environments with cursor %q", cursor)
 			}
 		}
-		q = url.Values{"limit": {string(rune('0' + limit%10))}, "next": {cursor}}
+		q = url.Values{"limit": {string(rune('0' + limit%10))}, "cursor": {cursor}}
 		r = do(e, t, http.MethodGet, "/v1/artifacts?"+q.Encode(), apitest.BobToken, nil)
 		if r.Status != 200 && r.Status != 400 {
-			t.Fatalf("artifacts next %q: %d %s", cursor, r.Status, r.Body)
+			t.Fatalf("artifacts cursor %q: %d %s", cursor, r.Status, r.Body)
 		}
 	})
 }

@@ -150,6 +150,11 @@ func (v *Validator) Response(req *http.Request, status int, header http.Header, 
 	case err != nil:
 		return fmt.Errorf("%s %s: find the operation: %w", req.Method, req.URL.Path, err)
 	}
+	if status < 300 {
+		if err := queryDescribed(route, find); err != nil {
+			return err
+		}
+	}
 	in := &openapi3filter.ResponseValidationInput{
 		RequestValidationInput: &openapi3filter.RequestValidationInput{
 			Request: find, PathParams: params, Route: route,
@@ -166,6 +171,26 @@ func (v *Validator) Response(req *http.Request, status int, header http.Header, 
 	if err := openapi3filter.ValidateResponse(context.Background(), in); err != nil {
 		return fmt.Errorf("%s %s -> %d does not match the API description: %w\nbody: %s",
 			req.Method, req.URL.Path, status, err, truncate(body, 2000))
+	}
+	return nil
+}
+
+// queryDescribed fails a successful request that carried a query parameter
+// the operation does not describe: the service refuses unknown parameters, so
+// one that succeeded is part of the API and must be in the document.
+func queryDescribed(route *routers.Route, req *http.Request) error {
+	declared := map[string]bool{}
+	for _, ps := range []openapi3.Parameters{route.PathItem.Parameters, route.Operation.Parameters} {
+		for _, p := range ps {
+			if p.Value != nil && p.Value.In == openapi3.ParameterInQuery {
+				declared[p.Value.Name] = true
+			}
+		}
+	}
+	for name := range req.URL.Query() {
+		if !declared[name] {
+			return fmt.Errorf("%s %s succeeded with query parameter %q, which the API description does not have", req.Method, req.URL.Path, name)
+		}
 	}
 	return nil
 }

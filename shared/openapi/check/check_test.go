@@ -57,6 +57,9 @@ func TestValidatorRefusesUndescribedResponses(t *testing.T) {
 		{"unknown method is the JSON 405", "PUT", "/v1/environments/env_1", 405, jsonHeader("Allow", "DELETE, GET, HEAD"),
 			`{"error":"x","code":"method_not_allowed"}`, ""},
 		{"405 without Allow", "PUT", "/v1/environments/env_1", 405, jsonHeader(), `{"error":"x","code":"method_not_allowed"}`, "Allow"},
+		{"described query parameters", "GET", "/v1/environments?state=live&limit=2&cursor=x", 200, jsonHeader(),
+			`{"environments":[]}`, ""},
+		{"query parameter not described", "GET", "/v1/environments?page=2", 200, jsonHeader(), `{"environments":[]}`, "page"},
 		{"quota 429 on lease", "POST", "/v1/environments", 429, jsonHeader(), `{"error":"x","code":"quota"}`, ""},
 		{"quota 429 elsewhere", "GET", "/v1/environments", 429, jsonHeader("Retry-After", "60"), `{"error":"x","code":"quota"}`, "code"},
 	}
