@@ -52,7 +52,8 @@ func TestLambdaUsage(t *testing.T) {
 	if err := json.Unmarshal(raw, &ev); err != nil {
 		t.Fatal(err)
 	}
-	out, err := httpadapter.NewV2(handler(e.Store, e.Clock, e.Log)).ProxyWithContext(ctx, ev)
+	proxy := apitest.CheckedProxy(t, httpadapter.NewV2(handler(e.Store, e.Clock, e.Log)).ProxyWithContext)
+	out, err := proxy(ctx, ev)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,73 @@
 package main
 
-// startJobs runs the timeout and expiry jobs every d.sweep.
-func startJobs(d deps) func() { return func() {} }
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/envlease/envlease/shared/blob"
+	"github.com/envlease/envlease/shared/expiry"
+	"github.com/envlease/envlease/shared/timeouts"
+)
+
+// jobSweeps are further periodic checks run after the timeout job on the same
+// tick, as functions/timeouts runs its extra sweeps (the node side's
+// lost-node sweep belongs here).
+func jobSweeps(d deps) []timeouts.Sweep { return nil }
+
+// startJobs runs the timeout and expiry jobs every d.sweep, as EventBridge
+// runs functions/timeouts and functions/expiry in AWS, and returns a function
+// that stops them: it cancels a run in progress and waits for it to end, so
+// nothing touches the table or the bucket after the stack is torn down.
+// A sweep of 0 or less runs no jobs.
+func startJobs(d deps) func() {
+	if d.sweep <= 0 {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(d.ctx)
+	blobs := blob.New(blob.Options{Client: d.s3, Bucket: d.bucket, Clock: d.clock})
+	extra := jobSweeps(d)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(d.sweep)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			sum, err := timeouts.Run(ctx, d.store, d.clock, timeouts.Options{})
+			logRun(ctx, d.log, "timeouts run", sum.Found, sum, err)
+			for _, sweep := range extra {
+				if err := sweep(ctx, d.clock.Now()); err != nil && ctx.Err() == nil {
+					d.log.ErrorContext(ctx, "sweep", "err", err.Error())
+				}
+			}
+			esum, err := expiry.Run(ctx, d.store, blobs, d.clock, expiry.Options{Log: d.log})
+			logRun(ctx, d.log, "expiry run", esum.Found, esum, err)
+		}
+	}()
+	return func() {
+		cancel()
+		wg.Wait()
+	}
+}
+
+// logRun logs a job's summary: at info when it found something, at debug
+// when the tick was idle (every 15 s otherwise fills the terminal), at error
+// when it failed, unless the stack is stopping.
+func logRun(ctx context.Context, log *slog.Logger, msg string, found int, sum any, err error) {
+	switch {
+	case err != nil && ctx.Err() != nil:
+	case err != nil:
+		log.ErrorContext(ctx, msg, "summary", sum, "err", err.Error())
+	case found > 0:
+		log.InfoContext(ctx, msg, "summary", sum)
+	default:
+		log.DebugContext(ctx, msg, "summary", sum)
+	}
+}

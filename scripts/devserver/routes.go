@@ -9,6 +9,7 @@ import (
 	"github.com/envlease/envlease/shared/openapi"
 	"github.com/envlease/envlease/shared/sandboxes"
 	"github.com/envlease/envlease/shared/templates"
+	"github.com/envlease/envlease/shared/usage"
 )
 
 // routes lists every endpoint group the local stack serves: the same groups the
@@ -27,5 +28,6 @@ func routes(d deps) [][]httpapi.Route {
 		sandboxes.Routes(sandboxes.NewService(d.store, d.clock)),
 		environments.Routes(environments.NewService(d.store, d.clock)),
 		openapi.Routes(),
+		usage.Routes(usage.NewService(d.store, d.clock)),
 	}
 }
