@@ -30,10 +30,12 @@ import (
 	"github.com/envlease/envlease/shared/environments"
 	"github.com/envlease/envlease/shared/httpapi"
 	"github.com/envlease/envlease/shared/keys"
+	"github.com/envlease/envlease/shared/nodes"
 	"github.com/envlease/envlease/shared/openapi"
 	"github.com/envlease/envlease/shared/sandboxes"
 	"github.com/envlease/envlease/shared/store"
 	"github.com/envlease/envlease/shared/templates"
+	"github.com/envlease/envlease/shared/usage"
 )
 
 // fastRetries keeps the SDK's retry of a failed call (so the path the service
@@ -165,6 +167,10 @@ func newStack(t *testing.T) *stack {
 		environments.Routes(environments.NewService(e.Store, e.Clock, environments.WithTemplateTTL(0))),
 		templates.Routes(tplSvc), templates.QuotaRoutes(tplSvc),
 		artifacts.Routes(artifacts.NewService(e.Store, blobs, e.Clock, artifacts.Options{PartSize: blob.MinPartSize})),
+		usage.Routes(usage.NewService(e.Store, e.Clock)),
+		// Only the admin's node operations are run here; the node agent's
+		// own calls (register, claim, report) are sequences of their own.
+		nodes.Routes(nodes.NewService(e.Store, nil, e.Clock, nodes.Options{})),
 		openapi.Routes(),
 	)
 	// lastUsed is written at most once a minute per key, and a failure of that
@@ -308,6 +314,13 @@ func endpoints(sbx string, key string) []endpoint {
 			return request{method: "POST", path: "/v1/environments/" + id + "/touch", token: apitest.BobToken}
 		}},
 		{name: "GET /v1/templates", status: 200, prepare: get("/v1/templates")},
+		{name: "GET /v1/usage", status: 200, prepare: get("/v1/usage")},
+		{name: "POST /v1/nodes/credentials", status: 201, prepare: func(*stack) request {
+			return request{method: "POST", path: "/v1/nodes/credentials", token: apitest.AliceToken, body: map[string]any{"pool": "local", "name": "n1"}}
+		}},
+		{name: "GET /v1/nodes", status: 200, prepare: func(*stack) request {
+			return request{method: "GET", path: "/v1/nodes", token: apitest.AliceToken}
+		}},
 		{name: "GET /v1/quotas", status: 200, prepare: get("/v1/quotas")},
 		{name: "POST /v1/artifacts", status: 201, prepare: func(*stack) request {
 			return request{method: "POST", path: "/v1/artifacts", token: apitest.BobToken,
