@@ -1,4 +1,80 @@
 package main
 
-// startAgent runs the reference node agent for the local pools.
-func startAgent(d deps) func() { return func() {} }
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/envlease/envlease/shared/agent"
+	"github.com/envlease/envlease/shared/domain"
+	"github.com/envlease/envlease/shared/nodes"
+	"github.com/envlease/envlease/shared/timeouts"
+)
+
+// devNodeOptions tune the node side for one laptop: a heartbeat a second, so
+// a deleted environment's process is gone about a second later, and a claim
+// that looks at the pending index at least every 100 ms, so a lease is
+// picked up at once. (In AWS the defaults apply: 10 s and 500 ms.)
+var devNodeOptions = nodes.Options{HeartbeatInterval: time.Second, PollMax: 100 * time.Millisecond}
+
+// startAgent runs the reference node agent for the local pools: one per pool
+// of each organization of the fixture, each with a node credential issued
+// in-process as an admin would (POST /v1/nodes/credentials), talking to the
+// API over HTTP like any node. Environments run as local processes with
+// targets on 127.0.0.1, in a temporary folder removed on stop. The returned
+// function stops every agent (and so every process) and waits for them.
+func startAgent(d deps) func() {
+	dir, err := os.MkdirTemp("", "envlease-devserver-agent-")
+	if err != nil {
+		d.log.Error("node agent not started", "err", err.Error())
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(d.ctx)
+	svc := nodes.NewService(d.store, nil, d.clock, devNodeOptions)
+	var wg sync.WaitGroup
+	for _, o := range d.fixture.Orgs {
+		admin := domain.Principal{OrgID: o.ID, UserID: "devserver", Role: domain.RoleAdmin, Credential: domain.CredentialCLI}
+		for _, pool := range o.Pools {
+			issued, err := svc.IssueCredential(ctx, admin, pool, fmt.Sprintf("devserver agent (%s)", pool))
+			if err != nil {
+				d.log.Error("node credential not issued", "org", o.ID, "pool", pool, "err", err.Error())
+				continue
+			}
+			a, err := agent.New(agent.Config{
+				API: d.baseURL, Token: issued.Token, Address: "127.0.0.1",
+				WorkDir: filepath.Join(dir, o.ID, pool), Name: "devserver-" + o.ID + "-" + pool,
+				Capacity: 16, Grace: 2 * time.Second, Log: d.log.With("agent", o.ID+"/"+pool),
+			})
+			if err != nil {
+				d.log.Error("node agent not started", "org", o.ID, "pool", pool, "err", err.Error())
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_ = a.Run(ctx) // returns when ctx ends, after stopping its processes
+			}()
+		}
+	}
+	return func() {
+		cancel()
+		wg.Wait()
+		_ = os.RemoveAll(dir)
+	}
+}
+
+// lostNodeSweep is the node side's periodic check, run by the local job
+// loop as functions/timeouts runs it in AWS.
+func lostNodeSweep(d deps) timeouts.Sweep {
+	svc := nodes.NewService(d.store, nil, d.clock, devNodeOptions)
+	return func(ctx context.Context, now time.Time) error {
+		res, err := svc.SweepLostNodes(ctx, now)
+		if res.Nodes > 0 {
+			d.log.InfoContext(ctx, "lost nodes", "summary", res)
+		}
+		return err
+	}
+}

@@ -14,7 +14,7 @@ import (
 // jobSweeps are further periodic checks run after the timeout job on the same
 // tick, as functions/timeouts runs its extra sweeps (the node side's
 // lost-node sweep belongs here).
-func jobSweeps(d deps) []timeouts.Sweep { return nil }
+func jobSweeps(d deps) []timeouts.Sweep { return []timeouts.Sweep{lostNodeSweep(d)} }
 
 // startJobs runs the timeout and expiry jobs every d.sweep, as EventBridge
 // runs functions/timeouts and functions/expiry in AWS, and returns a function

@@ -45,6 +45,8 @@ type deps struct {
 	s3Stack *devstack.S3
 	baseURL string
 	sweep   time.Duration
+	// fixture is the loaded configuration: the node agent serves its pools.
+	fixture fixture.File
 }
 
 func main() {
@@ -126,7 +128,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 
 	d := deps{
 		ctx: ctx, store: st, clock: clk, log: log, s3: s3s.Client(ctx), bucket: s3s.Bucket,
-		s3Stack: s3s, baseURL: "http://" + ln.Addr().String(), sweep: sweep,
+		s3Stack: s3s, baseURL: "http://" + ln.Addr().String(), sweep: sweep, fixture: file,
 	}
 	h := httpapi.New(httpapi.Config{Logger: log, Auth: auth.New(st, clk, log)}, routes(d)...)
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}

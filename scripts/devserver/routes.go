@@ -6,6 +6,7 @@ import (
 	"github.com/envlease/envlease/shared/environments"
 	"github.com/envlease/envlease/shared/httpapi"
 	"github.com/envlease/envlease/shared/keys"
+	"github.com/envlease/envlease/shared/nodes"
 	"github.com/envlease/envlease/shared/openapi"
 	"github.com/envlease/envlease/shared/sandboxes"
 	"github.com/envlease/envlease/shared/templates"
@@ -29,5 +30,6 @@ func routes(d deps) [][]httpapi.Route {
 		environments.Routes(environments.NewService(d.store, d.clock)),
 		openapi.Routes(),
 		usage.Routes(usage.NewService(d.store, d.clock)),
+		nodes.Routes(nodes.NewService(d.store, artifactSvc, d.clock, devNodeOptions)),
 	}
 }

@@ -1,0 +1,292 @@
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/envlease/envlease/shared/apitest"
+	"github.com/envlease/envlease/shared/domain"
+)
+
+// api is a tiny client of the devserver for the end-to-end tests.
+type api struct {
+	t     testing.TB
+	base  string
+	token string
+}
+
+func (c api) do(method, path string, body any, out any) int {
+	c.t.Helper()
+	var rdr io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rdr = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, c.base+path, rdr)
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	if out != nil && len(raw) > 0 {
+		if err := json.Unmarshal(raw, out); err != nil {
+			c.t.Fatalf("%s %s: %d %s", method, path, res.StatusCode, raw)
+		}
+	}
+	if res.StatusCode >= 400 {
+		c.t.Logf("%s %s: %d %s", method, path, res.StatusCode, raw)
+	}
+	return res.StatusCode
+}
+
+type envAnswer struct {
+	Environment domain.Environment `json:"environment"`
+}
+
+// waitState reads the environment until it is in state (or the timeout).
+func (c api) waitState(id string, state domain.State, timeout time.Duration) domain.Environment {
+	c.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		var got envAnswer
+		c.do("GET", "/v1/environments/"+id, nil, &got)
+		if got.Environment.State == state {
+			return got.Environment
+		}
+		if time.Now().After(deadline) || (state == domain.StateReady && !got.Environment.State.Live()) {
+			c.t.Fatalf("environment %s is %s (error %q), want %s", id, got.Environment.State, got.Environment.Error, state)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// processAlive reports whether pid is a running (not reaped) process.
+func processAlive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// The spec's client flow against the whole local stack, finished for real by
+// the embedded agent: register a sandbox, lease, read until ready, reach the
+// exported port through the reported target, touch, delete, and the process
+// is gone.
+func TestClientFlowRunsARealProcess(t *testing.T) {
+	base := startDevserver(t)
+	c := api{t: t, base: base, token: apitest.BobToken}
+
+	var sbx struct {
+		Sandbox struct {
+			ID string `json:"id"`
+		} `json:"sandbox"`
+		JoinKey string `json:"joinKey"`
+	}
+	if s := c.do("POST", "/v1/sandboxes", map[string]any{"name": "laptop"}, &sbx); s != 201 || sbx.JoinKey == "" {
+		t.Fatalf("register sandbox: %d", s)
+	}
+	var leased envAnswer
+	if s := c.do("POST", "/v1/environments", map[string]any{"template": "shell", "sandbox": sbx.Sandbox.ID}, &leased); s != 201 {
+		t.Fatalf("lease: %d", s)
+	}
+	id := leased.Environment.ID
+	start := time.Now()
+	e := c.waitState(id, domain.StateReady, 15*time.Second)
+	t.Logf("ready after %s (readyMs %d) on node %s", time.Since(start).Round(time.Millisecond), *e.ReadyMs, e.Node)
+	if e.Node == "" || e.ReadyMs == nil || len(e.Exports) != 1 || e.Exports[0].Service != "web" || e.Exports[0].Listen == "" {
+		t.Fatalf("ready record: %+v", e)
+	}
+	target := e.Exports[0].Target
+	if !strings.HasPrefix(target, "127.0.0.1:") {
+		t.Fatalf("target %q is not the node's address and a port", target)
+	}
+
+	// The export answers at the target: the demo's web server lists its
+	// workdir, where the command wrote its pid.
+	res, err := http.Get("http://" + target + "/envlease.pid")
+	if err != nil {
+		t.Fatalf("reach the export at %s: %v", target, err)
+	}
+	raw, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	if res.StatusCode != 200 || err != nil || !processAlive(pid) {
+		t.Fatalf("pid file through the export: %d %q, alive %v", res.StatusCode, raw, processAlive(pid))
+	}
+
+	var touched envAnswer
+	if s := c.do("POST", "/v1/environments/"+id+"/touch", nil, &touched); s != 200 || !touched.Environment.IdleUntil.After(e.IdleUntil) {
+		t.Fatalf("touch: %d %v -> %v", s, e.IdleUntil, touched.Environment.IdleUntil)
+	}
+
+	var deleted envAnswer
+	if s := c.do("DELETE", "/v1/environments/"+id, nil, &deleted); s != 200 || deleted.Environment.State != domain.StateStopping {
+		t.Fatalf("delete: %d %s", s, deleted.Environment.State)
+	}
+	stopped := c.waitState(id, domain.StateStopped, 15*time.Second)
+	if stopped.StopReason != domain.StopDeleted {
+		t.Fatalf("stopped record: %+v", stopped)
+	}
+	for deadline := time.Now().Add(5 * time.Second); processAlive(pid); {
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d still runs after the environment stopped", pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if conn, err := net.DialTimeout("tcp", target, time.Second); err == nil {
+		conn.Close()
+		t.Fatalf("the export still accepts connections at %s", target)
+	}
+	var quotas struct {
+		Quotas []domain.QuotaEntry `json:"quotas"`
+	}
+	c.do("GET", "/v1/quotas", nil, &quotas)
+	for _, q := range quotas.Quotas {
+		if q.Template == "shell" && q.Running != 0 {
+			t.Fatalf("running %d after the delete", q.Running)
+		}
+	}
+}
+
+// snapshotTar builds a gzip-compressed tar of files.
+func snapshotTar(t testing.TB, files map[string]string) []byte {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	for name, body := range files {
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(body)), Typeflag: tar.TypeReg}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write([]byte(body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// uploadArtifact creates, uploads and seals an artifact through the API.
+func uploadArtifact(t testing.TB, c api, name string, data []byte) domain.Artifact {
+	sum := sha256.Sum256(data)
+	var created struct {
+		Artifact domain.Artifact `json:"artifact"`
+		Upload   struct {
+			Parts []struct {
+				Method  string            `json:"method"`
+				URL     string            `json:"url"`
+				Headers map[string]string `json:"headers"`
+			} `json:"parts"`
+		} `json:"upload"`
+	}
+	size := int64(len(data))
+	if s := c.do("POST", "/v1/artifacts", map[string]any{
+		"name": name, "size": size, "sha256": hex.EncodeToString(sum[:]), "contentType": "application/gzip", "expires": "1h",
+	}, &created); s != 201 || len(created.Upload.Parts) != 1 {
+		t.Fatalf("create artifact: %d", s)
+	}
+	part := created.Upload.Parts[0]
+	req, _ := http.NewRequest(part.Method, part.URL, bytes.NewReader(data))
+	for k, v := range part.Headers {
+		req.Header.Set(k, v)
+	}
+	req.ContentLength = size
+	res, err := http.DefaultClient.Do(req)
+	if err != nil || res.StatusCode != 200 {
+		t.Fatalf("upload: %v %v", err, res)
+	}
+	res.Body.Close()
+	var sealed domain.Artifact
+	if s := c.do("POST", "/v1/artifacts/"+created.Artifact.ID+"/complete", nil, &sealed); s != 200 || sealed.State != domain.ArtifactSealed {
+		t.Fatalf("complete: %d %s", s, sealed.State)
+	}
+	return sealed
+}
+
+// A lease from a snapshot: the agent downloads the sealed artifact through
+// the claim's signed link, unpacks it into the environment's root, reports
+// `restored`, and the files are there (served by the environment itself).
+func TestLeaseFromSnapshot(t *testing.T) {
+	base := startDevserver(t)
+	c := api{t: t, base: base, token: apitest.BobToken}
+	art := uploadArtifact(t, c, "tree.tar.gz", snapshotTar(t, map[string]string{
+		"work/hello.txt":     "hello from the snapshot\n",
+		"work/sub/notes.txt": "two\n",
+		"README":             "at the root\n",
+	}))
+
+	var leased envAnswer
+	if s := c.do("POST", "/v1/environments", map[string]any{"template": "shell", "snapshot": art.ID}, &leased); s != 201 {
+		t.Fatalf("lease: %d", s)
+	}
+	e := c.waitState(leased.Environment.ID, domain.StateReady, 15*time.Second)
+	if e.Restored == nil || e.Restored.Key != art.ID || e.Restored.Files != 3 || e.Restored.Root == "" ||
+		!e.Restored.Created.Equal(art.Created) {
+		t.Fatalf("restored: %+v", e.Restored)
+	}
+	res, err := http.Get("http://" + e.Exports[0].Target + "/hello.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || string(body) != "hello from the snapshot\n" {
+		t.Fatalf("restored file through the export: %d %q", res.StatusCode, body)
+	}
+	if s := c.do("DELETE", "/v1/environments/"+e.ID, nil, nil); s != 200 {
+		t.Fatalf("delete: %d", s)
+	}
+	c.waitState(e.ID, domain.StateStopped, 15*time.Second)
+
+	// An unknown snapshot is refused at lease time (422).
+	if s := c.do("POST", "/v1/environments", map[string]any{"template": "shell", "snapshot": "art_nope"}, nil); s != 422 {
+		t.Fatalf("unknown snapshot: %d", s)
+	}
+}
+
+// A template with warm: 1 is handed a pre-started process: ready without a
+// cold start, and the pool refills.
+func TestWarmTemplate(t *testing.T) {
+	base := startDevserver(t)
+	c := api{t: t, base: base, token: apitest.BobToken}
+	// Give the agent a moment to start the warm process.
+	time.Sleep(1500 * time.Millisecond)
+	for i := 0; i < 2; i++ {
+		var leased envAnswer
+		if s := c.do("POST", "/v1/environments", map[string]any{"template": "warmweb"}, &leased); s != 201 {
+			t.Fatalf("lease: %d", s)
+		}
+		e := c.waitState(leased.Environment.ID, domain.StateReady, 15*time.Second)
+		t.Logf("warm lease %d ready in %d ms", i, *e.ReadyMs)
+		res, err := http.Get("http://" + e.Exports[0].Target + "/envlease.pid")
+		if err != nil || res.StatusCode != 200 {
+			t.Fatalf("export of the warm environment: %v %v", err, res)
+		}
+		res.Body.Close()
+		if s := c.do("DELETE", "/v1/environments/"+e.ID, nil, nil); s != 200 {
+			t.Fatalf("delete: %d", s)
+		}
+		c.waitState(e.ID, domain.StateStopped, 15*time.Second)
+		time.Sleep(1500 * time.Millisecond) // the pool refills
+	}
+}

@@ -1,0 +1,548 @@
+// Package agent is the reference node agent: it registers a node of a pool
+// with the node API, heartbeats, claims pending environments, runs each as a
+// local process (runtime "process"), and reports starting, ready, stopped
+// and failed. It keeps warm, pre-started processes of templates that ask for
+// them, and restores snapshots into an environment's folder.
+//
+// One Agent serves one node credential, so one organization's pool.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/envlease/envlease/shared/domain"
+	"github.com/envlease/envlease/shared/nodes"
+)
+
+// Version is what the agent calls itself when it registers.
+const Version = "envlease-agent/1"
+
+// Config configures an agent.
+type Config struct {
+	// API is the service's base URL; Token a node credential of the pool.
+	API, Token string
+	// Address is the host clients reach this node's environments at; the
+	// export targets are Address:port.
+	Address string
+	// WorkDir holds a folder per environment (envs/<id>) and per warm process.
+	WorkDir string
+	// Name is the node's name (default: the host name); Capacity how many
+	// environments it runs at once (default 8). Warm processes are not counted.
+	Name     string
+	Capacity int
+	// Grace is how long a stopped process has between SIGTERM and SIGKILL
+	// (default 10s).
+	Grace time.Duration
+	// ReadyTimeout bounds the wait for every export to accept connections
+	// (default 2m).
+	ReadyTimeout time.Duration
+	// Heartbeat overrides the interval the server asks for, when set.
+	Heartbeat time.Duration
+	// ClaimWait is how long one claim long-polls (default: the server's).
+	ClaimWait time.Duration
+	// NoWarm turns warm environments off.
+	NoWarm bool
+	// KeepRoots leaves an environment's folder after it ends, for debugging.
+	KeepRoots bool
+	HTTP      *http.Client
+	Log       *slog.Logger
+}
+
+// Agent is a running node agent.
+type Agent struct {
+	cfg   Config
+	api   *Client
+	http  *http.Client
+	log   *slog.Logger
+	ports portPool
+	cpu   atomic.Int64
+
+	mu        sync.Mutex
+	node      string
+	envs      map[string]*runningEnv
+	templates map[string]domain.Template
+	// wake is signalled when capacity frees up or templates change.
+	wake chan struct{}
+	// claiming counts claims in flight, and claimEpoch every claim started,
+	// so a heartbeat can tell an environment it does not know yet (its claim
+	// answer is on the way) from one whose claim answer was lost.
+	claiming   atomic.Int32
+	claimEpoch atomic.Int64
+
+	warm *warmPool
+}
+
+// runningEnv is one environment the agent runs.
+type runningEnv struct {
+	id   string
+	env  domain.Environment
+	proc *proc
+	// stop is closed when the control plane says the environment is over;
+	// report says whether to report stopped (stopping) or not (already over).
+	stopOnce sync.Once
+	stop     chan struct{}
+	report   atomic.Bool
+}
+
+func (r *runningEnv) requestStop(report bool) {
+	r.stopOnce.Do(func() {
+		r.report.Store(report)
+		close(r.stop)
+	})
+}
+
+// New checks the configuration and returns an agent.
+func New(cfg Config) (*Agent, error) {
+	if cfg.API == "" || cfg.Token == "" || cfg.Address == "" || cfg.WorkDir == "" {
+		return nil, errors.New("agent: API, Token, Address and WorkDir are required")
+	}
+	if cfg.Name == "" {
+		cfg.Name, _ = os.Hostname()
+	}
+	if cfg.Capacity <= 0 {
+		cfg.Capacity = 8
+	}
+	if cfg.Grace <= 0 {
+		cfg.Grace = 10 * time.Second
+	}
+	if cfg.ReadyTimeout <= 0 {
+		cfg.ReadyTimeout = 2 * time.Minute
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	}
+	if cfg.HTTP == nil {
+		cfg.HTTP = &http.Client{Transport: &http.Transport{Proxy: http.ProxyFromEnvironment, MaxIdleConnsPerHost: 16}}
+	}
+	abs, err := filepath.Abs(cfg.WorkDir)
+	if err != nil {
+		return nil, err
+	}
+	cfg.WorkDir = abs
+	if err := os.MkdirAll(filepath.Join(abs, "envs"), 0o755); err != nil {
+		return nil, fmt.Errorf("agent: work dir: %w", err)
+	}
+	a := &Agent{
+		cfg: cfg, api: NewClient(cfg.API, cfg.Token, cfg.HTTP, Version), http: cfg.HTTP, log: cfg.Log,
+		envs: map[string]*runningEnv{}, templates: map[string]domain.Template{}, wake: make(chan struct{}, 1),
+	}
+	a.warm = newWarmPool(a)
+	return a, nil
+}
+
+// Node returns the id of the node the agent registered, once it has.
+func (a *Agent) Node() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.node
+}
+
+func (a *Agent) cpuTurn() int { return int(a.cpu.Add(1) - 1) }
+
+func (a *Agent) signal() {
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+}
+
+var errLost = errors.New("the node was declared lost or deregistered")
+
+// Run serves until ctx ends: register, then heartbeat, claim and run. If the
+// control plane declares the node lost (it missed heartbeats), what it ran
+// was failed there: the agent stops it all and registers a new node. When
+// ctx ends it stops every process and deregisters.
+func (a *Agent) Run(ctx context.Context) error {
+	warmDone := make(chan struct{})
+	go func() { defer close(warmDone); a.warm.run(ctx) }()
+	defer func() { <-warmDone }()
+	for {
+		err := a.session(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		a.log.Warn("node session ended; registering again", "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (a *Agent) session(ctx context.Context) error {
+	reg, err := a.register(ctx)
+	if err != nil {
+		return err
+	}
+	a.mu.Lock()
+	a.node = reg.Node.ID
+	a.mu.Unlock()
+	a.setTemplates(reg.Templates)
+	a.log.Info("node registered", "node", reg.Node.ID, "pool", reg.Node.Pool, "address", a.cfg.Address, "capacity", a.cfg.Capacity)
+
+	sctx, cancel := context.WithCancelCause(ctx)
+	var wg sync.WaitGroup
+	interval := reg.HeartbeatInterval.Std()
+	if a.cfg.Heartbeat > 0 {
+		interval = a.cfg.Heartbeat
+	}
+	wait := reg.ClaimWait.Std()
+	if a.cfg.ClaimWait > 0 {
+		wait = a.cfg.ClaimWait
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := a.heartbeats(sctx, reg.Node.ID, interval); err != nil {
+			cancel(err)
+		}
+	}()
+	err = a.claims(sctx, reg.Node.ID, wait)
+	cancel(err)
+	wg.Wait()
+	// Every environment goroutine stops its process when sctx ends.
+	a.waitEnvs()
+	if ctx.Err() != nil {
+		// Shutting down: leave the pool, so what is left fails at once
+		// rather than after the lost timeout.
+		dctx, dcancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer dcancel()
+		if err := a.api.Deregister(dctx, reg.Node.ID); err != nil {
+			a.log.Info("deregister", "err", err)
+		}
+	}
+	return context.Cause(sctx)
+}
+
+func (a *Agent) register(ctx context.Context) (nodes.Registered, error) {
+	backoff := 200 * time.Millisecond
+	for {
+		reg, err := a.api.Register(ctx, nodes.RegisterRequest{
+			Name: a.cfg.Name, Address: a.cfg.Address, Capacity: a.cfg.Capacity, Agent: Version,
+		})
+		if err == nil {
+			return reg, nil
+		}
+		if s := statusOf(err); s == http.StatusUnauthorized || s == http.StatusForbidden || s == http.StatusUnprocessableEntity {
+			return reg, fmt.Errorf("register: %w", err) // retrying will not help; Run tries again slowly
+		}
+		a.log.Warn("register failed; retrying", "err", err)
+		select {
+		case <-ctx.Done():
+			return reg, ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 10*time.Second)
+	}
+}
+
+func (a *Agent) setTemplates(ts []domain.Template) {
+	a.mu.Lock()
+	a.templates = map[string]domain.Template{}
+	for _, t := range ts {
+		a.templates[t.Name] = t
+	}
+	a.mu.Unlock()
+	a.warm.poke()
+}
+
+func (a *Agent) templateList() []domain.Template {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]domain.Template, 0, len(a.templates))
+	for _, t := range a.templates {
+		out = append(out, t)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// heartbeats heartbeats every interval and acts on the answer; it returns
+// errLost when the control plane no longer knows the node as active.
+func (a *Agent) heartbeats(ctx context.Context, node string, interval time.Duration) error {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		epoch := a.claimEpoch.Load()
+		inFlight := a.claiming.Load() > 0
+		ids := a.ids()
+		beat, err := a.api.Heartbeat(ctx, node, ids)
+		if statusOf(err) == http.StatusGone || statusOf(err) == http.StatusNotFound {
+			return errLost
+		}
+		if err != nil {
+			a.log.Warn("heartbeat failed", "err", err)
+			continue
+		}
+		// Whether a claim overlapped this heartbeat: then an environment the
+		// answer assigns to the node may be one the claim is returning.
+		claimRaced := inFlight || a.claiming.Load() > 0 || a.claimEpoch.Load() != epoch
+		a.apply(ctx, node, ids, beat, claimRaced)
+	}
+}
+
+func (a *Agent) apply(ctx context.Context, node string, sent []string, beat nodes.Beat, claimRaced bool) {
+	a.setTemplates(beat.Templates)
+	known := map[string]bool{}
+	for _, st := range beat.Environments {
+		known[st.ID] = true
+		r := a.env(st.ID)
+		switch {
+		case r != nil && st.State == domain.StateStopping:
+			r.requestStop(true)
+		case r != nil && (st.State == domain.StateStopped || st.State == domain.StateFailed):
+			r.requestStop(false)
+		case r == nil && (st.State == domain.StateStarting || st.State == domain.StateReady) && !claimRaced:
+			// Assigned here, but the claim's answer never arrived: nothing
+			// runs it. Say so, so the quota is not held by nothing.
+			a.report(ctx, node, st.ID, nodes.Report{State: domain.StateFailed, Error: "the node does not run this environment (the answer to its claim was lost)"})
+		case r == nil && st.State == domain.StateStopping:
+			a.report(ctx, node, st.ID, nodes.Report{State: domain.StateStopped})
+		}
+	}
+	for _, id := range sent {
+		if !known[id] {
+			if r := a.env(id); r != nil {
+				r.requestStop(false)
+			}
+		}
+	}
+}
+
+func (a *Agent) ids() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]string, 0, len(a.envs))
+	for id := range a.envs {
+		out = append(out, id)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (a *Agent) env(id string) *runningEnv {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.envs[id]
+}
+
+func (a *Agent) count() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.envs)
+}
+
+// claims claims and starts environments while there is capacity.
+func (a *Agent) claims(ctx context.Context, node string, wait time.Duration) error {
+	backoff := 200 * time.Millisecond
+	for ctx.Err() == nil {
+		if a.count() >= a.cfg.Capacity {
+			select {
+			case <-ctx.Done():
+			case <-a.wake:
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		a.claiming.Add(1)
+		a.claimEpoch.Add(1)
+		c, err := a.api.Claim(ctx, node, wait)
+		if err == nil && c != nil {
+			a.start(ctx, node, c) // registered before claiming ends, for the heartbeat
+		}
+		a.claiming.Add(-1)
+		switch s := statusOf(err); {
+		case err == nil:
+			backoff = 200 * time.Millisecond
+		case ctx.Err() != nil:
+			return nil
+		case s == http.StatusGone || s == http.StatusNotFound:
+			return errLost
+		default:
+			if s != http.StatusConflict {
+				a.log.Warn("claim failed", "err", err)
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(backoff):
+			}
+			backoff = min(backoff*2, 10*time.Second)
+		}
+	}
+	return nil
+}
+
+// waitEnvs waits until every environment goroutine has stopped its process.
+func (a *Agent) waitEnvs() {
+	for {
+		if a.count() == 0 {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// start records a claimed environment and runs it in its own goroutine.
+func (a *Agent) start(ctx context.Context, node string, c *nodes.Claimed) {
+	r := &runningEnv{id: c.Environment.ID, env: c.Environment, stop: make(chan struct{})}
+	a.mu.Lock()
+	a.envs[r.id] = r
+	a.mu.Unlock()
+	go func() {
+		defer func() {
+			a.mu.Lock()
+			delete(a.envs, r.id)
+			a.mu.Unlock()
+			a.signal()
+		}()
+		a.runEnv(ctx, node, r, c)
+	}()
+}
+
+// runEnv takes one environment from claimed to over.
+func (a *Agent) runEnv(ctx context.Context, node string, r *runningEnv, c *nodes.Claimed) {
+	log := a.log.With("environment", r.id, "template", c.Template.Name)
+	a.report(ctx, node, r.id, nodes.Report{State: domain.StateStarting})
+
+	var (
+		p        *proc
+		restored *domain.Restored
+		err      error
+	)
+	if c.Snapshot == nil {
+		p = a.warm.take(c.Template)
+	}
+	if p != nil {
+		log.Info("handed a warm process", "pid", p.cmd.Process.Pid, "root", p.root)
+	} else {
+		root := filepath.Join(a.cfg.WorkDir, "envs", r.id)
+		err = os.MkdirAll(root, 0o755)
+		if err == nil && c.Snapshot != nil {
+			restored, err = a.restore(ctx, c.Snapshot, root)
+		}
+		if err == nil {
+			p, err = a.startProcess(c.Template, root)
+		}
+		if err != nil {
+			a.cleanup(root)
+			a.fail(ctx, node, r.id, err, log)
+			return
+		}
+		log.Info("started", "pid", p.cmd.Process.Pid, "root", root)
+	}
+	defer a.cleanup(p.root)
+	r.proc = p
+
+	switch err := a.waitReady(ctx, p, r.stop); {
+	case err == nil:
+	case errors.Is(err, errStopped):
+		a.finish(ctx, node, r, p, log)
+		return
+	case ctx.Err() != nil:
+		p.terminate(a.cfg.Grace)
+		return
+	default:
+		p.terminate(a.cfg.Grace)
+		a.fail(ctx, node, r.id, err, log)
+		return
+	}
+	exports := make([]nodes.ExportTarget, 0, len(p.ports))
+	for s, port := range p.ports {
+		exports = append(exports, nodes.ExportTarget{Service: s, Target: net.JoinHostPort(a.cfg.Address, strconv.Itoa(port))})
+	}
+	sort.Slice(exports, func(i, j int) bool { return exports[i].Service < exports[j].Service })
+	if err := a.reportErr(ctx, node, r.id, nodes.Report{State: domain.StateReady, Exports: exports, Restored: restored}); err != nil {
+		// 409: it was deleted or timed out while starting; anything else
+		// (the API unreachable after retries): the heartbeat decides.
+		if statusOf(err) == http.StatusConflict {
+			r.requestStop(true)
+		}
+		log.Info("ready not recorded", "err", err)
+	} else {
+		log.Info("ready", "exports", exports)
+	}
+
+	select {
+	case <-p.exited:
+		select {
+		case <-r.stop: // it was being stopped anyway
+			a.finish(ctx, node, r, p, log)
+		default:
+			a.fail(ctx, node, r.id, p.exitError(), log)
+		}
+	case <-r.stop:
+		a.finish(ctx, node, r, p, log)
+	case <-ctx.Done():
+		// The agent is shutting down (or the node was lost): stop the
+		// process; the control plane learns through deregistration or the
+		// lost-node sweep.
+		p.terminate(a.cfg.Grace)
+	}
+}
+
+// finish stops a process the control plane ended: SIGTERM, grace, SIGKILL,
+// then report stopped if it was stopping.
+func (a *Agent) finish(ctx context.Context, node string, r *runningEnv, p *proc, log *slog.Logger) {
+	p.terminate(a.cfg.Grace)
+	log.Info("stopped")
+	if r.report.Load() {
+		a.report(ctx, node, r.id, nodes.Report{State: domain.StateStopped})
+	}
+}
+
+func (a *Agent) fail(ctx context.Context, node, id string, err error, log *slog.Logger) {
+	log.Warn("failed", "err", err)
+	a.report(ctx, node, id, nodes.Report{State: domain.StateFailed, Error: err.Error()})
+}
+
+func (a *Agent) cleanup(root string) {
+	if !a.cfg.KeepRoots && root != "" {
+		_ = os.RemoveAll(root)
+	}
+}
+
+// report sends a report, retrying network and server errors a few times:
+// repeating a report is harmless. A refusal (4xx) is logged, not retried.
+func (a *Agent) report(ctx context.Context, node, id string, r nodes.Report) {
+	if err := a.reportErr(ctx, node, id, r); err != nil {
+		a.log.Info("report not recorded", "environment", id, "state", r.State, "err", err)
+	}
+}
+
+func (a *Agent) reportErr(ctx context.Context, node, id string, r nodes.Report) error {
+	backoff := 100 * time.Millisecond
+	var err error
+	for try := 0; try < 6; try++ {
+		if err = a.api.Report(ctx, node, id, r); err == nil {
+			return nil
+		}
+		if s := statusOf(err); s >= 400 && s < 500 || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(backoff):
+		}
+		backoff *= 2
+	}
+	return err
+}

@@ -1,0 +1,135 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/envlease/envlease/shared/nodes"
+)
+
+// Client speaks the node API with a node credential.
+type Client struct {
+	base  string
+	token string
+	http  *http.Client
+	agent string
+}
+
+// NewClient returns a client of the API at base (http://host:port, no path).
+func NewClient(base, token string, hc *http.Client, agent string) *Client {
+	if hc == nil {
+		// No overall timeout: claims long-poll; every call passes a context.
+		hc = &http.Client{}
+	}
+	return &Client{base: strings.TrimRight(base, "/"), token: token, http: hc, agent: agent}
+}
+
+// APIError is an error answer of the API.
+type APIError struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *APIError) Error() string {
+	return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message)
+}
+
+// statusOf returns the HTTP status of an API error, or 0.
+func statusOf(err error) int {
+	var ae *APIError
+	if errors.As(err, &ae) {
+		return ae.Status
+	}
+	return 0
+}
+
+func (c *Client) do(ctx context.Context, method, path string, in, out any) (int, error) {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return 0, err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	req.Header.Set("User-Agent", c.agent)
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	res, err := c.http.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer res.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(res.Body, 8<<20))
+	if err != nil {
+		return res.StatusCode, err
+	}
+	if res.StatusCode >= 400 {
+		var eb struct {
+			Error string `json:"error"`
+			Code  string `json:"code"`
+		}
+		_ = json.Unmarshal(raw, &eb)
+		return res.StatusCode, &APIError{Status: res.StatusCode, Code: eb.Code, Message: eb.Error}
+	}
+	if out != nil && res.StatusCode != http.StatusNoContent && len(raw) > 0 {
+		if err := json.Unmarshal(raw, out); err != nil {
+			return res.StatusCode, fmt.Errorf("%s %s: decode answer: %w", method, path, err)
+		}
+	}
+	return res.StatusCode, nil
+}
+
+// Register registers a new node.
+func (c *Client) Register(ctx context.Context, req nodes.RegisterRequest) (nodes.Registered, error) {
+	var out nodes.Registered
+	_, err := c.do(ctx, http.MethodPost, "/v1/nodes", req, &out)
+	return out, err
+}
+
+// Heartbeat sends a heartbeat naming the environments the node runs.
+func (c *Client) Heartbeat(ctx context.Context, node string, ids []string) (nodes.Beat, error) {
+	var out nodes.Beat
+	if ids == nil {
+		ids = []string{}
+	}
+	_, err := c.do(ctx, http.MethodPost, "/v1/nodes/"+url.PathEscape(node)+"/heartbeat", map[string]any{"environments": ids}, &out)
+	return out, err
+}
+
+// Claim long-polls for a pending environment for up to wait; nil means none.
+func (c *Client) Claim(ctx context.Context, node string, wait time.Duration) (*nodes.Claimed, error) {
+	var out nodes.Claimed
+	status, err := c.do(ctx, http.MethodPost, "/v1/nodes/"+url.PathEscape(node)+"/claim?wait="+url.QueryEscape(wait.String()), nil, &out)
+	if err != nil || status == http.StatusNoContent {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Report reports an environment's state.
+func (c *Client) Report(ctx context.Context, node, env string, r nodes.Report) error {
+	_, err := c.do(ctx, http.MethodPost, "/v1/nodes/"+url.PathEscape(node)+"/environments/"+url.PathEscape(env)+"/report", r, nil)
+	return err
+}
+
+// Deregister takes the node out of its pool.
+func (c *Client) Deregister(ctx context.Context, node string) error {
+	_, err := c.do(ctx, http.MethodDelete, "/v1/nodes/"+url.PathEscape(node), nil, nil)
+	return err
+}

@@ -1,0 +1,315 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/envlease/envlease/shared/domain"
+)
+
+// RuntimeProcess is the one runtime the reference agent runs: the template's
+// command as a local process. An empty runtime means process too.
+const RuntimeProcess = "process"
+
+// proc is one started process of a template: its own process group, its
+// root folder, the ports its exports were given.
+type proc struct {
+	cmd   *exec.Cmd
+	root  string
+	ports map[string]int // export service -> port
+	tail  *tailBuffer
+	logs  *os.File
+	// exited is closed when the process has been waited for; err is then
+	// Wait's result.
+	exited chan struct{}
+	err    error
+}
+
+// portEnv is the environment variable that carries an export's port:
+// EXPORT_<SERVICE>_PORT, the service upper-cased with anything but letters
+// and digits as '_'.
+func portEnv(service string) string {
+	var b strings.Builder
+	for _, r := range strings.ToUpper(service) {
+		if r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+	return "EXPORT_" + b.String() + "_PORT"
+}
+
+// workdirIn places a template's workdir under root: a relative one inside
+// it, an absolute one too (/workspace -> <root>/workspace), never outside.
+func workdirIn(root, workdir string) (string, error) {
+	for _, part := range strings.FieldsFunc(workdir, func(r rune) bool { return r == '/' || r == '\\' }) {
+		if part == ".." {
+			return "", fmt.Errorf("workdir %q leaves the environment's folder", workdir)
+		}
+	}
+	return filepath.Join(root, filepath.Clean("/"+workdir)), nil
+}
+
+// startProcess starts t's command in root. Each export gets a free port of
+// the node, passed as PORT (the first export by name) and
+// EXPORT_<SERVICE>_PORT: two environments of one template on one node would
+// otherwise both want the template's port. The process inherits the agent's
+// environment (PATH, HOME, ...) without the agent's own ENVLEASE_* settings,
+// then the template's env, then those ports and ENVLEASE_ROOT.
+func (a *Agent) startProcess(t domain.Template, root string) (*proc, error) {
+	if rt := t.Runtime; rt != "" && rt != RuntimeProcess {
+		return nil, fmt.Errorf("runtime %q is not supported by this agent: it runs only runtime %q (the template's command as a local process)", rt, RuntimeProcess)
+	}
+	if len(t.Command) == 0 {
+		return nil, errors.New("the template has no command to run")
+	}
+	dir, err := workdirIn(root, t.Workdir)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create the workdir: %w", err)
+	}
+	services := make([]string, 0, len(t.Exports))
+	for s := range t.Exports {
+		services = append(services, s)
+	}
+	sort.Strings(services)
+	ports := map[string]int{}
+	for _, s := range services {
+		p, err := a.ports.take()
+		if err != nil {
+			a.ports.release(ports)
+			return nil, err
+		}
+		ports[s] = p
+	}
+	env := []string{}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "ENVLEASE_") {
+			env = append(env, kv)
+		}
+	}
+	keys := make([]string, 0, len(t.Env))
+	for k := range t.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		env = append(env, k+"="+t.Env[k])
+	}
+	env = append(env, "ENVLEASE_ROOT="+root)
+	for i, s := range services {
+		if i == 0 {
+			env = append(env, "PORT="+strconv.Itoa(ports[s]))
+		}
+		env = append(env, portEnv(s)+"="+strconv.Itoa(ports[s]))
+	}
+	logs, err := os.OpenFile(filepath.Join(root, ".envlease.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		a.ports.release(ports)
+		return nil, fmt.Errorf("open the log: %w", err)
+	}
+	p := &proc{root: root, ports: ports, tail: newTail(16 << 10), logs: logs, exited: make(chan struct{})}
+	cmd := exec.Command(t.Command[0], t.Command[1:]...)
+	cmd.Dir = dir
+	cmd.Env = env
+	cmd.Stdout = logs
+	cmd.Stderr = multiWriter{logs, p.tail}
+	setProcessGroup(cmd)
+	if err := cmd.Start(); err != nil {
+		logs.Close()
+		a.ports.release(ports)
+		return nil, fmt.Errorf("start %q: %w", t.Command[0], err)
+	}
+	p.cmd = cmd
+	if warns := applyResources(cmd.Process.Pid, t.Resources, a.cpuTurn()); len(warns) > 0 {
+		a.log.Warn("resources not fully applied", "pid", cmd.Process.Pid, "warnings", strings.Join(warns, "; "))
+	}
+	go func() {
+		p.err = cmd.Wait()
+		logs.Close()
+		// Whatever the command left behind in its group goes with it.
+		killGroup(cmd, true)
+		a.ports.release(ports)
+		close(p.exited)
+	}()
+	return p, nil
+}
+
+// waitReady waits until every export's port accepts a TCP connection at the
+// node's address, the process exits, stop is closed, or the ready timeout.
+func (a *Agent) waitReady(ctx context.Context, p *proc, stop <-chan struct{}) error {
+	deadline := time.NewTimer(a.cfg.ReadyTimeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		pending := ""
+		for s, port := range p.ports {
+			c, err := net.DialTimeout("tcp", net.JoinHostPort(a.cfg.Address, strconv.Itoa(port)), 250*time.Millisecond)
+			if err != nil {
+				pending = fmt.Sprintf("export %s (port %d)", s, port)
+				break
+			}
+			c.Close()
+		}
+		if pending == "" {
+			// No exports: ready once it is up; a command that exits at once
+			// is a failure, not a ready environment, so give it a moment.
+			if len(p.ports) > 0 {
+				return nil
+			}
+			select {
+			case <-p.exited:
+				return p.exitError()
+			case <-time.After(50 * time.Millisecond):
+				return nil
+			}
+		}
+		select {
+		case <-p.exited:
+			return p.exitError()
+		case <-stop:
+			return errStopped
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-deadline.C:
+			return fmt.Errorf("not ready within %s: %s never accepted a connection at %s", a.cfg.ReadyTimeout, pending, a.cfg.Address)
+		case <-tick.C:
+		}
+	}
+}
+
+var errStopped = errors.New("stop requested")
+
+// exitError describes how the process ended, with the last lines of stderr.
+func (p *proc) exitError() error {
+	<-p.exited
+	how := "process exited with status 0"
+	var ee *exec.ExitError
+	switch {
+	case errors.As(p.err, &ee):
+		how = "process " + exitDescription(ee)
+	case p.err != nil:
+		how = "process ended: " + p.err.Error()
+	}
+	if tail := p.tail.lastLines(20); tail != "" {
+		how += "; last lines of stderr:\n" + tail
+	}
+	return errors.New(how)
+}
+
+// terminate sends SIGTERM to the process group, waits up to grace, then
+// SIGKILL, and waits for the process to be gone.
+func (p *proc) terminate(grace time.Duration) {
+	select {
+	case <-p.exited:
+		return
+	default:
+	}
+	killGroup(p.cmd, false)
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-p.exited:
+	case <-t.C:
+		killGroup(p.cmd, true)
+		<-p.exited
+	}
+}
+
+func (p *proc) alive() bool {
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// portPool hands out free TCP ports of the node, never one the agent
+// already gave an environment.
+type portPool struct {
+	mu    sync.Mutex
+	inUse map[int]bool
+}
+
+func (pp *portPool) take() (int, error) {
+	pp.mu.Lock()
+	defer pp.mu.Unlock()
+	if pp.inUse == nil {
+		pp.inUse = map[int]bool{}
+	}
+	for i := 0; i < 20; i++ {
+		ln, err := net.Listen("tcp", ":0")
+		if err != nil {
+			return 0, fmt.Errorf("find a free port: %w", err)
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		if !pp.inUse[port] {
+			pp.inUse[port] = true
+			return port, nil
+		}
+	}
+	return 0, errors.New("find a free port: none found")
+}
+
+func (pp *portPool) release(ports map[string]int) {
+	pp.mu.Lock()
+	defer pp.mu.Unlock()
+	for _, p := range ports {
+		delete(pp.inUse, p)
+	}
+}
+
+// tailBuffer keeps the last n bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	n   int
+	buf []byte
+}
+
+func newTail(n int) *tailBuffer { return &tailBuffer{n: n} }
+
+func (t *tailBuffer) Write(b []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, b...)
+	if len(t.buf) > t.n {
+		t.buf = append([]byte(nil), t.buf[len(t.buf)-t.n:]...)
+	}
+	return len(b), nil
+}
+
+func (t *tailBuffer) lastLines(n int) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	lines := strings.Split(strings.TrimRight(string(t.buf), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.TrimSpace(strings.Join(lines, "\n"))
+}
+
+// multiWriter writes to every writer; a failing log file does not stop the tail.
+type multiWriter []interface{ Write([]byte) (int, error) }
+
+func (m multiWriter) Write(b []byte) (int, error) {
+	for _, w := range m {
+		_, _ = w.Write(b)
+	}
+	return len(b), nil
+}

@@ -1,0 +1,185 @@
+package agent
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/envlease/envlease/shared/domain"
+)
+
+// warmRetry is how long a template whose warm process failed to start waits
+// before the next try, so a broken command does not spin.
+const warmRetry = 10 * time.Second
+
+// warmPool keeps, per template of the pool with warm > 0, that many
+// processes started and ready (every export accepting connections) before
+// any lease asks for them. A claim of the template takes one (when the lease
+// names no snapshot, whose files must be in place before the command
+// starts) and is ready at once; the pool then starts a replacement.
+//
+// A warm process is started exactly as a claimed one would be, in its own
+// folder (envs/warm-<random>), which becomes the environment's root. It
+// cannot know which environment it will serve, so nothing in its
+// environment names one. When the template changes, warm processes of the
+// old version are stopped and replaced, never handed out.
+type warmPool struct {
+	a           *Agent
+	mu          sync.Mutex
+	ready       map[string][]warmProc
+	starting    map[string]int
+	failedUntil map[string]time.Time
+	pokeCh      chan struct{}
+}
+
+type warmProc struct {
+	fp string
+	p  *proc
+}
+
+func newWarmPool(a *Agent) *warmPool {
+	return &warmPool{a: a, ready: map[string][]warmProc{}, starting: map[string]int{},
+		failedUntil: map[string]time.Time{}, pokeCh: make(chan struct{}, 1)}
+}
+
+// fingerprint identifies what a process of the template is started from.
+func fingerprint(t domain.Template) string {
+	b, _ := json.Marshal(struct {
+		Command   []string
+		Env       map[string]string
+		Workdir   string
+		Exports   map[string]domain.Export
+		Resources domain.Resources
+		Runtime   string
+	}{t.Command, t.Env, t.Workdir, t.Exports, t.Resources, t.Runtime})
+	return string(b)
+}
+
+func (w *warmPool) poke() {
+	select {
+	case w.pokeCh <- struct{}{}:
+	default:
+	}
+}
+
+// run keeps the pool filled until ctx ends, then stops every warm process.
+func (w *warmPool) run(ctx context.Context) {
+	var wg sync.WaitGroup
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		w.reconcile(ctx, &wg)
+		select {
+		case <-ctx.Done():
+			wg.Wait()
+			w.mu.Lock()
+			all := w.ready
+			w.ready = map[string][]warmProc{}
+			w.mu.Unlock()
+			for _, list := range all {
+				for _, x := range list {
+					x.p.terminate(w.a.cfg.Grace)
+					w.a.cleanup(x.p.root)
+				}
+			}
+			return
+		case <-w.pokeCh:
+		case <-t.C:
+		}
+	}
+}
+
+func (w *warmPool) reconcile(ctx context.Context, wg *sync.WaitGroup) {
+	want := map[string]domain.Template{}
+	if !w.a.cfg.NoWarm {
+		for _, t := range w.a.templateList() {
+			if t.Warm > 0 && (t.Runtime == "" || t.Runtime == RuntimeProcess) && len(t.Command) > 0 {
+				want[t.Name] = t
+			}
+		}
+	}
+	var drop []warmProc
+	w.mu.Lock()
+	for name, list := range w.ready {
+		t, ok := want[name]
+		keep := list[:0]
+		for _, x := range list {
+			if ok && x.fp == fingerprint(t) && x.p.alive() && len(keep) < t.Warm {
+				keep = append(keep, x)
+			} else {
+				drop = append(drop, x)
+			}
+		}
+		w.ready[name] = keep
+	}
+	now := time.Now()
+	for name, t := range want {
+		if now.Before(w.failedUntil[name]) {
+			continue
+		}
+		for n := len(w.ready[name]) + w.starting[name]; n < t.Warm; n++ {
+			w.starting[name]++
+			wg.Add(1)
+			go func(t domain.Template) {
+				defer wg.Done()
+				w.start(ctx, t)
+			}(t)
+		}
+	}
+	w.mu.Unlock()
+	for _, x := range drop {
+		go func(x warmProc) {
+			x.p.terminate(w.a.cfg.Grace)
+			w.a.cleanup(x.p.root)
+		}(x)
+	}
+}
+
+func (w *warmPool) start(ctx context.Context, t domain.Template) {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	root := filepath.Join(w.a.cfg.WorkDir, "envs", "warm-"+hex.EncodeToString(b[:]))
+	p, err := w.a.startProcess(t, root)
+	if err == nil {
+		err = w.a.waitReady(ctx, p, nil)
+	}
+	w.mu.Lock()
+	w.starting[t.Name]--
+	if err == nil && ctx.Err() == nil {
+		w.ready[t.Name] = append(w.ready[t.Name], warmProc{fp: fingerprint(t), p: p})
+		w.mu.Unlock()
+		w.a.log.Info("warm process ready", "template", t.Name, "pid", p.cmd.Process.Pid)
+		return
+	}
+	if ctx.Err() == nil {
+		w.failedUntil[t.Name] = time.Now().Add(warmRetry)
+	}
+	w.mu.Unlock()
+	if p != nil {
+		p.terminate(w.a.cfg.Grace)
+	}
+	w.a.cleanup(root)
+	if ctx.Err() == nil {
+		w.a.log.Warn("warm process did not become ready", "template", t.Name, "err", err)
+	}
+}
+
+// take hands out a ready warm process of exactly this template, or nil.
+func (w *warmPool) take(t domain.Template) *proc {
+	fp := fingerprint(t)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	list := w.ready[t.Name]
+	for i, x := range list {
+		if x.fp == fp && x.p.alive() {
+			w.ready[t.Name] = append(list[:i:i], list[i+1:]...)
+			w.poke()
+			return x.p
+		}
+	}
+	return nil
+}
