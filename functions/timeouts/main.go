@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/envlease/envlease/shared/clock"
+	"github.com/envlease/envlease/shared/nodes"
 	"github.com/envlease/envlease/shared/platform"
 	"github.com/envlease/envlease/shared/store"
 	"github.com/envlease/envlease/shared/timeouts"
@@ -33,8 +34,9 @@ func main() {
 	}
 	st := store.New(dynamodb.NewFromConfig(awsCfg), cfg.Table)
 	// Other periodic checks that share this schedule are appended to the
-	// handler's extra sweeps here (the node side's lost-node sweep).
-	lambda.Start(handler(st, clock.System{}, log, timeouts.Options{}))
+	// handler's extra sweeps here: the node side's lost-node sweep.
+	lostNodes := nodes.NewService(st, nil, clock.System{}, nodes.Options{}).LostNodeSweep(log)
+	lambda.Start(handler(st, clock.System{}, log, timeouts.Options{}, lostNodes))
 }
 
 // handler runs the timeout job once per scheduled event, then each extra

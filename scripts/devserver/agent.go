@@ -69,12 +69,5 @@ func startAgent(d deps) func() {
 // lostNodeSweep is the node side's periodic check, run by the local job
 // loop as functions/timeouts runs it in AWS.
 func lostNodeSweep(d deps) timeouts.Sweep {
-	svc := nodes.NewService(d.store, nil, d.clock, devNodeOptions)
-	return func(ctx context.Context, now time.Time) error {
-		res, err := svc.SweepLostNodes(ctx, now)
-		if res.Nodes > 0 {
-			d.log.InfoContext(ctx, "lost nodes", "summary", res)
-		}
-		return err
-	}
+	return nodes.NewService(d.store, nil, d.clock, devNodeOptions).LostNodeSweep(d.log)
 }

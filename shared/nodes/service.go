@@ -14,6 +14,7 @@ package nodes
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"slices"
 	"strconv"
@@ -859,4 +860,17 @@ func (s *Service) failNodeEnvs(ctx context.Context, n domain.Node, msg, reason s
 		}
 	}
 	return count, nil
+}
+
+// LostNodeSweep is SweepLostNodes in the shape of the timeout job's extra
+// sweeps (timeouts.Sweep): functions/timeouts and the local job loop run it
+// on their schedule. It logs what it ended.
+func (s *Service) LostNodeSweep(log *slog.Logger) func(ctx context.Context, now time.Time) error {
+	return func(ctx context.Context, now time.Time) error {
+		res, err := s.SweepLostNodes(ctx, now)
+		if res.Nodes > 0 {
+			log.InfoContext(ctx, "lost nodes", "nodes", res.Nodes, "environments", res.Environments)
+		}
+		return err
+	}
 }
