@@ -1,0 +1,212 @@
+package agent_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/envlease/envlease/shared/agent"
+	"github.com/envlease/envlease/shared/apitest"
+	"github.com/envlease/envlease/shared/domain"
+	"github.com/envlease/envlease/shared/environments"
+	"github.com/envlease/envlease/shared/httpapi"
+	"github.com/envlease/envlease/shared/nodes"
+)
+
+type stack struct {
+	*apitest.Env
+	url string
+}
+
+// newStack serves the nodes and environments groups over HTTP with the test
+// organizations, plus the given templates in acme's pool "local".
+func newStack(t *testing.T, templates ...domain.Template) *stack {
+	t.Helper()
+	e := apitest.New(t, func(e *apitest.Env) [][]httpapi.Route {
+		svc := nodes.NewService(e.Store, nil, e.Clock, nodes.Options{HeartbeatInterval: 200 * time.Millisecond, PollMax: 20 * time.Millisecond})
+		return [][]httpapi.Route{nodes.Routes(svc), environments.Routes(environments.NewService(e.Store, e.Clock, environments.WithTemplateTTL(0)))}
+	})
+	for _, tpl := range templates {
+		tpl.Pools = []string{"local"}
+		tpl.Timeouts = domain.Timeouts{Idle: domain.Duration(time.Hour), Hard: domain.Duration(time.Hour)}
+		tpl.Quota = domain.Quota{MaxLeases: 5}
+		if err := e.Store.PutTemplate(context.Background(), "acme", tpl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv := httptest.NewServer(e.Handler)
+	t.Cleanup(srv.Close)
+	return &stack{Env: e, url: srv.URL}
+}
+
+// runAgent starts an agent of acme's pool "local" and stops it at the end.
+func (s *stack) runAgent(t *testing.T, grace time.Duration) string {
+	t.Helper()
+	svc := nodes.NewService(s.Store, nil, s.Clock, nodes.Options{})
+	admin := domain.Principal{OrgID: "acme", UserID: "alice", Role: domain.RoleAdmin, Credential: domain.CredentialCLI}
+	issued, err := svc.IssueCredential(context.Background(), admin, "local", "test agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	a, err := agent.New(agent.Config{
+		API: s.url, Token: issued.Token, Address: "127.0.0.1", WorkDir: dir, Capacity: 4,
+		Grace: grace, ReadyTimeout: 10 * time.Second, ClaimWait: time.Second, Log: s.Log,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = a.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Error("agent did not stop")
+		}
+	})
+	return dir
+}
+
+func (s *stack) lease(t *testing.T, template string) string {
+	t.Helper()
+	r := s.Do("POST", "/v1/environments", apitest.BobToken, map[string]any{"template": template})
+	if r.Status != 201 {
+		t.Fatalf("lease: %d %s", r.Status, r.Body)
+	}
+	var out environments.Leased
+	r.JSON(t, &out)
+	return out.Environment.ID
+}
+
+func (s *stack) wait(t *testing.T, id string, want domain.State) domain.Environment {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		r := s.Do("GET", "/v1/environments/"+id, apitest.BobToken, nil)
+		var out struct {
+			Environment domain.Environment `json:"environment"`
+		}
+		r.JSON(t, &out)
+		if out.Environment.State == want {
+			return out.Environment
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s is %s (%q), want %s", id, out.Environment.State, out.Environment.Error, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A runtime the agent cannot run fails the environment with a clear error;
+// so does a command that exits on its own, with its status and last stderr
+// lines; both release the quota.
+func TestAgentFailures(t *testing.T) {
+	s := newStack(t,
+		domain.Template{Name: "vm", Command: []string{"true"}, Runtime: "firecracker"},
+		domain.Template{Name: "crash", Command: []string{"sh", "-c", "echo starting; echo 'first words' >&2; echo 'last words' >&2; exit 3"}, Runtime: "process"},
+		domain.Template{Name: "missing", Command: []string{"/nonexistent/envlease-cmd"}},
+	)
+	s.runAgent(t, time.Second)
+
+	vm := s.wait(t, s.lease(t, "vm"), domain.StateFailed)
+	if !strings.Contains(vm.Error, `runtime "firecracker" is not supported`) || vm.StopReason != nodes.StopFailed {
+		t.Fatalf("unsupported runtime: %q", vm.Error)
+	}
+	crash := s.wait(t, s.lease(t, "crash"), domain.StateFailed)
+	if !strings.Contains(crash.Error, "exited with status 3") || !strings.HasSuffix(crash.Error, "first words\nlast words") || strings.Contains(crash.Error, "starting") {
+		t.Fatalf("crash error: %q", crash.Error)
+	}
+	missing := s.wait(t, s.lease(t, "missing"), domain.StateFailed)
+	if !strings.Contains(missing.Error, "/nonexistent/envlease-cmd") {
+		t.Fatalf("missing command: %q", missing.Error)
+	}
+	qs, _ := s.Store.ListQuotas(context.Background(), "acme")
+	for _, q := range qs {
+		if q.Running != 0 {
+			t.Fatalf("%s running %d", q.Template, q.Running)
+		}
+	}
+}
+
+// The command runs in its workdir under the environment's folder, with the
+// template's env and its export's port; ready waits for the port; a delete
+// sends SIGTERM, and a process that ignores it gets SIGKILL after the grace
+// period; then stopped is reported.
+func TestAgentRunsAndStops(t *testing.T) {
+	script := `trap '' TERM; echo "$GREETING $PWD $EXPORT_API_PORT" > seen; exec python3 -c '
+import os, signal, socket, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(os.environ["PORT"]))); s.listen(8)
+time.sleep(3600)'`
+	s := newStack(t, domain.Template{
+		Name: "stubborn", Command: []string{"sh", "-c", script}, Env: map[string]string{"GREETING": "hi"},
+		Workdir: "/workspace", Exports: map[string]domain.Export{"api": {Port: 9000}},
+		Resources: domain.Resources{Memory: "1Gi", PIDs: 4096, CPUs: 1},
+	})
+	dir := s.runAgent(t, 700*time.Millisecond)
+	id := s.lease(t, "stubborn")
+	e := s.wait(t, id, domain.StateReady)
+	if len(e.Exports) != 1 || !strings.HasPrefix(e.Exports[0].Target, "127.0.0.1:") || e.ReadyMs == nil {
+		t.Fatalf("ready: %+v", e)
+	}
+	port := strings.TrimPrefix(e.Exports[0].Target, "127.0.0.1:")
+	seen, err := os.ReadFile(filepath.Join(dir, "envs", id, "workspace", "seen"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.TrimSpace(string(seen)), "hi "+filepath.Join(dir, "envs", id, "workspace")+" "+port; got != want {
+		t.Fatalf("the process saw %q, want %q", got, want)
+	}
+	start := time.Now()
+	if r := s.Do("DELETE", "/v1/environments/"+id, apitest.BobToken, nil); r.Status != 200 {
+		t.Fatalf("delete: %d", r.Status)
+	}
+	s.wait(t, id, domain.StateStopped)
+	if took := time.Since(start); took < 700*time.Millisecond {
+		t.Fatalf("stopped after %s: the grace period before SIGKILL was not kept", took)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "envs", id)); !os.IsNotExist(err) {
+		t.Fatalf("the environment's folder is left: %v", err)
+	}
+}
+
+// Snapshots unpack into the root; paths that leave it are refused.
+func TestUnpackRefusesEscapes(t *testing.T) {
+	for _, name := range []string{"../evil", "/etc/evil", "a/../../evil"} {
+		var buf bytes.Buffer
+		tw := tar.NewWriter(&buf)
+		_ = tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: 1, Typeflag: tar.TypeReg})
+		_, _ = tw.Write([]byte("x"))
+		_ = tw.Close()
+		root := t.TempDir()
+		if _, err := agent.Unpack(&buf, root); err == nil {
+			t.Errorf("%s was unpacked", name)
+		}
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	_ = tw.WriteHeader(&tar.Header{Name: "d/", Mode: 0o755, Typeflag: tar.TypeDir})
+	_ = tw.WriteHeader(&tar.Header{Name: "d/f", Mode: 0o644, Size: 2, Typeflag: tar.TypeReg})
+	_, _ = tw.Write([]byte("ok"))
+	_ = tw.WriteHeader(&tar.Header{Name: "d/link", Linkname: "f", Typeflag: tar.TypeSymlink})
+	_ = tw.WriteHeader(&tar.Header{Name: "d/out", Linkname: "../../x", Typeflag: tar.TypeSymlink})
+	_ = tw.Close()
+	root := t.TempDir()
+	n, err := agent.Unpack(&buf, root)
+	if err == nil || n != 1 {
+		t.Fatalf("a link out of the root was unpacked (%d, %v)", n, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(root, "d", "link")); string(b) != "ok" {
+		t.Fatalf("link inside the root: %q", b)
+	}
+}

@@ -1,0 +1,4 @@
+package agent
+
+// Unpack exposes unpack to the external tests.
+var Unpack = unpack
