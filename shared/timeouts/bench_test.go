@@ -1,0 +1,101 @@
+package timeouts_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/envlease/envlease/shared/apitest"
+	"github.com/envlease/envlease/shared/domain"
+	"github.com/envlease/envlease/shared/store"
+	"github.com/envlease/envlease/shared/timeouts"
+)
+
+// seedLive writes n live sleeper environments of acme straight through the
+// store; the first due of them are past their idle deadline at now, the rest
+// are due in an hour. The quota's running count is raised to match.
+func seedLive(t testing.TB, e *apitest.Env, tag string, n, due int, now time.Time) {
+	t.Helper()
+	envs := make([]domain.Environment, 0, n)
+	for i := range n {
+		created := now.Add(-30 * time.Minute)
+		idleUntil := now.Add(time.Hour)
+		if i < due {
+			idleUntil = now.Add(-time.Duration(i+1) * time.Millisecond)
+		}
+		envs = append(envs, domain.Environment{
+			OrgID: "acme", ID: fmt.Sprintf("env_%s%06d", tag, i), Name: "seed", Template: "sleeper",
+			State: domain.StatePending, Pool: "local", CreatedBy: "user:bob", Created: created,
+			Expires: created.Add(6 * time.Hour), IdleUntil: idleUntil,
+			Idle: domain.Duration(10 * time.Minute), Hard: domain.Duration(6 * time.Hour), Version: 1,
+		})
+	}
+	if err := e.Store.PutEnvironments(context.Background(), envs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func counted(e *apitest.Env) (*store.Store, *store.CallCounter) {
+	c := store.NewCallCounter()
+	return e.Store.WithClient(dynamodb.New(e.Store.DB().Options(), c.Option)), c
+}
+
+// One sweep costs the same DynamoDB calls with 100 due among 10,000 live as
+// among 100: the index query reads what is due and nothing else.
+func TestSweepCostGrowsWithWhatIsDueNotWithWhatIsLive(t *testing.T) {
+	if testing.Short() {
+		t.Skip("seeds 10,000 environments")
+	}
+	for _, live := range []int{100, 10000} {
+		e := apitest.New(t, nil)
+		seedLive(t, e, "c", live, 100, e.Clock.Now())
+		setRunning(t, e, "acme", "sleeper", live)
+		st, calls := counted(e)
+		sum, err := timeouts.Run(context.Background(), st, e.Clock, timeouts.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// 100 due fill exactly one page of 100, so DynamoDB hands back a
+		// continuation key and a second query finds the end.
+		want := map[string]int{"Query": 2, "TransactWriteItems": 100}
+		if got := calls.Counts(); sum.Stopped != 100 || sum.Pages != 2 || len(got) != len(want) || got["Query"] != 2 || got["TransactWriteItems"] != 100 {
+			t.Fatalf("live %d: summary %+v, calls %v, want %v", live, sum, got, want)
+		}
+		if n := running(t, e, "acme", "sleeper"); n != live-100 {
+			t.Fatalf("live %d: running %d", live, n)
+		}
+	}
+}
+
+// BenchmarkSweep is one timeout run that stops 100 due environments, among
+// 100 or 10,000 live ones. Each iteration seeds a fresh 100 due (untimed).
+func BenchmarkSweep(b *testing.B) {
+	for _, live := range []int{100, 10000} {
+		b.Run(fmt.Sprintf("due=100/live=%d", live), func(b *testing.B) {
+			e := apitest.New(b, nil)
+			now := e.Clock.Now()
+			seedLive(b, e, "base", live-100, 0, now) // never due during the benchmark
+			setRunning(b, e, "acme", "sleeper", 1<<30)
+			st, calls := counted(e)
+			var totalCalls, found int
+			b.ResetTimer()
+			for i := range b.N {
+				b.StopTimer()
+				seedLive(b, e, fmt.Sprintf("due%d_", i), 100, 100, now)
+				calls.Reset()
+				b.StartTimer()
+				sum, err := timeouts.Run(context.Background(), st, e.Clock, timeouts.Options{})
+				if err != nil || sum.Stopped != 100 {
+					b.Fatalf("%+v %v", sum, err)
+				}
+				totalCalls += calls.Total()
+				found += sum.Found
+			}
+			b.ReportMetric(float64(totalCalls)/float64(b.N), "calls/sweep")
+			b.ReportMetric(float64(found)/float64(b.N), "items-read/sweep")
+		})
+	}
+}
