@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/envlease/envlease/shared/apitest"
+	"github.com/envlease/envlease/shared/domain"
 	"github.com/envlease/envlease/shared/environments"
 	"github.com/envlease/envlease/shared/httpapi"
 	"github.com/envlease/envlease/shared/timeouts"
@@ -194,5 +195,29 @@ func TestUsageRefusals(t *testing.T) {
 	}
 	if r := report(t, e, apitest.BobToken, "?since=2025-02-07"); len(r.Usage) != 0 || r.Usage == nil {
 		t.Errorf("400 days back, nothing used: %+v", r)
+	}
+}
+
+// Every way out of the live states writes the ledger, once: here a node's
+// failure report (through StopEnvironment, as the node side calls it), then
+// the same stop retried from the record it started from, which changes nothing.
+func TestLedgerIsWrittenOnceForAnyStop(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	id := lease(t, e, apitest.BobToken, "shell")
+	env, err := e.Store.GetEnvironment(ctx, "acme", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Clock.Advance(7 * time.Minute)
+	for i := range 3 {
+		_, stopped, err := e.Store.StopEnvironment(ctx, env, domain.StateFailed, "node lost", e.Clock.Now())
+		if err != nil || stopped != (i == 0) {
+			t.Fatalf("stop %d: stopped %v, %v", i, stopped, err)
+		}
+	}
+	got, err := e.Store.ListUsage(ctx, "acme", "2026-03-14", "2026-03-14")
+	if err != nil || !reflect.DeepEqual(got, []usage.Entry{{Template: "shell", Day: "2026-03-14", Seconds: 420}}) {
+		t.Fatalf("ledger %+v %v", got, err)
 	}
 }
