@@ -60,7 +60,7 @@ func main() {
 	log := platform.Logger(os.Stderr, *logLevel)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	opts := options{addr: *addr, fixture: *fixturePath, dataDir: *dataDir, sweep: *sweep, out: os.Stdout}
+	opts := options{addr: *addr, fixture: *fixturePath, dataDir: *dataDir, sweep: *sweep, out: os.Stdout, progress: os.Stderr}
 	if err := run(ctx, opts, log); err != nil {
 		fmt.Fprintln(os.Stderr, "devserver:", err)
 		os.Exit(1)
@@ -71,7 +71,8 @@ func main() {
 type options struct {
 	addr, fixture, dataDir string
 	sweep                  time.Duration
-	out                    io.Writer
+	// out receives the banner; progress the start-up and shutdown notes.
+	out, progress io.Writer
 	// ready, when set, is called with the base URL once the API serves.
 	ready func(baseURL string)
 }
@@ -79,6 +80,9 @@ type options struct {
 // run starts the stack and serves until ctx ends, then stops all it started.
 func run(ctx context.Context, o options, log *slog.Logger) error {
 	addr, dataDir, sweep := o.addr, o.dataDir, o.sweep
+	if o.progress == nil {
+		o.progress = io.Discard
+	}
 	cfg := demoFixture
 	if o.fixture != "" {
 		b, err := os.ReadFile(o.fixture)
@@ -98,14 +102,14 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	}
 	defer ln.Close()
 
-	fmt.Fprintln(os.Stderr, "starting DynamoDB (minidyn, in-process)…")
+	fmt.Fprintln(o.progress, "starting DynamoDB (minidyn, in-process)…")
 	dyn, err := devstack.StartDynamo(ctx, "envlease")
 	if err != nil {
 		return err
 	}
 	defer dyn.Close()
 
-	fmt.Fprintln(os.Stderr, "starting S3 (versitygw)…")
+	fmt.Fprintln(o.progress, "starting S3 (versitygw)…")
 	if dataDir != "" {
 		if dataDir, err = filepath.Abs(dataDir); err != nil {
 			return err
@@ -114,7 +118,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 			return err
 		}
 	}
-	s3s, err := devstack.StartS3(ctx, devstack.S3Options{Dir: dataDir, Bucket: "envlease", Progress: os.Stderr})
+	s3s, err := devstack.StartS3(ctx, devstack.S3Options{Dir: dataDir, Bucket: "envlease", Progress: o.progress})
 	if err != nil {
 		return err
 	}
@@ -145,7 +149,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	go func() { errc <- srv.Serve(ln) }()
 	select {
 	case <-ctx.Done():
-		fmt.Fprintln(os.Stderr, "\nstopping…")
+		fmt.Fprintln(o.progress, "\nstopping…")
 	case err := <-errc:
 		if !errors.Is(err, http.ErrServerClosed) {
 			return err

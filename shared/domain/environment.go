@@ -52,7 +52,7 @@ func (s State) Valid() bool {
 const (
 	StopDeleted = "deleted"
 	StopIdle    = "idle"
-	StopExpired = "expired"
+	StopHard    = "hard"
 )
 
 // EnvExport is a service of an environment and where the sandbox reaches it.

@@ -489,8 +489,10 @@ func (s *Store) stopItems(e domain.Environment, to domain.State, reason string, 
 	stopped := now.UTC()
 	after.Stopped = &stopped
 	after.Version = e.Version + 1
-	// newEnvItem of a state that is not live writes no GSI2 or GSI3 keys and
-	// the state's GSI1 partition: nothing is due or claimable after a stop.
+	// newEnvItem of a state that is not live writes no GSI2 key and no pool
+	// (claimable) GSI3 key: nothing is due or claimable after a stop. A
+	// `stopping` environment keeps its node's GSI3 entry, so the node learns
+	// that it must tear it down.
 	item, err := marshal(newEnvItem(after))
 	if err != nil {
 		return nil, after, err

@@ -20,7 +20,7 @@ import (
 // hard: the hard timeout (expires) passed, whatever the touches.
 const (
 	ReasonIdle = domain.StopIdle
-	ReasonHard = "hard"
+	ReasonHard = domain.StopHard
 )
 
 // Store is what the job needs from persistence (store.Store).
