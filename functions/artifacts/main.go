@@ -4,15 +4,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net/http"
-	"os"
 
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
 	"github.com/envlease/envlease/shared/artifacts"
@@ -25,31 +21,14 @@ import (
 )
 
 func main() {
-	ctx := context.Background()
-	cfg, err := platform.LoadConfig()
-	log := platform.Logger(os.Stdout, cfg.LogLevel)
-	if err != nil {
-		platform.Fatal(log, "configuration", err)
-	}
-	if cfg.Bucket == "" {
-		platform.Fatal(log, "configuration", errors.New("BUCKET_NAME is not set"))
-	}
-	awsCfg, err := platform.AWSConfig(ctx)
-	if err != nil {
-		platform.Fatal(log, "aws", err)
-	}
+	rt := platform.Boot(context.Background())
+	cfg, log, awsCfg := rt.Config, rt.Log, rt.AWS
+	rt.RequireBucket("artifacts are stored there")
 	st := store.New(dynamodb.NewFromConfig(awsCfg), cfg.Table)
 	// Links are signed with the signer secret's long-term key when one is
 	// configured: the function's session credentials expire before a
 	// 7-day link would. The secret is read on the first link, then cached.
-	signer := blob.SignerConfig{SecretARN: cfg.LinkSignerSecretARN}
-	if signer.SecretARN != "" {
-		signer.Fetch = blob.SecretsManagerFetch(secretsmanager.NewFromConfig(awsCfg))
-	}
-	blobs := blob.New(blob.Options{
-		Client: s3.NewFromConfig(awsCfg), Bucket: cfg.Bucket, Clock: clock.System{},
-		LinkCredentials: signer.LinkCredentials(),
-	})
+	blobs := blob.FromConfig(awsCfg, cfg.Bucket, cfg.LinkSignerSecretARN, clock.System{})
 	lambda.Start(httpadapter.NewV2(handler(st, blobs, clock.System{}, log)).ProxyWithContext)
 }
 

@@ -5,9 +5,7 @@ package main
 
 import (
 	"context"
-	"errors"
 	"log/slog"
-	"os"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
@@ -22,19 +20,9 @@ import (
 )
 
 func main() {
-	ctx := context.Background()
-	cfg, err := platform.LoadConfig()
-	log := platform.Logger(os.Stdout, cfg.LogLevel)
-	if err != nil {
-		platform.Fatal(log, "configuration", err)
-	}
-	if cfg.Bucket == "" {
-		platform.Fatal(log, "configuration", errors.New("BUCKET_NAME is not set: the expiry job deletes objects from it"))
-	}
-	awsCfg, err := platform.AWSConfig(ctx)
-	if err != nil {
-		platform.Fatal(log, "aws", err)
-	}
+	rt := platform.Boot(context.Background())
+	cfg, log, awsCfg := rt.Config, rt.Log, rt.AWS
+	rt.RequireBucket("the expiry job deletes objects from it")
 	st := store.New(dynamodb.NewFromConfig(awsCfg), cfg.Table)
 	blobs := blob.New(blob.Options{Client: s3.NewFromConfig(awsCfg), Bucket: cfg.Bucket})
 	lambda.Start(handler(st, blobs, clock.System{}, log, expiry.Options{Log: log}))

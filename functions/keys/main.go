@@ -5,7 +5,6 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
-	"os"
 
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -20,18 +19,9 @@ import (
 )
 
 func main() {
-	ctx := context.Background()
-	cfg, err := platform.LoadConfig()
-	log := platform.Logger(os.Stdout, cfg.LogLevel)
-	if err != nil {
-		platform.Fatal(log, "configuration", err)
-	}
-	awsCfg, err := platform.AWSConfig(ctx)
-	if err != nil {
-		platform.Fatal(log, "aws", err)
-	}
-	st := store.New(dynamodb.NewFromConfig(awsCfg), cfg.Table)
-	lambda.Start(httpadapter.NewV2(handler(st, clock.System{}, log)).ProxyWithContext)
+	rt := platform.Boot(context.Background())
+	st := store.New(dynamodb.NewFromConfig(rt.AWS), rt.Config.Table)
+	lambda.Start(httpadapter.NewV2(handler(st, clock.System{}, rt.Log)).ProxyWithContext)
 }
 
 // handler is the whole function behind the adapter; tests feed it events.

@@ -8,12 +8,9 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
-	"os"
 
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
 	"github.com/envlease/envlease/shared/artifacts"
@@ -27,29 +24,14 @@ import (
 )
 
 func main() {
-	ctx := context.Background()
-	cfg, err := platform.LoadConfig()
-	log := platform.Logger(os.Stdout, cfg.LogLevel)
-	if err != nil {
-		platform.Fatal(log, "configuration", err)
-	}
-	awsCfg, err := platform.AWSConfig(ctx)
-	if err != nil {
-		platform.Fatal(log, "aws", err)
-	}
+	rt := platform.Boot(context.Background())
+	cfg, log, awsCfg := rt.Config, rt.Log, rt.AWS
 	st := store.New(dynamodb.NewFromConfig(awsCfg), cfg.Table)
 	// Without a bucket no snapshot link can be signed; a claim of a snapshot
 	// lease then fails that environment with a clear error.
 	var links nodes.Linker
 	if cfg.Bucket != "" {
-		signer := blob.SignerConfig{SecretARN: cfg.LinkSignerSecretARN}
-		if signer.SecretARN != "" {
-			signer.Fetch = blob.SecretsManagerFetch(secretsmanager.NewFromConfig(awsCfg))
-		}
-		blobs := blob.New(blob.Options{
-			Client: s3.NewFromConfig(awsCfg), Bucket: cfg.Bucket, Clock: clock.System{},
-			LinkCredentials: signer.LinkCredentials(),
-		})
+		blobs := blob.FromConfig(awsCfg, cfg.Bucket, cfg.LinkSignerSecretARN, clock.System{})
 		links = artifacts.NewService(st, blobs, clock.System{}, artifacts.Options{})
 	}
 	lambda.Start(httpadapter.NewV2(handler(st, links, clock.System{}, log)).ProxyWithContext)

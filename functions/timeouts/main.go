@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
@@ -22,16 +21,8 @@ import (
 )
 
 func main() {
-	ctx := context.Background()
-	cfg, err := platform.LoadConfig()
-	log := platform.Logger(os.Stdout, cfg.LogLevel)
-	if err != nil {
-		platform.Fatal(log, "configuration", err)
-	}
-	awsCfg, err := platform.AWSConfig(ctx)
-	if err != nil {
-		platform.Fatal(log, "aws", err)
-	}
+	rt := platform.Boot(context.Background())
+	cfg, log, awsCfg := rt.Config, rt.Log, rt.AWS
 	st := store.New(dynamodb.NewFromConfig(awsCfg), cfg.Table)
 	// Other periodic checks that share this schedule are appended to the
 	// handler's extra sweeps here: the node side's lost-node sweep.

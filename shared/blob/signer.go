@@ -7,7 +7,10 @@ import (
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+
+	"github.com/envlease/envlease/shared/clock"
 )
 
 // Why links need their own signer: a presigned URL is valid only while the
@@ -87,4 +90,18 @@ func (s *secretCredentials) Retrieve(ctx context.Context) (aws.Credentials, erro
 	}
 	s.creds = &aws.Credentials{AccessKeyID: v.AccessKeyID, SecretAccessKey: v.SecretAccessKey, Source: "LinkSignerSecret"}
 	return *s.creds, nil
+}
+
+// FromConfig builds the Store a function uses: an S3 client from the SDK
+// configuration and, when signerSecretARN is set, download links signed with
+// the key kept in that secret (read on the first link, then cached).
+func FromConfig(awsCfg aws.Config, bucket, signerSecretARN string, clk clock.Clock) *Store {
+	signer := SignerConfig{SecretARN: signerSecretARN}
+	if signerSecretARN != "" {
+		signer.Fetch = SecretsManagerFetch(secretsmanager.NewFromConfig(awsCfg))
+	}
+	return New(Options{
+		Client: s3.NewFromConfig(awsCfg), Bucket: bucket, Clock: clk,
+		LinkCredentials: signer.LinkCredentials(),
+	})
 }

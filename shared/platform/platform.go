@@ -75,3 +75,34 @@ func Fatal(log *slog.Logger, msg string, err error) {
 	log.Error(msg, "err", err)
 	os.Exit(1)
 }
+
+// Runtime is what every function's main builds first: its configuration, its
+// JSON logger and the AWS SDK configuration.
+type Runtime struct {
+	Config Config
+	Log    *slog.Logger
+	AWS    aws.Config
+}
+
+// Boot builds the Runtime from the environment, or exits: a function that
+// cannot read its configuration has nothing to serve, and the error is logged
+// as JSON where the platform collects it.
+func Boot(ctx context.Context) Runtime {
+	cfg, err := LoadConfig()
+	log := Logger(os.Stdout, cfg.LogLevel)
+	if err != nil {
+		Fatal(log, "configuration", err)
+	}
+	awsCfg, err := AWSConfig(ctx)
+	if err != nil {
+		Fatal(log, "aws", err)
+	}
+	return Runtime{Config: cfg, Log: log, AWS: awsCfg}
+}
+
+// RequireBucket exits unless BUCKET_NAME is set; why says what needs it.
+func (r Runtime) RequireBucket(why string) {
+	if r.Config.Bucket == "" {
+		Fatal(r.Log, "configuration", fmt.Errorf("BUCKET_NAME is not set: %s", why))
+	}
+}
