@@ -32,23 +32,39 @@ func event(t *testing.T, name, id string) events.APIGatewayV2HTTPRequest {
 	return ev
 }
 
-type envBody struct {
-	Environment struct {
-		ID        string `json:"id"`
-		State     string `json:"state"`
-		IdleUntil string `json:"idleUntil"`
-		Shares    []struct {
-			Files []string `json:"files"`
-		} `json:"shares"`
-	} `json:"environment"`
-	Config map[string]any `json:"config"`
+// envJSON is the environment: the body of GET, touch and DELETE of one
+// environment, and the lease's `environment`.
+type envJSON struct {
+	ID        string `json:"id"`
+	State     string `json:"state"`
+	IdleUntil string `json:"idleUntil"`
+	Shares    []struct {
+		Files []string `json:"files"`
+	} `json:"shares"`
 }
 
-func decode(t *testing.T, body string) envBody {
+// leasedBody is the lease's answer: the environment and the sandbox's configuration.
+type leasedBody struct {
+	Environment envJSON        `json:"environment"`
+	Config      map[string]any `json:"config"`
+}
+
+func decodeInto[T any](t *testing.T, body string) T {
 	t.Helper()
-	var b envBody
+	var b T
 	if err := json.Unmarshal([]byte(body), &b); err != nil {
 		t.Fatalf("%v: %s", err, body)
+	}
+	return b
+}
+
+// decode reads the body of GET, touch or DELETE of the environment id: the
+// environment itself.
+func decode(t *testing.T, body, id string) envJSON {
+	t.Helper()
+	b := decodeInto[envJSON](t, body)
+	if b.ID != id {
+		t.Fatalf("the body is not environment %s: %s", id, body)
 	}
 	return b
 }
@@ -68,7 +84,7 @@ func TestLambdaEnvironments(t *testing.T) {
 	if res.StatusCode != 201 || res.Headers["Content-Type"] != "application/json" {
 		t.Fatalf("lease: %d %v %s", res.StatusCode, res.Headers, res.Body)
 	}
-	leased := decode(t, res.Body)
+	leased := decodeInto[leasedBody](t, res.Body)
 	id := leased.Environment.ID
 	if leased.Environment.State != "pending" || len(leased.Environment.Shares) != 1 ||
 		strings.Join(leased.Environment.Shares[0].Files, ",") != "main.go,docs/readme.md" || leased.Config["environment"] != id {
@@ -91,19 +107,19 @@ func TestLambdaEnvironments(t *testing.T) {
 	if res, _ = proxy(ctx, event(t, "environments-get", "")); res.StatusCode != 404 || !strings.Contains(res.Body, `"code":"not_found"`) {
 		t.Fatalf("get of the placeholder id: %d %s", res.StatusCode, res.Body)
 	}
-	if res, _ = proxy(ctx, event(t, "environments-get", id)); res.StatusCode != 200 || decode(t, res.Body).Environment.ID != id {
+	if res, _ = proxy(ctx, event(t, "environments-get", id)); res.StatusCode != 200 || decode(t, res.Body, id).ID != id {
 		t.Fatalf("get: %d %s", res.StatusCode, res.Body)
 	}
 
 	e.Clock.Advance(10 * time.Minute)
 	res, _ = proxy(ctx, event(t, "environments-touch", id))
-	if res.StatusCode != 200 || decode(t, res.Body).Environment.IdleUntil != "2026-03-14T09:40:00Z" {
+	if res.StatusCode != 200 || decode(t, res.Body, id).IdleUntil != "2026-03-14T09:40:00Z" {
 		t.Fatalf("touch: %d %s", res.StatusCode, res.Body)
 	}
 
 	for i := 0; i < 2; i++ {
 		res, _ = proxy(ctx, event(t, "environments-delete", id))
-		if res.StatusCode != 200 || decode(t, res.Body).Environment.State != "stopped" {
+		if res.StatusCode != 200 || decode(t, res.Body, id).State != "stopped" {
 			t.Fatalf("delete %d: %d %s", i, res.StatusCode, res.Body)
 		}
 	}

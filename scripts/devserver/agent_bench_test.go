@@ -55,9 +55,9 @@ func BenchmarkLeaseToReady(b *testing.B) {
 				}
 				var e domain.Environment
 				for {
-					var got envAnswer
-					c.do("GET", "/v1/environments/"+leased.Environment.ID, nil, &got)
-					if e = got.Environment; e.State == domain.StateReady {
+					e = domain.Environment{}
+					c.do("GET", "/v1/environments/"+leased.Environment.ID, nil, &e)
+					if e.State == domain.StateReady {
 						break
 					}
 					if !e.State.Live() {

@@ -57,6 +57,9 @@ func (c api) do(method, path string, body any, out any) int {
 	return res.StatusCode
 }
 
+// envAnswer is the lease's answer (the environment next to the sandbox's
+// configuration); GET, touch and DELETE of one environment return the
+// environment itself.
 type envAnswer struct {
 	Environment domain.Environment `json:"environment"`
 }
@@ -66,13 +69,15 @@ func (c api) waitState(id string, state domain.State, timeout time.Duration) dom
 	c.t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		var got envAnswer
-		c.do("GET", "/v1/environments/"+id, nil, &got)
-		if got.Environment.State == state {
-			return got.Environment
+		var got domain.Environment
+		if s := c.do("GET", "/v1/environments/"+id, nil, &got); s == 200 && got.ID != id {
+			c.t.Fatalf("GET of environment %s answered another body: %+v", id, got)
 		}
-		if time.Now().After(deadline) || (state == domain.StateReady && !got.Environment.State.Live()) {
-			c.t.Fatalf("environment %s is %s (error %q), want %s", id, got.Environment.State, got.Environment.Error, state)
+		if got.State == state {
+			return got
+		}
+		if time.Now().After(deadline) || (state == domain.StateReady && !got.State.Live()) {
+			c.t.Fatalf("environment %s is %s (error %q), want %s", id, got.State, got.Error, state)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -130,14 +135,14 @@ func TestClientFlowRunsARealProcess(t *testing.T) {
 		t.Fatalf("pid file through the export: %d %q, alive %v", res.StatusCode, raw, processAlive(pid))
 	}
 
-	var touched envAnswer
-	if s := c.do("POST", "/v1/environments/"+id+"/touch", nil, &touched); s != 200 || !touched.Environment.IdleUntil.After(e.IdleUntil) {
-		t.Fatalf("touch: %d %v -> %v", s, e.IdleUntil, touched.Environment.IdleUntil)
+	var touched domain.Environment
+	if s := c.do("POST", "/v1/environments/"+id+"/touch", nil, &touched); s != 200 || touched.ID != id || !touched.IdleUntil.After(e.IdleUntil) {
+		t.Fatalf("touch: %d %v -> %v", s, e.IdleUntil, touched.IdleUntil)
 	}
 
-	var deleted envAnswer
-	if s := c.do("DELETE", "/v1/environments/"+id, nil, &deleted); s != 200 || deleted.Environment.State != domain.StateStopping {
-		t.Fatalf("delete: %d %s", s, deleted.Environment.State)
+	var deleted domain.Environment
+	if s := c.do("DELETE", "/v1/environments/"+id, nil, &deleted); s != 200 || deleted.ID != id || deleted.State != domain.StateStopping {
+		t.Fatalf("delete: %d %s", s, deleted.State)
 	}
 	stopped := c.waitState(id, domain.StateStopped, 15*time.Second)
 	if stopped.StopReason != domain.StopDeleted {

@@ -92,15 +92,19 @@ func (s *stack) wait(t *testing.T, id string, want domain.State) domain.Environm
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		r := s.Do("GET", "/v1/environments/"+id, apitest.BobToken, nil)
-		var out struct {
-			Environment domain.Environment `json:"environment"`
+		if r.Status != 200 {
+			t.Fatalf("get %s: %d %s", id, r.Status, r.Body)
 		}
+		var out domain.Environment
 		r.JSON(t, &out)
-		if out.Environment.State == want {
-			return out.Environment
+		if out.ID != id {
+			t.Fatalf("get %s answered %s", id, r.Body)
+		}
+		if out.State == want {
+			return out
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s is %s (%q), want %s", id, out.Environment.State, out.Environment.Error, want)
+			t.Fatalf("%s is %s (%q), want %s", id, out.State, out.Error, want)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

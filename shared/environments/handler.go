@@ -38,11 +38,6 @@ func (s *Service) handleLease(w http.ResponseWriter, r *http.Request, p domain.P
 	return nil
 }
 
-// envBody is the body of the single-environment endpoints.
-type envBody struct {
-	Environment domain.Environment `json:"environment"`
-}
-
 // listBody is the body of GET /v1/environments.
 type listBody struct {
 	Environments []domain.Environment `json:"environments"`
@@ -78,7 +73,7 @@ func (s *Service) handleGet(w http.ResponseWriter, r *http.Request, p domain.Pri
 	if err != nil {
 		return err
 	}
-	httpapi.WriteJSON(w, http.StatusOK, envBody{e})
+	httpapi.WriteJSON(w, http.StatusOK, e) // the environment itself (spec 4 row 5)
 	return nil
 }
 
@@ -87,7 +82,7 @@ func (s *Service) handleDelete(w http.ResponseWriter, r *http.Request, p domain.
 	if err != nil {
 		return err
 	}
-	httpapi.WriteJSON(w, http.StatusOK, envBody{e})
+	httpapi.WriteJSON(w, http.StatusOK, e) // the environment itself, as GET returns it
 	return nil
 }
 
@@ -101,6 +96,6 @@ func (s *Service) handleTouch(w http.ResponseWriter, r *http.Request, p domain.P
 	if err != nil {
 		return err
 	}
-	httpapi.WriteJSON(w, http.StatusOK, envBody{e})
+	httpapi.WriteJSON(w, http.StatusOK, e) // the environment itself, as GET returns it
 	return nil
 }

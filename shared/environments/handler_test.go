@@ -171,9 +171,9 @@ func TestLeaseReturnsEnvironmentAndSandboxConfig(t *testing.T) {
 		fmt.Sprint(cfg["shares"]) != fmt.Sprint(env["shares"]) || cfg["status"] != "/v1/environments/"+env["id"].(string) {
 		t.Errorf("config %v", cfg)
 	}
-	// GET returns the same record.
+	// GET returns the same record, as the body itself (spec 4 row 5).
 	r := e.Do(http.MethodGet, "/v1/environments/"+env["id"].(string), apitest.AliceToken, nil)
-	if r.Status != 200 || fmt.Sprint(r.Map(t)["environment"]) != fmt.Sprint(env) {
+	if r.Status != 200 || fmt.Sprint(r.Map(t)) != fmt.Sprint(env) {
 		t.Fatalf("get: %d %s", r.Status, r.Body)
 	}
 }
@@ -328,6 +328,29 @@ func TestQuotaIsExactUnderConcurrency(t *testing.T) {
 	// Other templates and organizations have their own quotas.
 	lease(t, e, apitest.AliceToken, `{"template":"shell"}`)
 	lease(t, e, apitest.CarolToken, `{"template":"shell"}`)
+}
+
+// GET, touch and DELETE of one environment answer with the environment itself
+// (spec 4 row 5): the body is the record the lease returned, with `state` at
+// the top level, not wrapped in another object.
+func TestSingleEnvironmentBodyIsTheEnvironment(t *testing.T) {
+	e := newEnv(t)
+	env := lease(t, e, apitest.AliceToken, `{"template":"sleeper"}`).Environment
+	id := env["id"].(string)
+	for _, c := range []struct{ method, path, state string }{
+		{"GET", "/v1/environments/" + id, "pending"},
+		{"POST", "/v1/environments/" + id + "/touch", "pending"},
+		{"DELETE", "/v1/environments/" + id, "stopped"},
+	} {
+		r := e.Do(c.method, c.path, apitest.AliceToken, nil)
+		got := r.Map(t)
+		if r.Status != 200 || got["id"] != id || got["state"] != c.state || len(got) != len(env) {
+			t.Errorf("%s %s: %d %s", c.method, c.path, r.Status, r.Body)
+		}
+		if _, wrapped := got["environment"]; wrapped {
+			t.Errorf("%s %s wraps the environment: %s", c.method, c.path, r.Body)
+		}
+	}
 }
 
 func TestOtherOrganizationsEnvironmentIsNotFound(t *testing.T) {
@@ -486,12 +509,12 @@ func TestDeleteReleasesQuotaAtOnceAndIsHarmlessTwice(t *testing.T) {
 
 	e.Clock.Advance(time.Minute)
 	r := e.Do("DELETE", "/v1/environments/"+pid, apitest.AliceToken, nil)
-	got := r.Map(t)["environment"].(map[string]any)
+	got := r.Map(t)
 	if r.Status != 200 || got["state"] != "stopped" || got["stopReason"] != "deleted" || mustTime(t, got["stopped"]) != apitest.Start.Add(time.Minute) {
 		t.Fatalf("delete pending: %d %s", r.Status, r.Body)
 	}
 	r = e.Do("DELETE", "/v1/environments/"+rid, apitest.AliceToken, nil)
-	if got := r.Map(t)["environment"].(map[string]any); r.Status != 200 || got["state"] != "stopping" || got["node"] != "node-1" {
+	if got := r.Map(t); r.Status != 200 || got["state"] != "stopping" || got["node"] != "node-1" {
 		t.Fatalf("delete ready: %d %s", r.Status, r.Body)
 	}
 	// Both released their quota at once, and their listen ports.
@@ -518,7 +541,7 @@ func TestDeleteReleasesQuotaAtOnceAndIsHarmlessTwice(t *testing.T) {
 		t.Fatalf("second delete moved running to %d", run)
 	}
 	// A stopped environment can still be read.
-	if r := e.Do("GET", "/v1/environments/"+pid, apitest.AliceToken, nil); r.Status != 200 || r.Map(t)["environment"].(map[string]any)["state"] != "stopped" {
+	if r := e.Do("GET", "/v1/environments/"+pid, apitest.AliceToken, nil); r.Status != 200 || r.Map(t)["state"] != "stopped" {
 		t.Fatalf("get stopped: %d %s", r.Status, r.Body)
 	}
 }
@@ -556,7 +579,7 @@ func TestTouch(t *testing.T) {
 		if r.Status != 200 {
 			t.Fatalf("touch: %d %s", r.Status, r.Body)
 		}
-		return mustTime(t, r.Map(t)["environment"].(map[string]any)["idleUntil"])
+		return mustTime(t, r.Map(t)["idleUntil"])
 	}
 
 	e.Clock.Advance(4 * time.Minute)

@@ -264,8 +264,16 @@ type endpoint struct {
 	cleanup func(s *stack, res *apitest.Response)
 }
 
+// deleteLeased deletes the environment of a lease's answer ({environment, config}).
 func deleteLeased(s *stack, res *apitest.Response) {
 	id := res.Map(s.T)["environment"].(map[string]any)["id"].(string)
+	s.must(http.MethodDelete, "/v1/environments/"+id, apitest.BobToken, nil, 200)
+}
+
+// deleteEnvironment deletes the environment an answer is (GET and touch of
+// one environment return the environment itself).
+func deleteEnvironment(s *stack, res *apitest.Response) {
+	id := res.Map(s.T)["id"].(string)
 	s.must(http.MethodDelete, "/v1/environments/"+id, apitest.BobToken, nil, 200)
 }
 
@@ -302,13 +310,13 @@ func endpoints(sbx string, key string) []endpoint {
 				header: http.Header{"Idempotency-Key": {fmt.Sprintf("k-%d", time.Now().UnixNano())}}}
 		}},
 		{name: "GET /v1/environments", status: 200, prepare: get("/v1/environments")},
-		{name: "GET /v1/environments/{id}", status: 200, cleanup: deleteLeased, prepare: func(s *stack) request {
+		{name: "GET /v1/environments/{id}", status: 200, cleanup: deleteEnvironment, prepare: func(s *stack) request {
 			return request{method: "GET", path: "/v1/environments/" + s.lease(sbx), token: apitest.BobToken}
 		}},
 		{name: "DELETE /v1/environments/{id}", status: 200, prepare: func(s *stack) request {
 			return request{method: "DELETE", path: "/v1/environments/" + s.lease(sbx), token: apitest.BobToken}
 		}},
-		{name: "POST /v1/environments/{id}/touch", status: 200, cleanup: deleteLeased, prepare: func(s *stack) request {
+		{name: "POST /v1/environments/{id}/touch", status: 200, cleanup: deleteEnvironment, prepare: func(s *stack) request {
 			id := s.lease(sbx)
 			s.Clock.Advance(time.Second) // so the touch has a deadline to move
 			return request{method: "POST", path: "/v1/environments/" + id + "/touch", token: apitest.BobToken}

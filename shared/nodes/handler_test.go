@@ -105,11 +105,12 @@ func (e *env) report(token, node, id string, body any) *apitest.Response {
 func (e *env) get(t *testing.T, token, id string) domain.Environment {
 	t.Helper()
 	r := e.Do("GET", "/v1/environments/"+id, token, nil)
-	var out struct {
-		Environment domain.Environment `json:"environment"`
-	}
+	var out domain.Environment
 	r.JSON(t, &out)
-	return out.Environment
+	if out.ID != id {
+		t.Fatalf("get %s: %d %s", id, r.Status, r.Body)
+	}
+	return out
 }
 
 func (e *env) running(t *testing.T, org, template string) int {

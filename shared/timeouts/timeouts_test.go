@@ -28,15 +28,19 @@ func newEnv(t testing.TB) *apitest.Env {
 	})
 }
 
-type envBody struct {
-	Environment struct {
-		ID         string     `json:"id"`
-		State      string     `json:"state"`
-		StopReason string     `json:"stopReason"`
-		Stopped    *time.Time `json:"stopped"`
-		IdleUntil  time.Time  `json:"idleUntil"`
-		Expires    time.Time  `json:"expires"`
-	} `json:"environment"`
+// envJSON is the environment as GET and DELETE of one environment return it.
+type envJSON struct {
+	ID         string     `json:"id"`
+	State      string     `json:"state"`
+	StopReason string     `json:"stopReason"`
+	Stopped    *time.Time `json:"stopped"`
+	IdleUntil  time.Time  `json:"idleUntil"`
+	Expires    time.Time  `json:"expires"`
+}
+
+// leasedBody is the lease's answer: the environment next to the sandbox's configuration.
+type leasedBody struct {
+	Environment envJSON `json:"environment"`
 }
 
 func lease(t testing.TB, e *apitest.Env, token, template string) string {
@@ -45,19 +49,22 @@ func lease(t testing.TB, e *apitest.Env, token, template string) string {
 	if res.Status != http.StatusCreated {
 		t.Fatalf("lease %s: %d %s", template, res.Status, res.Body)
 	}
-	var b envBody
+	var b leasedBody
 	res.JSON(t, &b)
 	return b.Environment.ID
 }
 
-func get(t testing.TB, e *apitest.Env, token, id string) envBody {
+func get(t testing.TB, e *apitest.Env, token, id string) envJSON {
 	t.Helper()
 	res := e.Do(http.MethodGet, "/v1/environments/"+id, token, nil)
 	if res.Status != http.StatusOK {
 		t.Fatalf("get %s: %d %s", id, res.Status, res.Body)
 	}
-	var b envBody
+	var b envJSON
 	res.JSON(t, &b)
+	if b.ID != id {
+		t.Fatalf("get %s answered %s", id, res.Body)
+	}
 	return b
 }
 
@@ -106,7 +113,7 @@ func ledger(t testing.TB, e *apitest.Env, org string) map[string]int64 {
 
 func expectStopped(t testing.TB, e *apitest.Env, id, reason string, at time.Time) {
 	t.Helper()
-	b := get(t, e, apitest.BobToken, id).Environment
+	b := get(t, e, apitest.BobToken, id)
 	if b.State != "stopped" || b.StopReason != reason || b.Stopped == nil || !b.Stopped.Equal(at) {
 		t.Fatalf("environment %s: state %s reason %q stopped %v; want stopped, %q at %s", id, b.State, b.StopReason, b.Stopped, reason, at)
 	}
@@ -121,7 +128,7 @@ func TestIdleTimeoutStopsAndReleasesQuotaAndRecordsUsage(t *testing.T) {
 	if s := sweep(t, e); s.Found != 0 || s.Stopped != 0 || s.Pages != 1 {
 		t.Fatalf("a second before the idle deadline: %+v", s)
 	}
-	if st := get(t, e, apitest.BobToken, id).Environment.State; st != "pending" {
+	if st := get(t, e, apitest.BobToken, id).State; st != "pending" {
 		t.Fatalf("state %s before the deadline", st)
 	}
 
@@ -160,7 +167,7 @@ func TestTouchKeepsAnEnvironmentAlive(t *testing.T) {
 			t.Fatalf("stopped although touched: %+v", s)
 		}
 	}
-	if st := get(t, e, apitest.BobToken, id).Environment.State; st != "pending" {
+	if st := get(t, e, apitest.BobToken, id).State; st != "pending" {
 		t.Fatalf("state %s after touching", st)
 	}
 	// Touching stops: 10 minutes later it is idle.
@@ -186,7 +193,7 @@ func TestHardTimeoutInSpiteOfTouching(t *testing.T) {
 		}
 	}
 	// The last touch could only move idleUntil up to expires.
-	b := get(t, e, apitest.BobToken, id).Environment
+	b := get(t, e, apitest.BobToken, id)
 	if !b.IdleUntil.Equal(b.Expires) || !b.Expires.Equal(created.Add(time.Hour)) {
 		t.Fatalf("idleUntil %s, expires %s", b.IdleUntil, b.Expires)
 	}
@@ -220,7 +227,7 @@ func TestTimeoutOfARunningEnvironmentEndsStopping(t *testing.T) {
 	if s := sweep(t, e); s.Idle != 1 {
 		t.Fatalf("%+v", s)
 	}
-	b := get(t, e, apitest.BobToken, id).Environment
+	b := get(t, e, apitest.BobToken, id)
 	if b.State != "stopping" || b.StopReason != "idle" {
 		t.Fatalf("state %s reason %s, want stopping idle", b.State, b.StopReason)
 	}
@@ -265,17 +272,20 @@ func TestOverlappingSweepsAndADeleteReleaseTheQuotaOnce(t *testing.T) {
 			t.Fatalf("round %d: %v %v delete %d %s", round, errs[0], errs[1], del.Status, del.Body)
 		}
 		stoppedBySweeps := sums[0].Stopped + sums[1].Stopped
-		var deleted envBody
+		var deleted envJSON
 		del.JSON(t, &deleted)
+		if deleted.ID != ids[round%len(ids)] {
+			t.Fatalf("round %d: delete of %s answered %s", round, ids[round%len(ids)], del.Body)
+		}
 		byDelete := 0
-		if deleted.Environment.StopReason == domain.StopDeleted {
+		if deleted.StopReason == domain.StopDeleted {
 			byDelete = 1
 		}
 		if stoppedBySweeps+byDelete != 5 {
 			t.Fatalf("round %d: sweeps stopped %d (%+v, %+v), delete %d: want 5 stops in all", round, stoppedBySweeps, sums[0], sums[1], byDelete)
 		}
 		for _, id := range ids {
-			if st := get(t, e, apitest.BobToken, id).Environment.State; st != "stopped" {
+			if st := get(t, e, apitest.BobToken, id).State; st != "stopped" {
 				t.Fatalf("round %d: %s is %s", round, id, st)
 			}
 		}

@@ -9,10 +9,10 @@ import (
 	"github.com/envlease/envlease/shared/openapi/check"
 )
 
-const env = `{"environment":{"id":"env_1","name":"n","template":"shell","state":"pending","node":"","sandbox":"","pool":"local",
+const env = `{"id":"env_1","name":"n","template":"shell","state":"pending","node":"","sandbox":"","pool":"local",
 "labels":{},"project":"","readyMs":null,"error":"","createdBy":"bob","created":"2026-03-14T09:00:00Z","ready":null,"stopped":null,
 "expires":"2026-03-14T15:00:00Z","idleUntil":"2026-03-14T09:30:00Z","idle":"30m","hard":"6h","exports":[],"shares":[],
-"snapshot":"","restored":null,"stopReason":""}}`
+"snapshot":"","restored":null,"stopReason":""}`
 
 func jsonHeader(extra ...string) http.Header {
 	h := http.Header{"Content-Type": {"application/json"}}
@@ -36,6 +36,8 @@ func TestValidatorRefusesUndescribedResponses(t *testing.T) {
 		body, wantErr      string
 	}{
 		{"described environment", "GET", "/v1/environments/env_1", 200, jsonHeader(), env, ""},
+		{"wrapped environment", "GET", "/v1/environments/env_1", 200, jsonHeader(), `{"environment":` + env + `}`, `"environment"`},
+		{"wrapped environment on touch", "POST", "/v1/environments/env_1/touch", 200, jsonHeader(), `{"environment":` + env + `}`, `"environment"`},
 		{"HEAD of a GET", "HEAD", "/v1/environments/env_1", 200, jsonHeader(), "", ""},
 		{"field not described", "GET", "/v1/environments/env_1", 200, jsonHeader(),
 			strings.Replace(env, `"stopReason":""`, `"stopReason":"","secret":"x"`, 1), "secret"},
