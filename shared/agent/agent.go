@@ -503,6 +503,9 @@ func (a *Agent) runEnv(ctx context.Context, node string, r *runningEnv, c *nodes
 func (a *Agent) finish(ctx context.Context, node string, r *runningEnv, p *proc, log *slog.Logger) {
 	p.terminate(a.cfg.Grace)
 	log.Info("stopped")
+	// Remove the folder before saying stopped: whoever reads `stopped` may
+	// rely on nothing of the environment being left on the node.
+	a.cleanup(p.root)
 	if r.report.Load() {
 		a.report(ctx, node, r.id, nodes.Report{State: domain.StateStopped})
 	}
