@@ -16,7 +16,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -24,7 +23,6 @@ import (
 
 	"github.com/envlease/envlease/shared/auth"
 	"github.com/envlease/envlease/shared/clock"
-	"github.com/envlease/envlease/shared/devstack"
 	"github.com/envlease/envlease/shared/fixture"
 	"github.com/envlease/envlease/shared/httpapi"
 	"github.com/envlease/envlease/shared/platform"
@@ -42,7 +40,6 @@ type deps struct {
 	log     *slog.Logger
 	s3      *s3.Client
 	bucket  string
-	s3Stack *devstack.S3
 	baseURL string
 	sweep   time.Duration
 	// fixture is the loaded configuration: the node agent serves its pools.
@@ -102,37 +99,21 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	}
 	defer ln.Close()
 
-	fmt.Fprintln(o.progress, "starting DynamoDB (minidyn, in-process)…")
-	dyn, err := devstack.StartDynamo(ctx, "envlease")
+	be, err := startBackends(ctx, dataDir, o.progress)
 	if err != nil {
 		return err
 	}
-	defer dyn.Close()
+	defer be.stop()
 
-	fmt.Fprintln(o.progress, "starting S3 (versitygw)…")
-	if dataDir != "" {
-		if dataDir, err = filepath.Abs(dataDir); err != nil {
-			return err
-		}
-		if err := os.MkdirAll(dataDir, 0o755); err != nil {
-			return err
-		}
-	}
-	s3s, err := devstack.StartS3(ctx, devstack.S3Options{Dir: dataDir, Bucket: "envlease", Progress: o.progress})
-	if err != nil {
-		return err
-	}
-	defer s3s.Stop()
-
-	st := store.New(dyn.Client(ctx), dyn.Table)
+	st := store.New(be.dynamo, be.table)
 	clk := clock.System{}
 	if err := fixture.Apply(ctx, st, file, fixture.Options{WithTokens: true, Now: clk.Now()}); err != nil {
 		return fmt.Errorf("load fixture: %w", err)
 	}
 
 	d := deps{
-		ctx: ctx, store: st, clock: clk, log: log, s3: s3s.Client(ctx), bucket: s3s.Bucket,
-		s3Stack: s3s, baseURL: "http://" + ln.Addr().String(), sweep: sweep, fixture: file,
+		ctx: ctx, store: st, clock: clk, log: log, s3: be.s3, bucket: be.bucket,
+		baseURL: "http://" + ln.Addr().String(), sweep: sweep, fixture: file,
 	}
 	h := httpapi.New(httpapi.Config{Logger: log, Auth: auth.New(st, clk, log)}, routes(d)...)
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
@@ -140,7 +121,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	stopBackground := startBackground(d)
 	defer stopBackground()
 
-	printBanner(o.out, d.baseURL, dyn.Endpoint, s3s.Endpoint, file)
+	printBanner(o.out, d.baseURL, be, file)
 	if o.ready != nil {
 		o.ready(d.baseURL)
 	}
@@ -160,10 +141,10 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	return srv.Shutdown(shutdownCtx)
 }
 
-func printBanner(w io.Writer, base, dynamo, s3 string, f fixture.File) {
+func printBanner(w io.Writer, base string, be backends, f fixture.File) {
 	fmt.Fprintf(w, "\nenvlease is running at %s\n", base)
-	fmt.Fprintf(w, "  DynamoDB (minidyn): %s  table envlease\n", dynamo)
-	fmt.Fprintf(w, "  S3 (versitygw):     %s  bucket envlease\n\n", s3)
+	fmt.Fprintf(w, "  DynamoDB (%s): %s  table %s\n", be.dynamoKind, be.dynamoEndpoint, be.table)
+	fmt.Fprintf(w, "  S3 (%s):     %s  bucket %s\n\n", be.s3Kind, be.s3Endpoint, be.bucket)
 	fmt.Fprintln(w, "Demo tokens:")
 	for _, o := range f.Orgs {
 		for _, u := range o.Users {

@@ -9,7 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/envlease/envlease/shared/apitest"
+	"github.com/envlease/envlease/shared/devstack"
+	"github.com/envlease/envlease/shared/store"
 )
 
 // startDevserver runs the whole local stack as `go run ./scripts/devserver`
@@ -105,4 +109,36 @@ func between(s, start, end string) string {
 		s = s[:j]
 	}
 	return strings.TrimSpace(s)
+}
+
+// With the SDK's endpoint settings pointing elsewhere (LocalStack, say), the
+// devserver starts no DynamoDB or S3 of its own and serves from those.
+func TestDevserverUsesEndpointSettings(t *testing.T) {
+	dyn := devstack.NewTestDynamo(t)
+	s3s := devstack.NewTestS3(t)
+	t.Setenv("AWS_ENDPOINT_URL_DYNAMODB", dyn.Endpoint)
+	t.Setenv("AWS_ENDPOINT_URL_S3", s3s.Endpoint)
+	t.Setenv("AWS_ACCESS_KEY_ID", s3s.AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", s3s.SecretKey)
+	t.Setenv("AWS_REGION", "us-east-1")
+	t.Setenv("TABLE_NAME", "envlease-external")
+	t.Setenv("BUCKET_NAME", "envlease-external")
+
+	base := startDevserver(t)
+	req, _ := http.NewRequest(http.MethodGet, base+"/v1/templates", nil)
+	req.Header.Set("Authorization", "Bearer "+apitest.AliceToken)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil || res.StatusCode != 200 {
+		t.Fatalf("templates: %v %v", res, err)
+	}
+	res.Body.Close()
+	// The fixture landed in the external table, and the bucket exists there.
+	ctx := context.Background()
+	ts, err := store.New(dyn.Client(ctx), "envlease-external").ListTemplates(ctx, "acme")
+	if err != nil || len(ts) == 0 {
+		t.Fatalf("templates in the external table: %d %v", len(ts), err)
+	}
+	if _, err := s3s.Client(ctx).HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String("envlease-external")}); err != nil {
+		t.Fatalf("bucket: %v", err)
+	}
 }
