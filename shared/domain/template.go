@@ -63,3 +63,38 @@ type QuotaEntry struct {
 	Idle      Duration `json:"idle"`
 	Hard      Duration `json:"hard"`
 }
+
+// Normalized returns t with empty collections instead of nil ones, and
+// shares' direction defaulted to "in", so JSON shows [] and {} rather than null.
+func (t Template) Normalized() Template {
+	if t.Command == nil {
+		t.Command = []string{}
+	}
+	if t.Env == nil {
+		t.Env = map[string]string{}
+	}
+	if t.Exports == nil {
+		t.Exports = map[string]Export{}
+	}
+	if t.Shares == nil {
+		t.Shares = []TemplateShare{}
+	}
+	for i := range t.Shares {
+		if t.Shares[i].Exclude == nil {
+			t.Shares[i].Exclude = []string{}
+		}
+		if t.Shares[i].Direction == "" {
+			t.Shares[i].Direction = "in"
+		}
+	}
+	if t.Writable == nil {
+		t.Writable = []string{}
+	}
+	if t.Platforms == nil {
+		t.Platforms = []string{}
+	}
+	if t.Pools == nil {
+		t.Pools = []string{}
+	}
+	return t
+}

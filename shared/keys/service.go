@@ -75,20 +75,30 @@ func (s *Service) issue(ctx context.Context, p domain.Principal, name, source, p
 	if err := ValidateName(name); err != nil {
 		return Issued{}, err
 	}
+	token, k := NewKey(p, name, source, prefix, k, s.clock.Now())
+	if err := s.store.PutKey(ctx, k); err != nil {
+		return Issued{}, err
+	}
+	return Issued{Token: token, APIKey: k}, nil
+}
+
+// NewKey draws a token of the given kind prefix and completes k, which says
+// whose credential it is, into the record that stores its hash. Every kind of
+// credential (CLI token, organization key, node credential) is made here.
+func NewKey(p domain.Principal, name, source, prefix string, k domain.APIKey, now time.Time) (string, domain.APIKey) {
 	token, display, hash := auth.NewToken(prefix)
 	k.ID = auth.NewID("key_")
+	// Every record issued today has kind "org" (the spec's only value);
+	// Owner and the credential kind say whose it is.
 	k.Kind = "org"
 	k.Name = name
 	k.Prefix = display
 	k.CreatedBy = p.Actor()
 	k.Source = source
-	k.Created = s.clock.Now()
+	k.Created = now
 	k.OrgID = p.OrgID
 	k.Hash = hash
-	if err := s.store.PutKey(ctx, k); err != nil {
-		return Issued{}, err
-	}
-	return Issued{Token: token, APIKey: k}, nil
+	return token, k
 }
 
 // ValidateName checks a key name: 1-100 characters, no control characters.

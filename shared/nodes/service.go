@@ -155,12 +155,9 @@ func (s *Service) IssueCredential(ctx context.Context, p domain.Principal, pool,
 	if !slices.Contains(org.Pools, pool) {
 		return keys.Issued{}, domain.Invalid("pool", "pool %q is not one of your organization's pools (%s)", pool, strings.Join(org.Pools, ", "))
 	}
-	token, display, hash := auth.NewToken(auth.PrefixNode)
-	k := domain.APIKey{
-		ID: auth.NewID("key_"), Kind: "org", Name: name, Prefix: display, CreatedBy: p.Actor(), Source: "api",
-		Created: s.clock.Now(), Owner: domain.Owner{Kind: "pool", ID: pool},
-		OrgID: p.OrgID, Credential: domain.CredentialNode, Pool: pool, Hash: hash,
-	}
+	token, k := keys.NewKey(p, name, "api", auth.PrefixNode, domain.APIKey{
+		Owner: domain.Owner{Kind: "pool", ID: pool}, Credential: domain.CredentialNode, Pool: pool,
+	}, s.clock.Now())
 	if err := s.store.PutKey(ctx, k); err != nil {
 		return keys.Issued{}, err
 	}
@@ -255,40 +252,10 @@ func (s *Service) poolTemplates(ctx context.Context, n domain.Node) ([]domain.Te
 	out := []domain.Template{}
 	for _, t := range all {
 		if slices.Contains(t.Pools, n.Pool) {
-			out = append(out, normalizeTemplate(t))
+			out = append(out, t.Normalized())
 		}
 	}
 	return out, nil
-}
-
-func normalizeTemplate(t domain.Template) domain.Template {
-	if t.Command == nil {
-		t.Command = []string{}
-	}
-	if t.Env == nil {
-		t.Env = map[string]string{}
-	}
-	if t.Exports == nil {
-		t.Exports = map[string]domain.Export{}
-	}
-	if t.Shares == nil {
-		t.Shares = []domain.TemplateShare{}
-	}
-	for i := range t.Shares {
-		if t.Shares[i].Exclude == nil {
-			t.Shares[i].Exclude = []string{}
-		}
-	}
-	if t.Writable == nil {
-		t.Writable = []string{}
-	}
-	if t.Platforms == nil {
-		t.Platforms = []string{}
-	}
-	if t.Pools == nil {
-		t.Pools = []string{}
-	}
-	return t
 }
 
 // List returns the organization's nodes, for an admin.
@@ -509,7 +476,7 @@ func (s *Service) prepare(ctx context.Context, e domain.Environment) (*Claimed, 
 	if err != nil {
 		return nil, err
 	}
-	c := &Claimed{Environment: e, Template: normalizeTemplate(t)}
+	c := &Claimed{Environment: e, Template: t.Normalized()}
 	if e.Snapshot == "" {
 		return c, nil
 	}

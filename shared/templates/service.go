@@ -53,7 +53,7 @@ func (s *Service) Templates(ctx context.Context, p domain.Principal) (Listing, e
 	out := Listing{Templates: make([]domain.Template, 0, len(ts)), Pools: []string{}}
 	seen := map[string]bool{}
 	for _, t := range ts {
-		out.Templates = append(out.Templates, Normalize(t))
+		out.Templates = append(out.Templates, t.Normalized())
 		for _, pool := range t.Pools {
 			if !seen[pool] {
 				seen[pool] = true
@@ -63,40 +63,6 @@ func (s *Service) Templates(ctx context.Context, p domain.Principal) (Listing, e
 	}
 	sort.Strings(out.Pools)
 	return out, nil
-}
-
-// Normalize replaces nil collections of a template with empty ones.
-func Normalize(t domain.Template) domain.Template {
-	if t.Command == nil {
-		t.Command = []string{}
-	}
-	if t.Env == nil {
-		t.Env = map[string]string{}
-	}
-	if t.Exports == nil {
-		t.Exports = map[string]domain.Export{}
-	}
-	if t.Shares == nil {
-		t.Shares = []domain.TemplateShare{}
-	}
-	for i := range t.Shares {
-		if t.Shares[i].Exclude == nil {
-			t.Shares[i].Exclude = []string{}
-		}
-		if t.Shares[i].Direction == "" {
-			t.Shares[i].Direction = "in"
-		}
-	}
-	if t.Writable == nil {
-		t.Writable = []string{}
-	}
-	if t.Platforms == nil {
-		t.Platforms = []string{}
-	}
-	if t.Pools == nil {
-		t.Pools = []string{}
-	}
-	return t
 }
 
 // Quotas returns one entry per template: its limit, its live count (read
