@@ -135,19 +135,7 @@ func (it artifactItem) domain() domain.Artifact {
 
 // PutArtifact stores a new (open) artifact. An existing id is refused.
 func (s *Store) PutArtifact(ctx context.Context, a domain.Artifact) error {
-	item, err := marshal(newArtifactItem(a))
-	if err != nil {
-		return err
-	}
-	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName:           aws.String(s.table),
-		Item:                item,
-		ConditionExpression: aws.String("attribute_not_exists(PK)"),
-	})
-	if IsConditionFailed(err) {
-		return domain.Errorf(domain.CodeConflict, "an artifact with this id already exists")
-	}
-	return dependencyError("put artifact", err)
+	return s.putNew(ctx, "put artifact", newArtifactItem(a), "an artifact with this id already exists")
 }
 
 // GetArtifact reads one artifact of org, in whatever state it is: one

@@ -72,19 +72,7 @@ func utcPtr(t *time.Time) *time.Time {
 
 // PutKey stores a new key record. Hash collisions are refused, not overwritten.
 func (s *Store) PutKey(ctx context.Context, k domain.APIKey) error {
-	item, err := marshal(newKeyItem(k))
-	if err != nil {
-		return err
-	}
-	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName:           aws.String(s.table),
-		Item:                item,
-		ConditionExpression: aws.String("attribute_not_exists(PK)"),
-	})
-	if IsConditionFailed(err) {
-		return domain.Errorf(domain.CodeConflict, "a key with this token already exists")
-	}
-	return dependencyError("put key", err)
+	return s.putNew(ctx, "put key", newKeyItem(k), "a key with this token already exists")
 }
 
 // ListKeys returns an organization's key records, newest first.

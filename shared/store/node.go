@@ -83,17 +83,7 @@ func (it nodeItem) domain() domain.Node {
 
 // PutNode writes a newly registered node.
 func (s *Store) PutNode(ctx context.Context, n domain.Node) error {
-	item, err := marshal(newNodeItem(n))
-	if err != nil {
-		return err
-	}
-	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: aws.String(s.table), Item: item, ConditionExpression: aws.String("attribute_not_exists(PK)"),
-	})
-	if IsConditionFailed(err) {
-		return domain.Internal(fmt.Errorf("put node: id %s already exists", n.ID))
-	}
-	return dependencyError("put node", err)
+	return s.putNew(ctx, "put node", newNodeItem(n), "a node with this id already exists")
 }
 
 // GetNode reads a node of org, strongly consistent.

@@ -107,6 +107,24 @@ func unmarshal(item map[string]types.AttributeValue, v any) error {
 	return nil
 }
 
+// putNew writes an item that must not exist yet. A collision (the same token
+// hash, a reused random id) is refused with conflict, never overwritten.
+func (s *Store) putNew(ctx context.Context, op string, v any, conflict string) error {
+	item, err := marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:           aws.String(s.table),
+		Item:                item,
+		ConditionExpression: aws.String("attribute_not_exists(PK)"),
+	})
+	if IsConditionFailed(err) {
+		return domain.Errorf(domain.CodeConflict, "%s", conflict)
+	}
+	return dependencyError(op, err)
+}
+
 // IsConditionFailed reports whether err is a failed condition on a single-item write.
 func IsConditionFailed(err error) bool {
 	var ccf *types.ConditionalCheckFailedException
