@@ -74,7 +74,7 @@ func decode(t *testing.T, body, id string) envJSON {
 // touch, delete (twice).
 func TestLambdaEnvironments(t *testing.T) {
 	e := apitest.New(t, nil)
-	proxy := httpadapter.NewV2(handler(e.Store, e.Clock, e.Log)).ProxyWithContext
+	proxy := apitest.CheckedProxy(t, httpadapter.NewV2(handler(e.Store, e.Clock, e.Log)).ProxyWithContext)
 	ctx := context.Background()
 
 	res, err := proxy(ctx, event(t, "environments-create", ""))

@@ -17,7 +17,7 @@ import (
 // handler, against minidyn loaded with the test configuration.
 func TestLambdaListQuotas(t *testing.T) {
 	e := apitest.New(t, nil)
-	proxy := httpadapter.NewV2(handler(e.Store, e.Clock, e.Log)).ProxyWithContext
+	proxy := apitest.CheckedProxy(t, httpadapter.NewV2(handler(e.Store, e.Clock, e.Log)).ProxyWithContext)
 	var ev events.APIGatewayV2HTTPRequest
 	raw, err := os.ReadFile("../../events/quotas-list.json")
 	if err != nil {

@@ -30,7 +30,7 @@ func event(t *testing.T, name string) events.APIGatewayV2HTTPRequest {
 // handler, against minidyn: register, list, read, redeem twice.
 func TestLambdaSandboxes(t *testing.T) {
 	e := apitest.New(t, nil)
-	proxy := httpadapter.NewV2(handler(e.Store, e.Clock, e.Log)).ProxyWithContext
+	proxy := apitest.CheckedProxy(t, httpadapter.NewV2(handler(e.Store, e.Clock, e.Log)).ProxyWithContext)
 	ctx := context.Background()
 
 	res, err := proxy(ctx, event(t, "sandboxes-create"))
