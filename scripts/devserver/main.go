@@ -72,6 +72,9 @@ type options struct {
 	out, progress io.Writer
 	// ready, when set, is called with the base URL once the API serves.
 	ready func(baseURL string)
+	// wrap, when set, wraps the API's handler: the end-to-end tests check
+	// every answer against the API description through it.
+	wrap func(http.Handler) http.Handler
 }
 
 // run starts the stack and serves until ctx ends, then stops all it started.
@@ -115,7 +118,10 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 		ctx: ctx, store: st, clock: clk, log: log, s3: be.s3, bucket: be.bucket,
 		baseURL: "http://" + ln.Addr().String(), sweep: sweep, fixture: file,
 	}
-	h := httpapi.New(httpapi.Config{Logger: log, Auth: auth.New(st, clk, log)}, routes(d)...)
+	var h http.Handler = httpapi.New(httpapi.Config{Logger: log, Auth: auth.New(st, clk, log)}, routes(d)...)
+	if o.wrap != nil {
+		h = o.wrap(h)
+	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 
 	stopBackground := startBackground(d)

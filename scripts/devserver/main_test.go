@@ -25,7 +25,10 @@ func startDevserver(t *testing.T) string {
 	done := make(chan error, 1)
 	var out bytes.Buffer
 	go func() {
-		done <- run(ctx, options{addr: "127.0.0.1:0", sweep: time.Second, out: &out, ready: func(u string) { ready <- u }}, apitest.DiscardLogger())
+		done <- run(ctx, options{addr: "127.0.0.1:0", sweep: time.Second, out: &out, ready: func(u string) { ready <- u },
+			// Every answer the stack gives, to the test and to its node agent,
+			// is checked against the API description.
+			wrap: func(h http.Handler) http.Handler { return apitest.CheckedHandler(t, h) }}, apitest.DiscardLogger())
 	}()
 	var base string
 	select {

@@ -40,7 +40,8 @@ func newStack(t *testing.T, templates ...domain.Template) *stack {
 			t.Fatal(err)
 		}
 	}
-	srv := httptest.NewServer(e.Handler)
+	// Every answer, to the test and to the agent, is checked against the API description.
+	srv := httptest.NewServer(apitest.CheckedHandler(t, e.Handler))
 	t.Cleanup(srv.Close)
 	return &stack{Env: e, url: srv.URL}
 }

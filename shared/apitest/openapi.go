@@ -3,6 +3,7 @@ package apitest
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -80,4 +81,29 @@ func CheckedProxy(t testing.TB, p Proxy) Proxy {
 		}
 		return res, err
 	}
+}
+
+// CheckedHandler wraps a handler served over real HTTP (httptest.NewServer,
+// the devserver) so every answer it gives, to the test's own client or to
+// anything else calling it (a node agent), is checked against the API
+// description, as Env.Do checks the answers it records. Each response is
+// buffered, checked, then written out unchanged. A mismatch fails t with
+// Errorf, which is safe from the server's goroutines.
+func CheckedHandler(t testing.TB, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		res := rec.Result()
+		body := rec.Body.Bytes()
+		if v, err := check.Default(); err != nil {
+			t.Errorf("API description: %v", err)
+		} else if err := v.Response(r, res.StatusCode, res.Header, body); err != nil {
+			t.Errorf("%v", err)
+		}
+		for k, vs := range res.Header {
+			w.Header()[k] = vs
+		}
+		w.WriteHeader(res.StatusCode)
+		_, _ = w.Write(body)
+	})
 }
