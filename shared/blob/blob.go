@@ -21,6 +21,8 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -111,8 +113,8 @@ func newV4() *v4.Signer {
 	return v4.NewSigner(func(so *v4.SignerOptions) { so.DisableURIPathEscaping = true })
 }
 
-// clockPresigner signs at the Store's clock, so the expiry a presigned request
-// reports is exactly the one in its X-Amz-Date + X-Amz-Expires.
+// clockPresigner signs at the Store's clock; the expiry a presigned request
+// reports is then read back from its X-Amz-Date + X-Amz-Expires (expiryOf).
 type clockPresigner struct {
 	signer *v4.Signer
 	clock  clock.Clock
@@ -329,7 +331,7 @@ func signError(op string, err error) error {
 	return domain.Unavailable("the request signer", fmt.Errorf("%s: %w", op, err))
 }
 
-func (s *Store) presigned(method, url string, h http.Header, ttl time.Duration) Presigned {
+func (s *Store) presigned(method, rawURL string, h http.Header, ttl time.Duration) Presigned {
 	headers := map[string]string{}
 	for k, vs := range h {
 		// Host is set by every HTTP client from the URL.
@@ -338,7 +340,22 @@ func (s *Store) presigned(method, url string, h http.Header, ttl time.Duration) 
 		}
 		headers[strings.ToLower(k)] = vs[0]
 	}
-	return Presigned{Method: method, URL: url, Headers: headers, Expires: s.clock.Now().Add(ttl).UTC()}
+	return Presigned{Method: method, URL: rawURL, Headers: headers, Expires: s.expiryOf(rawURL, ttl)}
+}
+
+// expiryOf is when S3 stops accepting a presigned request: its X-Amz-Date
+// (whole seconds) plus X-Amz-Expires. The signing time's fraction of a second
+// is not part of it, so now + ttl would report up to a second too late.
+func (s *Store) expiryOf(rawURL string, ttl time.Duration) time.Time {
+	if u, err := url.Parse(rawURL); err == nil {
+		q := u.Query()
+		signed, err1 := time.Parse("20060102T150405Z", q.Get("X-Amz-Date"))
+		secs, err2 := strconv.ParseInt(q.Get("X-Amz-Expires"), 10, 64)
+		if err1 == nil && err2 == nil {
+			return signed.Add(time.Duration(secs) * time.Second).UTC()
+		}
+	}
+	return s.clock.Now().Truncate(time.Second).Add(ttl).UTC()
 }
 
 // mapError turns an S3 error into ErrNotFound, ErrNoSuchUpload, ErrRejected or

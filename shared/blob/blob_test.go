@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -264,5 +265,44 @@ func BenchmarkPresignGet(b *testing.B) {
 		if _, err := st.PresignGet(ctx, blob.Key("acme", "art_x"), "out.tar.gz", "application/gzip", time.Hour); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// The expiry a presigned request reports is the one S3 enforces, X-Amz-Date
+// + X-Amz-Expires, never later: X-Amz-Date has whole seconds, so a
+// real-clock signing time with a fraction must not be reported as is.
+func TestPresignedExpiresIsWhatS3Enforces(t *testing.T) {
+	client := s3.NewFromConfig(aws.Config{Region: devstack.Region, Credentials: credentials.NewStaticCredentialsProvider("AKID", "SECRET", "")}, func(o *s3.Options) {
+		o.BaseEndpoint = aws.String("http://127.0.0.1:1")
+		o.UsePathStyle = true
+	})
+	st := blob.New(blob.Options{Client: client, Bucket: "b"}) // the real clock
+	ctx := context.Background()
+	for i := 0; i < 5; i++ {
+		link, err := st.PresignGet(ctx, blob.Key("acme", "art_x"), "out", "", 90*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		up, err := st.PresignPut(ctx, blob.Key("acme", "art_x"), hexSum(nil), "application/octet-stream", time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			p   blob.Presigned
+			ttl time.Duration
+		}{{link, 90 * time.Second}, {up, time.Hour}} {
+			u, err := url.Parse(c.p.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			signed, err := time.Parse("20060102T150405Z", u.Query().Get("X-Amz-Date"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := signed.Add(c.ttl); !c.p.Expires.Equal(want) {
+				t.Fatalf("reported expiry %s, S3 enforces %s (X-Amz-Date %s + %s)", c.p.Expires.Format(time.RFC3339Nano), want.Format(time.RFC3339Nano), u.Query().Get("X-Amz-Date"), u.Query().Get("X-Amz-Expires"))
+			}
+		}
+		time.Sleep(7 * time.Millisecond)
 	}
 }
