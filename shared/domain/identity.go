@@ -94,8 +94,8 @@ func (p Principal) Actor() string {
 
 // AddressState is the failed-attempt record of one peer address.
 type AddressState struct {
-	Failures     int
-	WindowStart  time.Time
+	// Recent are the failures that still count towards a block.
+	Recent       []time.Time
 	BlockedUntil time.Time
 }
 

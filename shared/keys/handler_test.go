@@ -4,10 +4,12 @@ import (
 	"context"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/truora/minidyn/server"
 
 	"github.com/envlease/envlease/shared/apitest"
@@ -223,6 +225,74 @@ func TestFailuresOutsideTheWindowDoNotBlock(t *testing.T) {
 			t.Fatalf("attempt %d: %d", i, r.Status)
 		}
 		e.Clock.Advance(7e9) // 15 failures over 105 s: never 10 within 60 s
+	}
+}
+
+// The window slides: any 10 failures within 60 s block, wherever the first
+// failure of the address fell.
+func TestTenFailuresWithinAnySixtySecondsBlock(t *testing.T) {
+	e := newEnv(t)
+	fail := func(want int) {
+		t.Helper()
+		if r := e.Do("GET", "/v1/keys", "", nil); r.Status != want {
+			t.Fatalf("at +%s: %d %s, want %d", e.Clock.Now().Sub(apitest.Start), r.Status, r.Body, want)
+		}
+	}
+	fail(401) // +0s
+	e.Clock.Advance(30e9)
+	for i := 0; i < 8; i++ {
+		fail(401) // +30s: 9 within 60 s
+	}
+	e.Clock.Advance(31e9)
+	fail(401) // +61s: the first has aged out, 9 within 60 s
+	e.Clock.Advance(1e9)
+	r := e.Do("GET", "/v1/keys", "", nil) // +62s: 10 within the last 60 s
+	if r.Status != 429 || r.Code() != "locked" || r.Header.Get("Retry-After") != "60" {
+		t.Fatalf("10th failure within 60 s: %d %s retry=%q", r.Status, r.Body, r.Header.Get("Retry-After"))
+	}
+	if r := e.Do("GET", "/v1/keys", apitest.AliceToken, nil); r.Status != 429 {
+		t.Fatalf("valid token from the blocked address: %d", r.Status)
+	}
+}
+
+// Failures that never block keep the address's record small, and concurrent
+// failures are all counted.
+func TestFailureRecordStaysSmallAndCountsConcurrentFailures(t *testing.T) {
+	e := newEnv(t)
+	e.RemoteAddr = "192.0.2.50:1"
+	for i := 0; i < 60; i++ {
+		if r := e.Do("GET", "/v1/keys", "", nil); r.Status != 401 {
+			t.Fatalf("attempt %d: %d", i, r.Status)
+		}
+		e.Clock.Advance(7e9)
+	}
+	out, err := e.Store.DB().GetItem(context.Background(), &dynamodb.GetItemInput{
+		TableName: aws.String(e.Store.Table()),
+		Key: map[string]types.AttributeValue{
+			"PK": &types.AttributeValueMemberS{Value: "ADDR#192.0.2.50"}, "SK": &types.AttributeValueMemberS{Value: "ADDR"},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, ok := out.Item["recent"].(*types.AttributeValueMemberL); !ok || len(l.Value) > 21 {
+		t.Fatalf("failure record after 60 spaced failures: %v", out.Item)
+	}
+
+	e.RemoteAddr = "192.0.2.51:1"
+	var wg sync.WaitGroup
+	for i := 0; i < 10; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if r := e.Do("GET", "/v1/keys", "", nil); r.Status != 401 && r.Status != 429 {
+				t.Errorf("concurrent failure: %d", r.Status)
+			}
+		}()
+	}
+	wg.Wait()
+	if r := e.Do("GET", "/v1/keys", apitest.AliceToken, nil); r.Status != 429 || r.Code() != "locked" {
+		t.Fatalf("after 10 concurrent failures: %d %s", r.Status, r.Body)
 	}
 }
 

@@ -9,7 +9,7 @@
 //	ORG#<org>          TEMPLATE#<name>          template
 //	ORG#<org>          QUOTA#<template>         maxLeases and the running count
 //	TOKEN#<sha256>     TOKEN                    key record, found by hash; GSI1 ORG#<org>#KEYS / KEY#<id>
-//	ADDR#<ip>          ADDR                     failed-attempt counter and block
+//	ADDR#<ip>          ADDR                     recent failed attempts and block
 package store
 
 import (
