@@ -32,6 +32,7 @@ import (
 	"github.com/envlease/envlease/shared/keys"
 	"github.com/envlease/envlease/shared/nodes"
 	"github.com/envlease/envlease/shared/openapi"
+	"github.com/envlease/envlease/shared/openapi/check"
 	"github.com/envlease/envlease/shared/sandboxes"
 	"github.com/envlease/envlease/shared/store"
 	"github.com/envlease/envlease/shared/templates"
@@ -138,6 +139,9 @@ type stack struct {
 	s3    *unreachable
 	s3srv *devstack.S3
 	db    *dynamodb.Client // the raw table, without faults, for invariants
+	// nodeToken is a node credential of acme's pool "local", for the node
+	// agent's own calls.
+	nodeToken string
 }
 
 // newStack serves every endpoint group over minidyn and versitygw, through
@@ -168,8 +172,7 @@ func newStack(t *testing.T) *stack {
 		templates.Routes(tplSvc), templates.QuotaRoutes(tplSvc),
 		artifacts.Routes(artifacts.NewService(e.Store, blobs, e.Clock, artifacts.Options{PartSize: blob.MinPartSize})),
 		usage.Routes(usage.NewService(e.Store, e.Clock)),
-		// Only the admin's node operations are run here; the node agent's
-		// own calls (register, claim, report) are sequences of their own.
+		// The admin's node operations and the node agent's own calls.
 		nodes.Routes(nodes.NewService(e.Store, nil, e.Clock, nodes.Options{})),
 		openapi.Routes(),
 	)
@@ -179,7 +182,39 @@ func newStack(t *testing.T) *stack {
 	for _, tok := range []string{apitest.AliceToken, apitest.BobToken} {
 		st.must(http.MethodGet, "/v1/quotas", tok, nil, 200)
 	}
+	st.nodeToken = st.must(http.MethodPost, "/v1/nodes/credentials", apitest.AliceToken,
+		map[string]any{"pool": "local", "name": "faults"}, 201)["token"].(string)
+	st.register() // the same for the node credential's lastUsed
 	return st
+}
+
+// register registers a new node of acme's pool "local" and returns its id.
+// Each endpoint round gets a fresh node, so no node fills its capacity.
+func (s *stack) register() string {
+	s.T.Helper()
+	out := s.must(http.MethodPost, "/v1/nodes", s.nodeToken, registerBody, 201)
+	return out["node"].(map[string]any)["id"].(string)
+}
+
+var registerBody = map[string]any{"name": "faults", "address": "127.0.0.1", "capacity": 2}
+
+// leaseSleeper leases an environment of "sleeper" (no sandbox, no exports),
+// which a node of pool "local" can claim.
+func (s *stack) leaseSleeper() string {
+	s.T.Helper()
+	out := s.must(http.MethodPost, "/v1/environments", apitest.BobToken, map[string]any{"template": "sleeper"}, 201)
+	return out["environment"].(map[string]any)["id"].(string)
+}
+
+// claimed returns a fresh node and the environment it has just claimed (starting).
+func (s *stack) claimed() (node, env string) {
+	s.T.Helper()
+	node, env = s.register(), s.leaseSleeper()
+	out := s.must(http.MethodPost, "/v1/nodes/"+node+"/claim?wait=0s", s.nodeToken, nil, 200)
+	if got := out["environment"].(map[string]any)["id"]; got != env {
+		s.T.Fatalf("node %s claimed %v, want %s", node, got, env)
+	}
+	return node, env
 }
 
 type request struct {
@@ -262,6 +297,9 @@ type endpoint struct {
 	prepare func(s *stack) request
 	status  int
 	cleanup func(s *stack, res *apitest.Response)
+	// retried, when set, judges the retry after a fault instead of status:
+	// for a request whose write may have committed before the fault.
+	retried func(s *stack, res *apitest.Response)
 }
 
 // deleteLeased deletes the environment of a lease's answer ({environment, config}).
@@ -330,6 +368,26 @@ func endpoints(sbx string, key string) []endpoint {
 			return request{method: "GET", path: "/v1/nodes", token: apitest.AliceToken}
 		}},
 		{name: "GET /v1/quotas", status: 200, prepare: get("/v1/quotas")},
+		{name: "POST /v1/nodes", status: 201, prepare: func(s *stack) request {
+			return request{method: "POST", path: "/v1/nodes", token: s.nodeToken, body: registerBody}
+		}},
+		{name: "POST /v1/nodes/{id}/heartbeat", status: 200, prepare: func(s *stack) request {
+			node, _ := s.claimed()
+			return request{method: "POST", path: "/v1/nodes/" + node + "/heartbeat", token: s.nodeToken, body: map[string]any{"environments": []string{}}}
+		}, cleanup: deleteHeartbeatEnvs},
+		claimEndpoint(),
+		{name: "POST /v1/nodes/{id}/environments/{env}/report (ready)", status: 200, cleanup: deleteReported, prepare: func(s *stack) request {
+			node, env := s.claimed()
+			return request{method: "POST", path: "/v1/nodes/" + node + "/environments/" + env + "/report", token: s.nodeToken, body: map[string]any{"state": "ready"}}
+		}},
+		{name: "POST /v1/nodes/{id}/environments/{env}/report (stopped)", status: 200, prepare: func(s *stack) request {
+			node, env := s.claimed()
+			return request{method: "POST", path: "/v1/nodes/" + node + "/environments/" + env + "/report", token: s.nodeToken, body: map[string]any{"state": "stopped"}}
+		}},
+		{name: "DELETE /v1/nodes/{id}", status: 200, prepare: func(s *stack) request {
+			node, _ := s.claimed() // deregistering fails what it runs
+			return request{method: "DELETE", path: "/v1/nodes/" + node, token: s.nodeToken}
+		}},
 		{name: "POST /v1/artifacts", status: 201, prepare: func(*stack) request {
 			return request{method: "POST", path: "/v1/artifacts", token: apitest.BobToken,
 				body: map[string]any{"name": "a.txt", "size": 3, "sha256": digest([]byte("abc"))}}
@@ -346,6 +404,48 @@ func endpoints(sbx string, key string) []endpoint {
 			return request{method: "POST", path: "/v1/artifacts/" + s.artifact(true) + "/links", token: apitest.BobToken,
 				body: map[string]any{"expires": "1h"}}
 		}},
+	}
+}
+
+// deleteReported deletes the environment of a report's answer ({environment}).
+func deleteReported(s *stack, res *apitest.Response) { deleteLeased(s, res) }
+
+// deleteHeartbeatEnvs deletes what the heartbeat's node runs.
+func deleteHeartbeatEnvs(s *stack, res *apitest.Response) {
+	for _, e := range res.Map(s.T)["environments"].([]any) {
+		s.must(http.MethodDelete, "/v1/environments/"+e.(map[string]any)["id"].(string), apitest.BobToken, nil, 200)
+	}
+}
+
+// claimEndpoint is a node's claim of a pending environment. A fault after
+// the claim's write leaves the environment claimed (starting on the node,
+// which learns it from its next heartbeat), so the retry may find nothing
+// pending: 204. Either way the environment is the node's, never lost or
+// claimed twice, and it is deleted after each round.
+func claimEndpoint() endpoint {
+	var node, env string
+	return endpoint{
+		name: "POST /v1/nodes/{id}/claim", status: 200,
+		prepare: func(s *stack) request {
+			node, env = s.register(), s.leaseSleeper()
+			return request{method: "POST", path: "/v1/nodes/" + node + "/claim?wait=0s", token: s.nodeToken}
+		},
+		retried: func(s *stack, res *apitest.Response) {
+			switch res.Status {
+			case 200:
+			case 204:
+				beat := s.must(http.MethodPost, "/v1/nodes/"+node+"/heartbeat", s.nodeToken, nil, 200)
+				runs := beat["environments"].([]any)
+				if len(runs) != 1 || runs[0].(map[string]any)["id"] != env || runs[0].(map[string]any)["state"] != "starting" {
+					s.T.Fatalf("claim retried with 204 but node %s runs %v, want %s starting", node, runs, env)
+				}
+			default:
+				s.T.Fatalf("claim after the fault cleared: %d %s", res.Status, res.Body)
+			}
+		},
+		cleanup: func(s *stack, _ *apitest.Response) {
+			s.must(http.MethodDelete, "/v1/environments/"+env, apitest.BobToken, nil, 200)
+		},
 	}
 }
 
@@ -403,7 +503,9 @@ func TestDynamoDBFailureAtEveryCall(t *testing.T) {
 				s.consistent()
 				// The dependency is back: the same request succeeds.
 				again := s.send(req)
-				if again.Status != ep.status {
+				if ep.retried != nil {
+					ep.retried(s, again)
+				} else if again.Status != ep.status {
 					t.Fatalf("after the fault at call %d cleared: %d %s", k, again.Status, again.Body)
 				}
 				if ep.cleanup != nil {
@@ -422,6 +524,29 @@ func TestDynamoDBFailureAtEveryCall(t *testing.T) {
 	s.fault.disarm()
 	if res.Status != 200 {
 		t.Fatalf("openapi.json with the table down: %d", res.Status)
+	}
+}
+
+// The fault runs cover every operation of the API description but the
+// description itself (which needs no dependency and is checked above), so an
+// endpoint added to the API without a fault run fails here.
+func TestFaultRunsCoverEveryOperation(t *testing.T) {
+	v, err := check.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	covered := map[string]bool{}
+	for _, ep := range endpoints("", "") {
+		name, _, _ := strings.Cut(ep.name, " (")
+		covered[name] = true
+	}
+	for _, op := range v.Operations() {
+		if strings.HasPrefix(op, "GET /v1/openapi.") {
+			continue
+		}
+		if !covered[op] {
+			t.Errorf("%s has no DynamoDB fault run", op)
+		}
 	}
 }
 
@@ -473,8 +598,9 @@ func TestS3Unreachable(t *testing.T) {
 // consistent scans the raw table (no faults) and checks what must hold
 // whatever failed: each quota's running count equals its live environments,
 // each live environment holds exactly its listen-port claims, every sandbox
-// has its join key and every join key its sandbox, and every sealed artifact
-// has its object in the bucket.
+// has its join key and every join key its sandbox, every sealed artifact
+// has its object in the bucket, and the usage ledger holds exactly the
+// seconds of the environments that left the live states.
 func (s *stack) consistent() {
 	t := s.T
 	t.Helper()
@@ -506,12 +632,24 @@ func (s *stack) consistent() {
 	held := map[string]bool{}      // the same, from live environments
 	sandboxes := map[string]bool{} // sandbox ids
 	joinKeys := map[string]bool{}  // sandbox ids of join keys
+	ledger := map[string]string{}  // ORG#<org>|<template>|<day> -> seconds in the usage ledger
+	owed := map[string]int64{}     // the same, from the environments that left the live states
 	for _, it := range items {
 		pk, sk := str(it, "PK"), str(it, "SK")
 		switch {
 		case strings.HasPrefix(sk, "QUOTA#"):
 			running[pk+"|"+strings.TrimPrefix(sk, "QUOTA#")] = num(it, "running")
 		case strings.HasPrefix(sk, "ENV#"):
+			if _, ok := it["stopped"]; ok {
+				created, err1 := time.Parse(store.TimeLayout, str(it, "created"))
+				stopped, err2 := time.Parse(store.TimeLayout, str(it, "stopped"))
+				if err1 != nil || err2 != nil {
+					t.Fatalf("environment %s: created %q, stopped %q", sk, str(it, "created"), str(it, "stopped"))
+				}
+				for _, d := range usage.Split(created, stopped) {
+					owed[pk+"|"+str(it, "template")+"|"+d.Day] += d.Seconds
+				}
+			}
 			switch str(it, "state") {
 			case "pending", "starting", "ready":
 				live[pk+"|"+str(it, "template")]++
@@ -523,6 +661,8 @@ func (s *stack) consistent() {
 			}
 		case strings.HasPrefix(sk, "SBXPORT#"):
 			ports[pk+"|"+sk] = true
+		case strings.HasPrefix(sk, "USAGE#"):
+			ledger[pk+"|"+str(it, "template")+"|"+str(it, "day")] = num(it, "seconds")
 		case strings.HasPrefix(sk, "SANDBOX#"):
 			sandboxes[strings.TrimPrefix(sk, "SANDBOX#")] = true
 		case sk == "JOINKEY":
@@ -553,6 +693,17 @@ func (s *stack) consistent() {
 	for k := range held {
 		if !ports[k] {
 			t.Fatalf("live environment port %s without its claim", k)
+		}
+	}
+	// Every stop wrote the ledger, once: it is part of the stop transaction.
+	for k, secs := range owed {
+		if ledger[k] != fmt.Sprint(secs) {
+			t.Fatalf("usage %s: ledger %q, stopped environments %d s", k, ledger[k], secs)
+		}
+	}
+	for k, secs := range ledger {
+		if _, ok := owed[k]; !ok && secs != "0" {
+			t.Fatalf("usage %s: ledger %s s with no stopped environment", k, secs)
 		}
 	}
 	for id := range sandboxes {
