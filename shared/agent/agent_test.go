@@ -4,10 +4,13 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"errors"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -214,4 +217,62 @@ func TestUnpackRefusesEscapes(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(root, "d", "link")); string(b) != "ok" {
 		t.Fatalf("link inside the root: %q", b)
 	}
+}
+
+// A template with warm: 1 has a process started before any lease, and a
+// lease is handed that very process (no cold start): deleting the
+// environment ends the pre-started process, while the one the pool started
+// after the handover to refill it lives on.
+func TestWarmLeaseTakesThePreStartedProcess(t *testing.T) {
+	starts := filepath.Join(t.TempDir(), "starts")
+	s := newStack(t, domain.Template{
+		Name: "warm", Command: []string{"sh", "-c", `echo $$ >> "$STARTS"; exec sleep 3600`},
+		Env: map[string]string{"STARTS": starts}, Warm: 1,
+	})
+	s.runAgent(t, 500*time.Millisecond)
+	pids := func(n int) []int {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			b, _ := os.ReadFile(starts)
+			var out []int
+			for _, f := range strings.Fields(string(b)) {
+				pid, err := strconv.Atoi(f)
+				if err != nil {
+					t.Fatalf("starts file: %q", b)
+				}
+				out = append(out, pid)
+			}
+			if len(out) >= n {
+				return out
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d process(es) started, want %d", len(out), n)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	warm := pids(1)[0]
+	time.Sleep(200 * time.Millisecond) // the warm process passes its readiness check
+	id := s.lease(t, "warm")
+	s.wait(t, id, domain.StateReady)
+	refill := pids(2)
+	if len(refill) != 2 {
+		t.Fatalf("processes started: %v", refill)
+	}
+	if r := s.Do("DELETE", "/v1/environments/"+id, apitest.BobToken, nil); r.Status != 200 {
+		t.Fatalf("delete: %d", r.Status)
+	}
+	s.wait(t, id, domain.StateStopped)
+	if alive(warm) {
+		t.Fatalf("the pre-started process %d still runs after its environment stopped: the lease had a cold start", warm)
+	}
+	if !alive(refill[1]) {
+		t.Fatalf("the refill process %d is gone", refill[1])
+	}
+}
+
+func alive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
 }
