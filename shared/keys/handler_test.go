@@ -13,6 +13,8 @@ import (
 	"github.com/truora/minidyn/server"
 
 	"github.com/envlease/envlease/shared/apitest"
+	"github.com/envlease/envlease/shared/domain"
+	"github.com/envlease/envlease/shared/fixture"
 	"github.com/envlease/envlease/shared/httpapi"
 	"github.com/envlease/envlease/shared/keys"
 )
@@ -151,6 +153,44 @@ func TestMemberRevokesOwnTokenOnly(t *testing.T) {
 	}
 	if r := e.Do(http.MethodDelete, "/v1/keys/key_nope", apitest.BobToken, nil); r.Status != 404 {
 		t.Fatalf("unknown key: %d", r.Status)
+	}
+}
+
+// A CLI token acts with its person's role as configured now: applying a
+// configuration that changes the role reaches the tokens already issued.
+func TestRoleChangeReachesIssuedTokens(t *testing.T) {
+	e := newEnv(t)
+	var cli issued
+	e.Do(http.MethodPost, "/v1/tokens", apitest.AliceToken, map[string]any{"name": "laptop"}).JSON(t, &cli)
+	withRole := func(role domain.Role) {
+		t.Helper()
+		f := apitest.Fixture(t)
+		for i := range f.Orgs {
+			for j := range f.Orgs[i].Users {
+				if f.Orgs[i].ID == "acme" && f.Orgs[i].Users[j].ID == "alice" {
+					f.Orgs[i].Users[j].Role = role
+				}
+			}
+		}
+		if err := fixture.Apply(context.Background(), e.Store, f, fixture.Options{Now: apitest.Start}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	withRole(domain.RoleMember)
+	for _, tok := range []string{apitest.AliceToken, cli.Token} {
+		if r := e.Do(http.MethodPost, "/v1/keys", tok, map[string]any{"name": "ci"}); r.Status != 403 {
+			t.Fatalf("demoted admin's token creating a key: %d %s", r.Status, r.Body)
+		}
+	}
+	// Bob's role and the organization key are untouched.
+	if r := e.Do(http.MethodPost, "/v1/keys", apitest.BobToken, map[string]any{"name": "ci"}); r.Status != 403 {
+		t.Fatalf("bob: %d", r.Status)
+	}
+	withRole(domain.RoleAdmin)
+	for _, tok := range []string{apitest.AliceToken, cli.Token} {
+		if r := e.Do(http.MethodPost, "/v1/keys", tok, map[string]any{"name": "ci"}); r.Status != 201 {
+			t.Fatalf("promoted again: %d %s", r.Status, r.Body)
+		}
 	}
 }
 

@@ -154,6 +154,33 @@ func (s *Store) RevokeKey(ctx context.Context, k domain.APIKey, now time.Time) (
 	return it.domain(), nil
 }
 
+// SetUserKeysRole gives a person's CLI tokens the person's role, so a role
+// changed by configuration applies to the tokens already issued (a token
+// acts as its person). Organization keys and node credentials keep theirs.
+func (s *Store) SetUserKeysRole(ctx context.Context, org, user string, role domain.Role) error {
+	ks, err := s.ListKeys(ctx, org)
+	if err != nil {
+		return err
+	}
+	for _, k := range ks {
+		if k.Credential != domain.CredentialCLI || k.UserID != user || k.Role == role {
+			continue
+		}
+		_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName:                 aws.String(s.table),
+			Key:                       key(tokenPK(k.Hash), "TOKEN"),
+			UpdateExpression:          aws.String("SET #role = :role"),
+			ConditionExpression:       aws.String("attribute_exists(PK)"),
+			ExpressionAttributeNames:  map[string]string{"#role": "role"},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":role": str(string(role))},
+		})
+		if err != nil && !IsConditionFailed(err) {
+			return dependencyError("set key role", err)
+		}
+	}
+	return nil
+}
+
 // MarkKeyUsed records lastUsed unless it was recorded within minInterval, so a
 // busy key costs one write a minute, not one per request.
 func (s *Store) MarkKeyUsed(ctx context.Context, hash string, now time.Time, minInterval time.Duration) error {
