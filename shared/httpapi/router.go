@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path"
 	"sort"
 	"strings"
 	"time"
@@ -95,10 +96,32 @@ func New(cfg Config, groups ...[]Route) http.Handler {
 			serveRoute(cfg, rt, w, r)
 		}))
 	}
-	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	notFound := func(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, r, logger(r.Context(), cfg.Logger), domain.Errorf(domain.CodeNotFound, "no such endpoint: %s", r.URL.Path))
+	}
+	mux.Handle("/", http.HandlerFunc(notFound))
+	return withRequestContext(cfg.Logger, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// ServeMux answers a path with "//", "." or ".." segments with an HTML
+		// redirect to its clean form; to the API it is an unknown route.
+		if !clean(r.URL.Path) {
+			notFound(w, r)
+			return
+		}
+		mux.ServeHTTP(w, r)
 	}))
-	return withRequestContext(cfg.Logger, mux)
+}
+
+// clean reports whether ServeMux would serve p as it is rather than redirect
+// to path.Clean of it (which keeps a trailing slash).
+func clean(p string) bool {
+	if p == "" || p[0] != '/' {
+		return false
+	}
+	np := path.Clean(p)
+	if strings.HasSuffix(p, "/") && np != "/" {
+		np += "/"
+	}
+	return np == p
 }
 
 func allowHeader(methods map[string]Route) string {

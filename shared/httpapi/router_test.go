@@ -55,6 +55,10 @@ func TestRouting(t *testing.T) {
 		{"match", "GET", "/v1/things/42", "good-token-0123456789", 200, "", "", `"id":"42"`},
 		{"head", "HEAD", "/v1/things/42", "good-token-0123456789", 200, "", "", ""},
 		{"unknown path", "GET", "/v1/nothing", "", 404, "not_found", "", "/v1/nothing"},
+		// Unclean paths are unknown routes (JSON 404), not ServeMux's HTML redirect.
+		{"doubled slash", "POST", "/v1//things/42", "good-token-0123456789", 404, "not_found", "", ""},
+		{"dot segment", "GET", "/v1/public/../things/42", "good-token-0123456789", 404, "not_found", "", ""},
+		{"trailing slash", "GET", "/v1/things/42/", "good-token-0123456789", 404, "not_found", "", ""},
 		{"wrong method", "POST", "/v1/things/42", "", 405, "method_not_allowed", "DELETE, GET, HEAD", "POST"},
 		{"no token", "GET", "/v1/things/42", "", 401, "unauthorized", "", ""},
 		{"member on admin route", "DELETE", "/v1/things/42", "good-token-0123456789", 403, "forbidden", "", "admin"},
