@@ -160,11 +160,18 @@ func (a *Agent) signal() {
 
 var errLost = errors.New("the node was declared lost or deregistered")
 
-// Run serves until ctx ends: register, then heartbeat, claim and run. If the
+// Run serves until ctx ends: lock the work dir and clear what an earlier run
+// left in it (reclaim), register, then heartbeat, claim and run. If the
 // control plane declares the node lost (it missed heartbeats), what it ran
 // was failed there: the agent stops it all and registers a new node. When
 // ctx ends it stops every process and deregisters.
 func (a *Agent) Run(ctx context.Context) error {
+	unlock, err := lockWorkDir(a.cfg.WorkDir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	a.reclaim()
 	warmDone := make(chan struct{})
 	go func() { defer close(warmDone); a.warm.run(ctx) }()
 	defer func() { <-warmDone }()

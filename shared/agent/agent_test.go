@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -52,13 +53,18 @@ func newStack(t *testing.T, templates ...domain.Template) *stack {
 // runAgent starts an agent of acme's pool "local" and stops it at the end.
 func (s *stack) runAgent(t *testing.T, grace time.Duration) string {
 	t.Helper()
+	return s.runAgentIn(t, t.TempDir(), grace)
+}
+
+// runAgentIn is runAgent with the given work dir.
+func (s *stack) runAgentIn(t *testing.T, dir string, grace time.Duration) string {
+	t.Helper()
 	svc := nodes.NewService(s.Store, nil, s.Clock, nodes.Options{})
 	admin := domain.Principal{OrgID: "acme", UserID: "alice", Role: domain.RoleAdmin, Credential: domain.CredentialCLI}
 	issued, err := svc.IssueCredential(context.Background(), admin, "local", "test agent")
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
 	a, err := agent.New(agent.Config{
 		API: s.url, Token: issued.Token, Address: "127.0.0.1", WorkDir: dir, Capacity: 4,
 		Grace: grace, ReadyTimeout: 10 * time.Second, ClaimWait: time.Second, Log: s.Log,
@@ -275,4 +281,72 @@ func TestWarmLeaseTakesThePreStartedProcess(t *testing.T) {
 func alive(pid int) bool {
 	err := syscall.Kill(pid, 0)
 	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// An agent restarted on the work dir of a run that crashed (its processes
+// live on in their own process groups) kills those processes and removes
+// their folders before it registers; a process of another folder is left
+// alone. A second agent on a work dir in use is refused.
+func TestRestartedAgentClearsLeftovers(t *testing.T) {
+	dir, elsewhere := t.TempDir(), t.TempDir()
+	start := func(root string) *exec.Cmd {
+		if err := os.MkdirAll(root, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("sh", "-c", "sleep 3600 & exec sleep 3600")
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "ENVLEASE_ROOT="+root)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() })
+		return cmd
+	}
+	old := filepath.Join(dir, "envs", "env_fromacrash")
+	left := start(old)
+	warm := start(filepath.Join(dir, "envs", "warm-0123456789ab"))
+	other := start(filepath.Join(elsewhere, "envs", "env_notmine"))
+	exited := func(cmd *exec.Cmd) chan struct{} {
+		ch := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(ch) }()
+		return ch
+	}
+	leftDone, warmDone := exited(left), exited(warm)
+
+	s := newStack(t)
+	s.runAgentIn(t, dir, time.Second)
+	for _, ch := range []chan struct{}{leftDone, warmDone} {
+		select {
+		case <-ch:
+		case <-time.After(10 * time.Second):
+			t.Fatal("a process left by the earlier run still runs")
+		}
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(old); os.IsNotExist(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the leftover folder is still there")
+		}
+	}
+	if !alive(other.Process.Pid) {
+		t.Fatal("a process of another work dir was killed")
+	}
+
+	second, err := agent.New(agent.Config{API: s.url, Token: "els_node_x", Address: "127.0.0.1", WorkDir: dir, Log: s.Log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- second.Run(context.Background()) }()
+	select {
+	case err := <-errc:
+		if err == nil || !strings.Contains(err.Error(), "in use by another agent") {
+			t.Fatalf("second agent on the same work dir: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a second agent runs on a work dir in use")
+	}
 }

@@ -1,0 +1,31 @@
+package agent
+
+import (
+	"os"
+	"path/filepath"
+)
+
+// reclaim clears what an earlier run of the agent left in its work dir:
+// after a crash (or SIGKILL) the processes it started live on in their own
+// process groups, holding ports and memory, while the control plane fails
+// their environments once the old node is lost. Every folder under envs/ is
+// such a leftover, since the agent holds the work dir's lock (lockWorkDir).
+// Processes are recognised by ENVLEASE_ROOT naming one of those folders
+// (Linux: /proc; elsewhere none are found) and killed with their group;
+// then the folders are removed.
+func (a *Agent) reclaim() {
+	envs := filepath.Join(a.cfg.WorkDir, "envs")
+	entries, err := os.ReadDir(envs)
+	if err != nil || len(entries) == 0 {
+		return
+	}
+	roots := map[string]bool{}
+	for _, e := range entries {
+		roots[filepath.Join(envs, e.Name())] = true
+	}
+	killed := killRooted(roots)
+	for r := range roots {
+		_ = os.RemoveAll(r)
+	}
+	a.log.Warn("cleared what an earlier run of the agent left", "folders", len(roots), "processes", killed)
+}
