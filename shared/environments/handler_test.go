@@ -749,3 +749,27 @@ func TestUnavailableTable(t *testing.T) {
 		t.Fatalf("running %d live %d", run, live)
 	}
 }
+
+// The moment an Idempotency-Key's 24 hours are over, it is free: a request
+// with it then leases anew (the record's expiry is compared the same way by
+// the read and by the lease transaction).
+func TestIdempotencyKeyIsFreeTheMomentItExpires(t *testing.T) {
+	e := newEnv(t)
+	key := http.Header{"Idempotency-Key": {"at-the-edge"}}
+	first := e.DoWith("POST", "/v1/environments", apitest.AliceToken, `{"template":"sleeper"}`, key)
+	if first.Status != 201 {
+		t.Fatalf("first: %d %s", first.Status, first.Body)
+	}
+	e.Clock.Advance(24*time.Hour - time.Millisecond)
+	if r := e.DoWith("POST", "/v1/environments", apitest.AliceToken, `{"template":"sleeper"}`, key); r.Status != 201 || r.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("just before 24 h: %d %s", r.Status, r.Body)
+	}
+	e.Clock.Advance(time.Millisecond)
+	r := e.DoWith("POST", "/v1/environments", apitest.AliceToken, `{"template":"sleeper"}`, key)
+	if r.Status != 201 || r.Header.Get("Idempotent-Replayed") != "" || string(r.Body) == string(first.Body) {
+		t.Fatalf("at 24 h: %d %s", r.Status, r.Body)
+	}
+	if run, live := running(t, e, "sleeper"); run != 2 || live != 2 {
+		t.Fatalf("running %d live %d", run, live)
+	}
+}

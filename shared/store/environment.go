@@ -253,10 +253,12 @@ func (s *Store) LeaseEnvironment(ctx context.Context, l domain.Lease) error {
 		idemAt = len(items)
 		items = append(items, types.TransactWriteItem{Put: &types.Put{
 			TableName: aws.String(s.table), Item: recAV,
-			// An expired record may be replaced: TTL deletion runs late.
-			ConditionExpression:       aws.String("attribute_not_exists(PK) OR #ttl < :now"),
-			ExpressionAttributeNames:  map[string]string{"#ttl": AttrTTL},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":now": num(rec.Created.Unix())},
+			// An expired record may be replaced: TTL deletion runs late. Its
+			// expiry is compared exactly as GetIdempotency does (expired at
+			// `expires`), not by the whole seconds of ttl.
+			ConditionExpression:       aws.String("attribute_not_exists(PK) OR #expires <= :now"),
+			ExpressionAttributeNames:  map[string]string{"#expires": "expires"},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":now": str(FormatTime(rec.Created))},
 		}})
 	}
 	if e.Sandbox != "" {
