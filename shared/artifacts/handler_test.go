@@ -558,6 +558,14 @@ func TestCreateValidation(t *testing.T) {
 			}
 		})
 	}
+	// Without contentType the artifact is application/octet-stream, and the
+	// presigned upload signs that content type.
+	r := e.Do(http.MethodPost, "/v1/artifacts", apitest.AliceToken, good(nil))
+	var plain created
+	r.JSON(t, &plain)
+	if r.Status != 201 || plain.Artifact["contentType"] != "application/octet-stream" || plain.Upload.Parts[0].Headers["content-type"] != "application/octet-stream" {
+		t.Fatalf("default content type: %d %s", r.Status, r.Body)
+	}
 	// An empty file without labels is fine, and the maximum expiry is accepted.
 	c := e.seal(t, apitest.AliceToken, []byte{}, map[string]any{"expires": "2160h", "labels": nil})
 	g := e.Do(http.MethodGet, "/v1/artifacts/"+c.ID(), apitest.AliceToken, nil)
