@@ -67,7 +67,8 @@ func (e *env) register(t *testing.T, token string, capacity int) string {
 	}
 	var out nodes.Registered
 	r.JSON(t, &out)
-	if out.Node.State != domain.NodeActive || out.LostAfter.Std() != nodes.DefaultLostAfter || len(out.Templates) == 0 {
+	if out.Node.State != domain.NodeActive || out.LostAfter.Std() != nodes.DefaultLostAfter || len(out.Templates) == 0 ||
+		out.ClaimWait.Std() != 20*time.Second || nodes.MaxClaimWait != 20*time.Second {
 		t.Fatalf("registered: %s", r.Body)
 	}
 	return out.Node.ID
