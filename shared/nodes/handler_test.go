@@ -9,6 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/envlease/envlease/shared/apitest"
 	"github.com/envlease/envlease/shared/domain"
 	"github.com/envlease/envlease/shared/environments"
@@ -570,4 +574,34 @@ func TestHeartbeatKeepsNode(t *testing.T) {
 	}
 	_ = fmt.Sprint
 	_ = http.MethodGet
+}
+
+// A pending environment whose template was deleted before any node claimed
+// it cannot run: the claim fails it with a clear error (quota released once)
+// and goes on to the next one.
+func TestClaimOfADeletedTemplateFailsIt(t *testing.T) {
+	e := newEnv(t)
+	tok := e.credential(t, apitest.AliceToken, "local")
+	node := e.register(t, tok, 4)
+	gone := e.lease(t, apitest.BobToken, map[string]any{"template": "sleeper"})
+	next := e.lease(t, apitest.BobToken, map[string]any{"template": "shell"})
+	if _, err := e.Store.DB().DeleteItem(context.Background(), &dynamodb.DeleteItemInput{
+		TableName: aws.String(e.Store.Table()),
+		Key: map[string]types.AttributeValue{
+			"PK": &types.AttributeValueMemberS{Value: "ORG#acme"}, "SK": &types.AttributeValueMemberS{Value: "TEMPLATE#sleeper"},
+		},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	c, r := e.claim(t, tok, node, "0s")
+	if c == nil || c.Environment.ID != next {
+		t.Fatalf("claim: %d %s", r.Status, r.Body)
+	}
+	got := e.get(t, apitest.BobToken, gone)
+	if got.State != domain.StateFailed || got.Error != `template "sleeper" no longer exists` || got.StopReason != nodes.StopFailed {
+		t.Fatalf("environment of the deleted template: %+v", got)
+	}
+	if n := e.running(t, "acme", "sleeper"); n != 0 {
+		t.Fatalf("running %d", n)
+	}
 }
