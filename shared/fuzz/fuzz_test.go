@@ -18,8 +18,10 @@ import (
 	"github.com/envlease/envlease/shared/environments"
 	"github.com/envlease/envlease/shared/httpapi"
 	"github.com/envlease/envlease/shared/keys"
+	"github.com/envlease/envlease/shared/nodes"
 	"github.com/envlease/envlease/shared/sandboxes"
 	"github.com/envlease/envlease/shared/templates"
+	"github.com/envlease/envlease/shared/usage"
 )
 
 // newEnv serves every group over minidyn. Object storage is a closed loopback
@@ -46,6 +48,8 @@ func newEnv(f *testing.F) *apitest.Env {
 			environments.Routes(environments.NewService(e.Store, e.Clock)),
 			templates.Routes(tplSvc), templates.QuotaRoutes(tplSvc),
 			artifacts.Routes(artifacts.NewService(e.Store, blob.New(blob.Options{Client: s3c, Bucket: "b", Clock: e.Clock}), e.Clock, artifacts.Options{})),
+			usage.Routes(usage.NewService(e.Store, e.Clock)),
+			nodes.Routes(nodes.NewService(e.Store, nil, e.Clock, nodes.Options{})),
 		}
 	})
 }
@@ -97,6 +101,59 @@ func FuzzRequestBodies(f *testing.F) {
 var bodyPaths = []string{
 	"/v1/environments", "/v1/tokens", "/v1/keys", "/v1/sandboxes", "/v1/sandboxes/join",
 	"/v1/artifacts", "/v1/artifacts/art_x/complete", "/v1/artifacts/art_x/links", "/v1/environments/env_x/touch",
+	"/v1/nodes/credentials",
+}
+
+// FuzzNodeBodies sends arbitrary bytes as the body of every node-agent call
+// (register, heartbeat, claim, report), with a node credential, to a
+// registered node that has claimed an environment: never a panic or a 500.
+func FuzzNodeBodies(f *testing.F) {
+	for _, s := range []string{
+		`{"name":"rack-1","address":"10.0.3.7","capacity":8,"agent":"a/1"}`,
+		`{"address":"[::1]:80","capacity":-1}`, `{"address":"h","capacity":1e9}`,
+		`{"environments":["env_x","../x",""]}`, `{"environments":null}`,
+		`{"state":"ready","exports":[{"service":"web","target":"10.0.3.7:0"}]}`,
+		`{"state":"ready","restored":{"key":"k","root":"/","files":-1}}`,
+		`{"state":"failed","error":"\u0000\u007f"}`, `{"state":"stopped"}`, `{"state":"pending"}`,
+		`{}`, `[]`, `null`, ``, "{\"name\":\"\xff\"}",
+	} {
+		for i := range 4 {
+			f.Add(uint8(i), []byte(s))
+		}
+	}
+	e := newEnv(f)
+	cred := e.Do(http.MethodPost, "/v1/nodes/credentials", apitest.AliceToken, map[string]any{"pool": "local", "name": "fuzz"})
+	var issued struct{ Token string }
+	cred.JSON(f, &issued)
+	var reg struct{ Node struct{ ID string } }
+	e.Do(http.MethodPost, "/v1/nodes", issued.Token, map[string]any{"address": "127.0.0.1", "capacity": 100}).JSON(f, &reg)
+	var leased struct{ Environment struct{ ID string } }
+	e.Do(http.MethodPost, "/v1/environments", apitest.BobToken, map[string]any{"template": "sleeper"}).JSON(f, &leased)
+	if r := e.Do(http.MethodPost, "/v1/nodes/"+reg.Node.ID+"/claim?wait=0s", issued.Token, nil); r.Status != 200 {
+		f.Fatalf("claim: %d %s", r.Status, r.Body)
+	}
+	paths := []string{
+		"/v1/nodes", "/v1/nodes/" + reg.Node.ID + "/heartbeat", "/v1/nodes/" + reg.Node.ID + "/claim?wait=0s",
+		"/v1/nodes/" + reg.Node.ID + "/environments/" + leased.Environment.ID + "/report",
+	}
+	f.Fuzz(func(t *testing.T, which uint8, body []byte) {
+		p := paths[int(which)%len(paths)]
+		answer(t, p, do(e, t, http.MethodPost, p, issued.Token, body))
+	})
+}
+
+// FuzzUsageSince: any `since` of GET /v1/usage is 200 or 400, never a 500.
+func FuzzUsageSince(f *testing.F) {
+	for _, s := range []string{"2026-03-01", "", "2026-02-30", "0000-01-01", "9999-12-31", "2026-3-1", "2026-03-01T00:00:00Z", "\x00"} {
+		f.Add(s)
+	}
+	e := newEnv(f)
+	f.Fuzz(func(t *testing.T, since string) {
+		r := do(e, t, http.MethodGet, "/v1/usage?"+url.Values{"since": {since}}.Encode(), apitest.BobToken, nil)
+		if r.Status != 200 && r.Status != 400 {
+			t.Fatalf("since %q: %d %s", since, r.Status, r.Body)
+		}
+	})
 }
 
 // FuzzListCursors: any `cursor` of the environments and artifacts listings
