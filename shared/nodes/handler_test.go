@@ -584,6 +584,7 @@ func TestClaimOfADeletedTemplateFailsIt(t *testing.T) {
 	tok := e.credential(t, apitest.AliceToken, "local")
 	node := e.register(t, tok, 4)
 	gone := e.lease(t, apitest.BobToken, map[string]any{"template": "sleeper"})
+	e.Clock.Advance(time.Second) // claims take the oldest first
 	next := e.lease(t, apitest.BobToken, map[string]any{"template": "shell"})
 	if _, err := e.Store.DB().DeleteItem(context.Background(), &dynamodb.DeleteItemInput{
 		TableName: aws.String(e.Store.Table()),
