@@ -211,7 +211,7 @@ func (s *Service) validateCreate(req CreateRequest, now time.Time) (domain.Artif
 	if _, _, err := mime.ParseMediaType(ct); err != nil || len(ct) > 255 {
 		return domain.Artifact{}, domain.Invalid("contentType", "contentType must be a media type such as application/gzip")
 	}
-	if err := ValidateLabels(req.Labels); err != nil {
+	if err := domain.ValidateLabels(req.Labels); err != nil {
 		return domain.Artifact{}, err
 	}
 	if req.Size == nil {
@@ -276,26 +276,6 @@ func ParseExpiry(s string, now time.Time) (time.Time, error) {
 		return time.Time{}, domain.Invalid("expires", "expires must be a positive duration")
 	}
 	return now.Add(d.Std()).UTC(), nil
-}
-
-var labelKey = regexp.MustCompile(`^[a-z0-9]([a-z0-9._-]*[a-z0-9])?$`)
-
-// ValidateLabels applies the service's label rules: at most 32, keys of 1-63
-// characters matching labelKey, values of at most 256 bytes of UTF-8 without
-// control characters.
-func ValidateLabels(labels map[string]string) error {
-	if len(labels) > 32 {
-		return domain.Invalid("labels", "at most 32 labels")
-	}
-	for k, v := range labels {
-		if len(k) > 63 || !labelKey.MatchString(k) {
-			return domain.Invalid("labels", "label key %q must be 1-63 characters of a-z, 0-9, '.', '_', '-', starting and ending with a letter or digit", k)
-		}
-		if len(v) > 256 || !utf8.ValidString(v) || strings.IndexFunc(v, unicode.IsControl) >= 0 {
-			return domain.Invalid("labels", "label %q: the value must be at most 256 bytes of UTF-8 without control characters", k)
-		}
-	}
-	return nil
 }
 
 func checkText(field, v string, minLen, maxLen int) error {
