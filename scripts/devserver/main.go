@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -124,8 +125,12 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 
+	// The agents and jobs stop before the API closes, so an agent can still
+	// deregister its node on the way out.
 	stopBackground := startBackground(d)
-	defer stopBackground()
+	var stopOnce sync.Once
+	stopAll := func() { stopOnce.Do(stopBackground) }
+	defer stopAll()
 
 	printBanner(o.out, d.baseURL, be, file)
 	if o.ready != nil {
@@ -142,6 +147,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 			return err
 		}
 	}
+	stopAll()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	return srv.Shutdown(shutdownCtx)
