@@ -77,8 +77,7 @@ func (s *Store) PutKey(ctx context.Context, k domain.APIKey) error {
 
 // ListKeys returns an organization's key records, newest first.
 func (s *Store) ListKeys(ctx context.Context, org string) ([]domain.APIKey, error) {
-	var out []domain.APIKey
-	p := dynamodb.NewQueryPaginator(s.db, &dynamodb.QueryInput{
+	items, err := queryAll[keyItem](ctx, s, "list keys", &dynamodb.QueryInput{
 		TableName:              aws.String(s.table),
 		IndexName:              aws.String(IndexGSI1),
 		KeyConditionExpression: aws.String("GSI1PK = :pk AND begins_with(GSI1SK, :sk)"),
@@ -86,18 +85,12 @@ func (s *Store) ListKeys(ctx context.Context, org string) ([]domain.APIKey, erro
 			":pk": str(keysGSI1PK(org)), ":sk": str("KEY#"),
 		},
 	})
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
-		if err != nil {
-			return nil, dependencyError("list keys", err)
-		}
-		for _, raw := range page.Items {
-			var it keyItem
-			if err := unmarshal(raw, &it); err != nil {
-				return nil, err
-			}
-			out = append(out, it.domain())
-		}
+	if err != nil {
+		return nil, err
+	}
+	out := make([]domain.APIKey, len(items))
+	for i, it := range items {
+		out[i] = it.domain()
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if !out[i].Created.Equal(out[j].Created) {

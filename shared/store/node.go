@@ -106,26 +106,13 @@ func (s *Store) GetNode(ctx context.Context, org, id string) (domain.Node, error
 
 // ListNodes returns an organization's node records, newest registration first.
 func (s *Store) ListNodes(ctx context.Context, org string) ([]domain.Node, error) {
-	var out []domain.Node
-	p := dynamodb.NewQueryPaginator(s.db, &dynamodb.QueryInput{
-		TableName:              aws.String(s.table),
-		KeyConditionExpression: aws.String("PK = :pk AND begins_with(SK, :sk)"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":pk": str(orgPK(org)), ":sk": str("NODE#"),
-		},
-	})
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
-		if err != nil {
-			return nil, dependencyError("list nodes", err)
-		}
-		for _, raw := range page.Items {
-			var it nodeItem
-			if err := unmarshal(raw, &it); err != nil {
-				return nil, err
-			}
-			out = append(out, it.domain())
-		}
+	items, err := queryAll[nodeItem](ctx, s, "list nodes", s.inPartition(orgPK(org), "NODE#"))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]domain.Node, len(items))
+	for i, it := range items {
+		out[i] = it.domain()
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID > out[j].ID })
 	return out, nil

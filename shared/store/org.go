@@ -134,26 +134,17 @@ func (s *Store) GetTemplate(ctx context.Context, org, name string) (domain.Templ
 
 // ListTemplates returns an organization's templates in name order.
 func (s *Store) ListTemplates(ctx context.Context, org string) ([]domain.Template, error) {
-	var out []domain.Template
-	p := dynamodb.NewQueryPaginator(s.db, &dynamodb.QueryInput{
-		TableName:              aws.String(s.table),
-		KeyConditionExpression: aws.String("PK = :pk AND begins_with(SK, :sk)"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":pk": str(orgPK(org)), ":sk": str("TEMPLATE#"),
-		},
-	})
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
+	items, err := queryAll[templateItem](ctx, s, "list templates", s.inPartition(orgPK(org), "TEMPLATE#"))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]domain.Template, 0, len(items))
+	for _, it := range items {
+		t, err := it.template()
 		if err != nil {
-			return nil, dependencyError("list templates", err)
+			return nil, err
 		}
-		for _, raw := range page.Items {
-			t, err := decodeTemplate(raw)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, t)
-		}
+		out = append(out, t)
 	}
 	return out, nil
 }
@@ -163,6 +154,10 @@ func decodeTemplate(raw map[string]types.AttributeValue) (domain.Template, error
 	if err := unmarshal(raw, &it); err != nil {
 		return domain.Template{}, err
 	}
+	return it.template()
+}
+
+func (it templateItem) template() (domain.Template, error) {
 	var t domain.Template
 	if err := json.Unmarshal([]byte(it.Body), &t); err != nil {
 		return domain.Template{}, domain.Internal(fmt.Errorf("decode template %s: %w", it.Name, err))

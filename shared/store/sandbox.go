@@ -99,27 +99,15 @@ func (s *Store) GetSandbox(ctx context.Context, org, id string) (domain.Sandbox,
 
 // ListSandboxes returns org's sandboxes, newest first (ids sort by creation).
 func (s *Store) ListSandboxes(ctx context.Context, org string) ([]domain.Sandbox, error) {
-	out := []domain.Sandbox{}
-	p := dynamodb.NewQueryPaginator(s.db, &dynamodb.QueryInput{
-		TableName:              aws.String(s.table),
-		KeyConditionExpression: aws.String("PK = :pk AND begins_with(SK, :sk)"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":pk": str(orgPK(org)), ":sk": str("SANDBOX#"),
-		},
-		ScanIndexForward: aws.Bool(false),
-	})
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
-		if err != nil {
-			return nil, dependencyError("list sandboxes", err)
-		}
-		for _, raw := range page.Items {
-			var it sandboxItem
-			if err := unmarshal(raw, &it); err != nil {
-				return nil, err
-			}
-			out = append(out, it.domain())
-		}
+	in := s.inPartition(orgPK(org), "SANDBOX#")
+	in.ScanIndexForward = aws.Bool(false)
+	items, err := queryAll[sandboxItem](ctx, s, "list sandboxes", in)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]domain.Sandbox, len(items))
+	for i, it := range items {
+		out[i] = it.domain()
 	}
 	return out, nil
 }

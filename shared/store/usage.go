@@ -76,8 +76,7 @@ func (s *Store) usageItems(e domain.Environment, stopped time.Time, room int) []
 // YYYY-MM-DD), by day then template: one strongly consistent range query on
 // the organization's partition, paged by the SDK.
 func (s *Store) ListUsage(ctx context.Context, org, from, to string) ([]usage.Entry, error) {
-	out := []usage.Entry{}
-	p := dynamodb.NewQueryPaginator(s.db, &dynamodb.QueryInput{
+	items, err := queryAll[usageItem](ctx, s, "list usage", &dynamodb.QueryInput{
 		TableName:              aws.String(s.table),
 		KeyConditionExpression: aws.String("PK = :pk AND SK BETWEEN :from AND :to"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
@@ -85,18 +84,12 @@ func (s *Store) ListUsage(ctx context.Context, org, from, to string) ([]usage.En
 		},
 		ConsistentRead: aws.Bool(true),
 	})
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
-		if err != nil {
-			return nil, dependencyError("list usage", err)
-		}
-		for _, raw := range page.Items {
-			var it usageItem
-			if err := unmarshal(raw, &it); err != nil {
-				return nil, err
-			}
-			out = append(out, usage.Entry{Template: it.Template, Day: it.Day, Seconds: it.Seconds})
-		}
+	if err != nil {
+		return nil, err
+	}
+	out := make([]usage.Entry, len(items))
+	for i, it := range items {
+		out[i] = usage.Entry{Template: it.Template, Day: it.Day, Seconds: it.Seconds}
 	}
 	return out, nil
 }

@@ -1,0 +1,42 @@
+package store
+
+import (
+	"context"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// queryAll reads every page of a query and unmarshals each item into an I.
+// It is for bounded collections (an organization's keys, templates, quotas):
+// listings that grow with use are paged to the client instead.
+func queryAll[I any](ctx context.Context, s *Store, op string, in *dynamodb.QueryInput) ([]I, error) {
+	var out []I
+	p := dynamodb.NewQueryPaginator(s.db, in)
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, dependencyError(op, err)
+		}
+		for _, raw := range page.Items {
+			var it I
+			if err := unmarshal(raw, &it); err != nil {
+				return nil, err
+			}
+			out = append(out, it)
+		}
+	}
+	return out, nil
+}
+
+// inPartition queries the items of partition pk whose sort key starts with prefix.
+func (s *Store) inPartition(pk, prefix string) *dynamodb.QueryInput {
+	return &dynamodb.QueryInput{
+		TableName:              aws.String(s.table),
+		KeyConditionExpression: aws.String("PK = :pk AND begins_with(SK, :sk)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk": str(pk), ":sk": str(prefix),
+		},
+	}
+}
