@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -28,13 +27,7 @@ const exampleID = "art_example0000000000000"
 func readEvent(t *testing.T, file string) events.APIGatewayV2HTTPRequest {
 	t.Helper()
 	var ev events.APIGatewayV2HTTPRequest
-	raw, err := os.ReadFile("../../events/" + file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(raw, &ev); err != nil {
-		t.Fatal(err)
-	}
+	apitest.Event(t, file, &ev)
 	return ev
 }
 

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -17,13 +16,7 @@ import (
 func event(t *testing.T, name, id string) events.APIGatewayV2HTTPRequest {
 	t.Helper()
 	var ev events.APIGatewayV2HTTPRequest
-	raw, err := os.ReadFile("../../events/" + name + ".json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(raw, &ev); err != nil {
-		t.Fatal(err)
-	}
+	apitest.Event(t, name+".json", &ev)
 	if id != "" {
 		// The samples name a placeholder id; point them at a real one.
 		ev.RawPath = strings.Replace(ev.RawPath, "env_000000000000000000000000", id, 1)

@@ -3,9 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"log/slog"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -45,13 +43,10 @@ func TestScheduledEventExpiresArtifacts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	raw, err := os.ReadFile("../../events/scheduled-expiry.json")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var ev events.EventBridgeEvent
-	if err := json.Unmarshal(raw, &ev); err != nil || ev.DetailType != "Scheduled Event" {
-		t.Fatalf("event: %v %+v", err, ev)
+	apitest.Event(t, "scheduled-expiry.json", &ev)
+	if ev.DetailType != "Scheduled Event" {
+		t.Fatalf("event: %+v", ev)
 	}
 	var logs bytes.Buffer
 	h := handler(e.Store, blobs, e.Clock, slog.New(slog.NewJSONHandler(&logs, nil)), expiry.Options{})

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"os"
 	"strings"
 	"testing"
 
@@ -29,13 +27,7 @@ func TestLambdaEvents(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {
 			var ev events.APIGatewayV2HTTPRequest
-			raw, err := os.ReadFile("../../events/" + c.file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := json.Unmarshal(raw, &ev); err != nil {
-				t.Fatal(err)
-			}
+			apitest.Event(t, c.file, &ev)
 			res, err := proxy(context.Background(), ev)
 			if err != nil {
 				t.Fatal(err)

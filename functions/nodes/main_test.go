@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"strings"
 	"testing"
 
@@ -26,13 +25,7 @@ const (
 func event(t *testing.T, name, node, env string) events.APIGatewayV2HTTPRequest {
 	t.Helper()
 	var ev events.APIGatewayV2HTTPRequest
-	raw, err := os.ReadFile("../../events/nodes-" + name + ".json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(raw, &ev); err != nil {
-		t.Fatal(err)
-	}
+	apitest.Event(t, "nodes-"+name+".json", &ev)
 	// The samples name placeholders; point them at the real ones.
 	ev.RawPath = strings.NewReplacer(sampleNode, node, sampleEnv, env).Replace(ev.RawPath)
 	ev.RequestContext.HTTP.Path = ev.RawPath

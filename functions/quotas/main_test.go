@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"os"
 	"strings"
 	"testing"
 
@@ -19,13 +17,7 @@ func TestLambdaListQuotas(t *testing.T) {
 	e := apitest.New(t, nil)
 	proxy := apitest.CheckedProxy(t, httpadapter.NewV2(handler(e.Store, e.Clock, e.Log)).ProxyWithContext)
 	var ev events.APIGatewayV2HTTPRequest
-	raw, err := os.ReadFile("../../events/quotas-list.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(raw, &ev); err != nil {
-		t.Fatal(err)
-	}
+	apitest.Event(t, "quotas-list.json", &ev)
 	res, err := proxy(context.Background(), ev)
 	if err != nil {
 		t.Fatal(err)

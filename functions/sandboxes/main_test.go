@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"strings"
 	"testing"
 
@@ -16,13 +15,7 @@ import (
 func event(t *testing.T, name string) events.APIGatewayV2HTTPRequest {
 	t.Helper()
 	var ev events.APIGatewayV2HTTPRequest
-	raw, err := os.ReadFile("../../events/" + name + ".json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(raw, &ev); err != nil {
-		t.Fatal(err)
-	}
+	apitest.Event(t, name+".json", &ev)
 	return ev
 }
 

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -18,13 +17,7 @@ func TestLambdaListTemplates(t *testing.T) {
 	e := apitest.New(t, nil)
 	proxy := apitest.CheckedProxy(t, httpadapter.NewV2(handler(e.Store, e.Clock, e.Log)).ProxyWithContext)
 	var ev events.APIGatewayV2HTTPRequest
-	raw, err := os.ReadFile("../../events/templates-list.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(raw, &ev); err != nil {
-		t.Fatal(err)
-	}
+	apitest.Event(t, "templates-list.json", &ev)
 	res, err := proxy(context.Background(), ev)
 	if err != nil {
 		t.Fatal(err)

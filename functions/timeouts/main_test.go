@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -21,14 +20,8 @@ import (
 
 func scheduled(t *testing.T) events.EventBridgeEvent {
 	t.Helper()
-	raw, err := os.ReadFile("../../events/scheduled-timeouts.json")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var ev events.EventBridgeEvent
-	if err := json.Unmarshal(raw, &ev); err != nil {
-		t.Fatal(err)
-	}
+	apitest.Event(t, "scheduled-timeouts.json", &ev)
 	if ev.DetailType != "Scheduled Event" || ev.Source != "aws.events" {
 		t.Fatalf("not a scheduled event: %+v", ev)
 	}

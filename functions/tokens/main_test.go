@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"strings"
 	"testing"
 
@@ -20,13 +19,7 @@ func TestLambdaCreateToken(t *testing.T) {
 	proxy := apitest.CheckedProxy(t, httpadapter.NewV2(handler(e.Store, e.Clock, e.Log)).ProxyWithContext)
 
 	var ev events.APIGatewayV2HTTPRequest
-	raw, err := os.ReadFile("../../events/tokens-create.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(raw, &ev); err != nil {
-		t.Fatal(err)
-	}
+	apitest.Event(t, "tokens-create.json", &ev)
 	res, err := proxy(context.Background(), ev)
 	if err != nil {
 		t.Fatal(err)

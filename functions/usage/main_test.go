@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"testing"
 	"time"
 
@@ -44,14 +43,8 @@ func TestLambdaUsage(t *testing.T) {
 	}
 	e.Clock.Advance(time.Minute)
 
-	raw, err := os.ReadFile("../../events/usage-get.json")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var ev events.APIGatewayV2HTTPRequest
-	if err := json.Unmarshal(raw, &ev); err != nil {
-		t.Fatal(err)
-	}
+	apitest.Event(t, "usage-get.json", &ev)
 	proxy := apitest.CheckedProxy(t, httpadapter.NewV2(handler(e.Store, e.Clock, e.Log)).ProxyWithContext)
 	out, err := proxy(ctx, ev)
 	if err != nil {

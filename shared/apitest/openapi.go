@@ -2,8 +2,11 @@ package apitest
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -106,4 +109,17 @@ func CheckedHandler(t testing.TB, h http.Handler) http.Handler {
 		w.WriteHeader(res.StatusCode)
 		_, _ = w.Write(body)
 	})
+}
+
+// Event reads a sample payload from the repository's events/ folder (tests of
+// functions/<name> run two levels below it) into v.
+func Event(t testing.TB, file string, v any) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "..", "events", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		t.Fatalf("events/%s: %v", file, err)
+	}
 }
