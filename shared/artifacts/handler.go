@@ -2,7 +2,6 @@ package artifacts
 
 import (
 	"net/http"
-	"strconv"
 
 	"github.com/envlease/envlease/shared/domain"
 	"github.com/envlease/envlease/shared/httpapi"
@@ -42,26 +41,13 @@ type listResponse struct {
 }
 
 func (s *Service) handleList(w http.ResponseWriter, r *http.Request, p domain.Principal) error {
-	q := r.URL.Query()
 	// Pagination reads like the environments list: `limit`, and the `next`
 	// of the previous page sent back as `cursor`.
-	for k := range q {
-		if k != "limit" && k != "cursor" {
-			return domain.BadRequest(k, "unknown query parameter %q; this list takes limit and cursor", k)
-		}
+	pg, _, err := httpapi.ParsePage(r, MaxListLimit)
+	if err != nil {
+		return err
 	}
-	limit := 0
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			return domain.BadRequest("limit", "limit must be a whole number")
-		}
-		if n == 0 {
-			return domain.BadRequest("limit", "limit must be between 1 and %d", MaxListLimit)
-		}
-		limit = n
-	}
-	items, next, err := s.List(r.Context(), p, limit, q.Get("cursor"))
+	items, next, err := s.List(r.Context(), p, pg.Limit, pg.Cursor)
 	if err != nil {
 		return err
 	}

@@ -2,7 +2,6 @@ package environments
 
 import (
 	"net/http"
-	"strconv"
 
 	"github.com/envlease/envlease/shared/domain"
 	"github.com/envlease/envlease/shared/httpapi"
@@ -46,20 +45,11 @@ type listBody struct {
 }
 
 func (s *Service) handleList(w http.ResponseWriter, r *http.Request, p domain.Principal) error {
-	q := r.URL.Query()
-	for k := range q {
-		if k != "state" && k != "limit" && k != "cursor" {
-			return domain.BadRequest(k, "unknown query parameter %q; this endpoint takes state, limit and cursor", k)
-		}
+	pg, q, err := httpapi.ParsePage(r, MaxListLimit, "state")
+	if err != nil {
+		return err
 	}
-	eq := domain.EnvQuery{State: q.Get("state"), Cursor: q.Get("cursor")}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return domain.BadRequest("limit", "limit must be a whole number between 1 and %d", MaxListLimit)
-		}
-		eq.Limit = n
-	}
+	eq := domain.EnvQuery{State: q.Get("state"), Cursor: pg.Cursor, Limit: pg.Limit}
 	page, err := s.List(r.Context(), p, eq)
 	if err != nil {
 		return err

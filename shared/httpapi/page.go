@@ -1,0 +1,39 @@
+package httpapi
+
+import (
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/envlease/envlease/shared/domain"
+)
+
+// Page is what a paginated list request asks for: at most Limit items (0: the
+// endpoint's default), after Cursor, the `next` of the previous page.
+type Page struct {
+	Limit  int
+	Cursor string
+}
+
+// ParsePage reads `limit` and `cursor` from a list request, refusing any query
+// parameter other than those and extra, and a limit outside 1..max, with 400.
+func ParsePage(r *http.Request, max int, extra ...string) (Page, url.Values, error) {
+	q := r.URL.Query()
+	allowed := append([]string{"limit", "cursor"}, extra...)
+	for k := range q {
+		if !slices.Contains(allowed, k) {
+			return Page{}, nil, domain.BadRequest(k, "unknown query parameter %q; this list takes %s", k, strings.Join(allowed, ", "))
+		}
+	}
+	p := Page{Cursor: q.Get("cursor")}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > max {
+			return Page{}, nil, domain.BadRequest("limit", "limit must be a whole number between 1 and %d", max)
+		}
+		p.Limit = n
+	}
+	return p, q, nil
+}
