@@ -9,7 +9,7 @@ import (
 	"github.com/envlease/envlease/shared/domain"
 )
 
-// Limits of the failed-attempt block (DESIGN "Identity").
+// Limits of the failed-attempt block.
 const (
 	FailureWindow    = 60 * time.Second
 	FailureThreshold = 10

@@ -9,7 +9,7 @@ import (
 	"unicode/utf8"
 )
 
-// State is the lifecycle state of an environment (DESIGN "Environments").
+// State is the lifecycle state of an environment.
 type State string
 
 const (

@@ -7,7 +7,7 @@ import (
 	"unicode/utf8"
 )
 
-// Label limits (DESIGN "Environments"); artifacts take the same labels.
+// Label limits; artifacts take the same labels.
 const (
 	MaxLabels        = 32
 	MaxLabelValueLen = 256

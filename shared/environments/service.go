@@ -89,7 +89,7 @@ func NewService(st Store, clk clock.Clock, opts ...Option) *Service {
 	return s
 }
 
-// LeaseRequest is the body of POST /v1/environments (DESIGN "Environments").
+// LeaseRequest is the body of POST /v1/environments.
 type LeaseRequest struct {
 	Template string            `json:"template"`
 	Name     string            `json:"name"`
