@@ -61,10 +61,10 @@ func workdirIn(root, workdir string) (string, error) {
 	return filepath.Join(root, filepath.Clean("/"+workdir)), nil
 }
 
-// startProcess starts t's command in root. Each export gets a free port of
-// the node, passed as PORT (the first export by name) and
-// EXPORT_<SERVICE>_PORT: two environments of one template on one node would
-// otherwise both want the template's port. The process inherits the agent's
+// startProcess starts t's command in root. Each export gets the template's
+// port when the node has it free, otherwise another free port of the node
+// (two environments of one template on one node cannot share one), passed as
+// PORT (the first export by name) and EXPORT_<SERVICE>_PORT. The process inherits the agent's
 // environment (PATH, HOME, ...) without the agent's own ENVLEASE_* settings,
 // then the template's env, then those ports and ENVLEASE_ROOT.
 func (a *Agent) startProcess(t domain.Template, root string) (*proc, error) {
@@ -88,7 +88,7 @@ func (a *Agent) startProcess(t domain.Template, root string) (*proc, error) {
 	sort.Strings(services)
 	ports := map[string]int{}
 	for _, s := range services {
-		p, err := a.ports.take()
+		p, err := a.ports.take(t.Exports[s].Port)
 		if err != nil {
 			a.ports.release(ports)
 			return nil, err
@@ -240,17 +240,24 @@ func (p *proc) alive() bool {
 }
 
 // portPool hands out free TCP ports of the node, never one the agent
-// already gave an environment.
+// already gave an environment: the preferred one when it is free.
 type portPool struct {
 	mu    sync.Mutex
 	inUse map[int]bool
 }
 
-func (pp *portPool) take() (int, error) {
+func (pp *portPool) take(preferred int) (int, error) {
 	pp.mu.Lock()
 	defer pp.mu.Unlock()
 	if pp.inUse == nil {
 		pp.inUse = map[int]bool{}
+	}
+	if preferred > 0 && preferred < 65536 && !pp.inUse[preferred] {
+		if ln, err := net.Listen("tcp", ":"+strconv.Itoa(preferred)); err == nil {
+			ln.Close()
+			pp.inUse[preferred] = true
+			return preferred, nil
+		}
 	}
 	for i := 0; i < 20; i++ {
 		ln, err := net.Listen("tcp", ":0")
