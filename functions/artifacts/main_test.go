@@ -75,6 +75,7 @@ func TestLambdaEvents(t *testing.T) {
 		{"artifacts-list.json", 200, `"id":"` + exampleID + `"`},
 		{"artifacts-get.json", 200, `"state":"sealed"`},
 		{"artifacts-complete.json", 409, `"code":"conflict"`},
+		{"artifacts-upload.json", 409, `"code":"conflict"`}, // the example artifact is sealed
 		{"artifacts-link.json", 200, `"url":"http`},
 		{"keys-create.json", 404, `"code":"not_found"`}, // another group's route
 	}
@@ -96,7 +97,8 @@ func TestLambdaEvents(t *testing.T) {
 		})
 	}
 
-	// The whole flow through the function: create, upload, complete.
+	// The whole flow through the function: create, renew the upload URLs (as
+	// a client slower than the first ones would), upload, complete.
 	res := call(t, readEvent(t, "artifacts-create.json"))
 	var created struct {
 		Artifact domain.Artifact `json:"artifact"`
@@ -106,6 +108,17 @@ func TestLambdaEvents(t *testing.T) {
 				Headers     map[string]string
 			}
 		}
+	}
+	if err := json.Unmarshal([]byte(res.Body), &created); err != nil {
+		t.Fatal(err)
+	}
+	ev := readEvent(t, "artifacts-upload.json")
+	ev.RawPath = strings.Replace(ev.RawPath, exampleID, created.Artifact.ID, 1)
+	ev.RequestContext.HTTP.Path = ev.RawPath
+	ev.PathParameters = map[string]string{"proxy": created.Artifact.ID + "/upload"}
+	res = call(t, ev)
+	if res.StatusCode != 200 || !strings.Contains(res.Body, `"state":"open"`) {
+		t.Fatalf("renew upload: %d %s", res.StatusCode, res.Body)
 	}
 	if err := json.Unmarshal([]byte(res.Body), &created); err != nil {
 		t.Fatal(err)
@@ -120,7 +133,7 @@ func TestLambdaEvents(t *testing.T) {
 		t.Fatalf("upload: %v %v", up, err)
 	}
 	up.Body.Close()
-	ev := readEvent(t, "artifacts-complete.json")
+	ev = readEvent(t, "artifacts-complete.json")
 	ev.RawPath = strings.Replace(ev.RawPath, exampleID, created.Artifact.ID, 1)
 	ev.RequestContext.HTTP.Path = ev.RawPath
 	ev.PathParameters = map[string]string{"proxy": created.Artifact.ID + "/complete"}

@@ -1,6 +1,7 @@
 package artifacts_test
 
 import (
+	"bytes"
 	"context"
 	"net/http"
 	"sync/atomic"
@@ -70,6 +71,33 @@ func TestLinkIsOneReadAndNoS3Request(t *testing.T) {
 		}
 		if n := c.s3Reqs.Load() - before; n != 0 {
 			t.Fatalf("S3 requests per link: %d", n)
+		}
+	}
+}
+
+// TestUploadRenewalIsOneReadAndNoS3Request pins the cost of fresh upload
+// URLs: one GetItem and local signing, for a single PUT and for every part of
+// a multipart upload.
+func TestUploadRenewalIsOneReadAndNoS3Request(t *testing.T) {
+	c := newCostEnv(t)
+	p := domain.Principal{OrgID: "acme", UserID: "alice", Role: domain.RoleAdmin}
+	single := c.create(t, apitest.AliceToken, []byte("open artifact"), nil).ID()
+	multi := c.create(t, apitest.AliceToken, bytes.Repeat([]byte{3}, 2*blob.MinPartSize+1), nil).ID()
+	for id, parts := range map[string]int{single: 1, multi: 3} {
+		c.calls.Reset()
+		before := c.s3Reqs.Load()
+		out, err := c.counted.Upload(context.Background(), p, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out.Upload.Parts) != parts {
+			t.Fatalf("%d parts renewed, want %d", len(out.Upload.Parts), parts)
+		}
+		if got := c.calls.Counts(); len(got) != 1 || got["GetItem"] != 1 {
+			t.Fatalf("DynamoDB calls per renewal: %v", got)
+		}
+		if n := c.s3Reqs.Load() - before; n != 0 {
+			t.Fatalf("S3 requests per renewal: %d", n)
 		}
 	}
 }

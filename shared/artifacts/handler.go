@@ -13,6 +13,7 @@ func Routes(s *Service) []httpapi.Route {
 		{Method: http.MethodPost, Path: "/v1/artifacts", Access: httpapi.Member, Handler: s.handleCreate},
 		{Method: http.MethodGet, Path: "/v1/artifacts", Access: httpapi.Member, Handler: s.handleList},
 		{Method: http.MethodGet, Path: "/v1/artifacts/{id}", Access: httpapi.Member, Handler: s.handleGet},
+		{Method: http.MethodPost, Path: "/v1/artifacts/{id}/upload", Access: httpapi.Member, Handler: s.handleUpload},
 		{Method: http.MethodPost, Path: "/v1/artifacts/{id}/complete", Access: httpapi.Member, Handler: s.handleComplete},
 		{Method: http.MethodPost, Path: "/v1/artifacts/{id}/links", Access: httpapi.Member, Handler: s.handleLink},
 	}
@@ -61,6 +62,28 @@ func (s *Service) handleGet(w http.ResponseWriter, r *http.Request, p domain.Pri
 		return err
 	}
 	httpapi.WriteJSON(w, http.StatusOK, a)
+	return nil
+}
+
+// uploadRequest is the (empty) body of POST /v1/artifacts/{id}/upload: the
+// layout was declared at create time and cannot change. An empty object is
+// accepted, any field is 400.
+type uploadRequest struct{}
+
+// handleUpload answers 200, not 201: nothing is stored, the URLs are
+// signatures.
+func (s *Service) handleUpload(w http.ResponseWriter, r *http.Request, p domain.Principal) error {
+	var req uploadRequest
+	if err := httpapi.DecodeOptional(r, &req); err != nil {
+		return err
+	}
+	out, err := s.Upload(r.Context(), p, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	// The upload URLs are credentials for a while; no cache may keep them.
+	w.Header().Set("Cache-Control", "no-store")
+	httpapi.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 

@@ -676,3 +676,193 @@ func TestSnapshotLookupAndLink(t *testing.T) {
 		t.Fatal("usable at its expiry")
 	}
 }
+
+// renew asks for fresh presigned uploads of an open artifact.
+func (e *env) renew(t testing.TB, token, id string, body any) (*apitest.Response, created) {
+	t.Helper()
+	r := e.Do(http.MethodPost, "/v1/artifacts/"+id+"/upload", token, body)
+	var c created
+	if r.Status == http.StatusOK {
+		r.JSON(t, &c)
+	}
+	return r, c
+}
+
+// A client slower than the upload window gets fresh URLs for the same
+// artifact instead of starting over.
+func TestUploadRenewedAfterTheFirstURLsExpired(t *testing.T) {
+	e := newEnv(t)
+	data := []byte("bytes uploaded after the first URLs expired\n")
+	// Created more than an hour ago (S3 compares signatures with real
+	// time): the URLs of the answer are already expired.
+	start := e.Clock.Now()
+	e.Clock.Set(start.Add(-artifacts.UploadWindow - time.Minute))
+	c := e.create(t, apitest.AliceToken, data, nil)
+	e.Clock.Set(start)
+	if code, _ := put(t, c.Upload.Parts[0], data); code != http.StatusForbidden {
+		t.Fatalf("upload with the expired URL: %d", code)
+	}
+
+	r, fresh := e.renew(t, apitest.AliceToken, c.ID(), nil)
+	if r.Status != http.StatusOK || r.Header.Get("Cache-Control") != "no-store" {
+		t.Fatalf("renew: %d %s", r.Status, r.Body)
+	}
+	if fresh.ID() != c.ID() || fresh.Artifact["state"] != "open" || fresh.Upload.Multipart || len(fresh.Upload.Parts) != 1 ||
+		fresh.Upload.PartSize != c.Upload.PartSize || !fresh.Upload.Expires.Equal(start.Add(artifacts.UploadWindow)) {
+		t.Fatalf("renewed %+v", fresh)
+	}
+	p, old := fresh.Upload.Parts[0], c.Upload.Parts[0]
+	if p.URL == old.URL || p.Size != old.Size || p.Offset != old.Offset || !sameHeaders(p.Headers, old.Headers) ||
+		p.Headers["x-amz-checksum-sha256"] == "" || p.Headers["x-amz-server-side-encryption"] != "AES256" {
+		t.Fatalf("renewed part %+v, first %+v", p, old)
+	}
+	// An empty body is the same as none.
+	if r, _ := e.renew(t, apitest.AliceToken, c.ID(), `{}`); r.Status != http.StatusOK {
+		t.Fatalf("renew with {}: %d %s", r.Status, r.Body)
+	}
+	// The renewed URL still signs the declared SHA-256: other bytes are refused.
+	if code, _ := put(t, p, []byte(strings.ToUpper(string(data)))); code != http.StatusBadRequest {
+		t.Fatalf("other bytes with the renewed URL: %d", code)
+	}
+	e.upload(t, fresh, data)
+	if r := e.Do(http.MethodPost, "/v1/artifacts/"+c.ID()+"/complete", apitest.AliceToken, nil); r.Status != http.StatusOK || r.Map(t)["state"] != "sealed" {
+		t.Fatalf("complete: %d %s", r.Status, r.Body)
+	}
+	_, l := e.link(t, apitest.BobToken, c.ID(), nil)
+	if code, got := download(t, l.URL); code != http.StatusOK || !bytes.Equal(got, data) {
+		t.Fatalf("download: %d %q", code, got)
+	}
+}
+
+func sameHeaders(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// Renewing a multipart upload re-presigns the parts of the same S3 upload:
+// a part sent with the first URLs stays, and one sent again replaces it.
+func TestMultipartUploadRenewedKeepsTheUpload(t *testing.T) {
+	e := newEnv(t)
+	data := bytes.Repeat([]byte("fedcba9876543210"), (blob.MinPartSize+4096)/16)
+	c := e.create(t, apitest.AliceToken, data, nil)
+	if !c.Upload.Multipart || len(c.Upload.Parts) != 2 {
+		t.Fatalf("upload %+v", c.Upload)
+	}
+	first := c.Upload.Parts[0]
+	if code, _ := put(t, first, data[first.Offset:first.Offset+first.Size]); code != http.StatusOK {
+		t.Fatalf("part 1 with the first URL: %d", code)
+	}
+
+	// A second later, so the signatures differ.
+	e.Clock.Advance(time.Second)
+	r, fresh := e.renew(t, apitest.BobToken, c.ID(), nil)
+	if r.Status != http.StatusOK {
+		t.Fatalf("renew: %d %s", r.Status, r.Body)
+	}
+	if !fresh.Upload.Multipart || fresh.Upload.PartSize != c.Upload.PartSize || len(fresh.Upload.Parts) != 2 {
+		t.Fatalf("renewed %+v", fresh.Upload)
+	}
+	uploadID := func(p uploadPart) string {
+		u, err := url.Parse(p.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u.Query().Get("uploadId")
+	}
+	for i, p := range fresh.Upload.Parts {
+		old := c.Upload.Parts[i]
+		if p.PartNumber != old.PartNumber || p.Offset != old.Offset || p.Size != old.Size || p.URL == old.URL ||
+			uploadID(p) == "" || uploadID(p) != uploadID(old) || !sameHeaders(p.Headers, old.Headers) {
+			t.Fatalf("part %d renewed %+v, first %+v", i+1, p, old)
+		}
+	}
+	second := fresh.Upload.Parts[1]
+	if code, _ := put(t, second, data[second.Offset:second.Offset+second.Size]); code != http.StatusOK {
+		t.Fatalf("part 2 with the renewed URL: %d", code)
+	}
+	// Part 1 again with its renewed URL: S3 keeps the last.
+	again := fresh.Upload.Parts[0]
+	if code, _ := put(t, again, data[again.Offset:again.Offset+again.Size]); code != http.StatusOK {
+		t.Fatalf("part 1 again with the renewed URL: %d", code)
+	}
+	r = e.Do(http.MethodPost, "/v1/artifacts/"+c.ID()+"/complete", apitest.AliceToken, nil)
+	if r.Status != http.StatusOK {
+		t.Fatalf("complete: %d %s", r.Status, r.Body)
+	}
+	if a := r.Map(t); a["state"] != "sealed" || a["chunks"] != 2.0 || !strings.HasSuffix(a["manifest"].(string), "-2") {
+		t.Fatalf("sealed %v", a)
+	}
+	_, l := e.link(t, apitest.AliceToken, c.ID(), nil)
+	if code, got := download(t, l.URL); code != http.StatusOK || !bytes.Equal(got, data) {
+		t.Fatalf("download: %d, %d bytes", code, len(got))
+	}
+}
+
+func TestUploadRenewalRules(t *testing.T) {
+	e := newEnv(t)
+	sealed := e.seal(t, apitest.AliceToken, []byte("sealed"), nil)
+	open := e.create(t, apitest.AliceToken, []byte("open"), nil)
+	short := e.create(t, apitest.AliceToken, []byte("short-lived"), map[string]any{"expires": "1h"})
+	// A failed one: the declared size is wrong, so completing fails it.
+	data := []byte("eleven bytes")
+	failed := e.create(t, apitest.AliceToken, data, map[string]any{"size": len(data) - 1})
+	if code, _ := put(t, failed.Upload.Parts[0], data); code != http.StatusOK {
+		t.Fatalf("upload: %d", code)
+	}
+	if r := e.Do(http.MethodPost, "/v1/artifacts/"+failed.ID()+"/complete", apitest.AliceToken, nil); r.Status != 422 {
+		t.Fatalf("complete of the wrong size: %d %s", r.Status, r.Body)
+	}
+
+	cases := []struct {
+		name   string
+		id     string
+		token  string
+		body   any
+		status int
+		code   string
+	}{
+		{"open", open.ID(), apitest.BobToken, nil, 200, ""},
+		{"sealed", sealed.ID(), apitest.AliceToken, nil, 409, "conflict"},
+		{"failed", failed.ID(), apitest.AliceToken, nil, 409, "conflict"},
+		{"unknown id", "art_doesnotexist", apitest.AliceToken, nil, 404, "not_found"},
+		{"other org", open.ID(), apitest.CarolToken, nil, 404, "not_found"},
+		{"a field", open.ID(), apitest.AliceToken, map[string]any{"parts": []string{}}, 400, "bad_request"},
+		{"not an object", open.ID(), apitest.AliceToken, `[]`, 400, "bad_request"},
+		{"no token", open.ID(), "", nil, 401, "unauthorized"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r, _ := e.renew(t, c.token, c.id, c.body)
+			if r.Status != c.status || r.Code() != c.code {
+				t.Fatalf("got %d %s", r.Status, r.Body)
+			}
+			if c.status >= 400 && strings.Contains(string(r.Body), "amz") {
+				t.Fatalf("internal text: %s", r.Body)
+			}
+		})
+	}
+	// Near its expiry the URLs end with the artifact; past it, 410 gone from
+	// the record alone (no expiry job has run).
+	e.Clock.Advance(59 * time.Minute)
+	if r, c := e.renew(t, apitest.AliceToken, short.ID(), nil); r.Status != 200 || !c.Upload.Expires.Equal(e.Clock.Now().Add(time.Minute)) {
+		t.Fatalf("renew near expiry: %d %s", r.Status, r.Body)
+	}
+	e.Clock.Advance(time.Minute)
+	if r, _ := e.renew(t, apitest.AliceToken, short.ID(), nil); r.Status != 410 || r.Code() != "gone" {
+		t.Fatalf("expired: %d %s", r.Status, r.Body)
+	}
+	// The expiry job's tombstone answers 410 too.
+	if err := e.Store.ExpireArtifact(context.Background(), "acme", open.ID(), e.Clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := e.renew(t, apitest.AliceToken, open.ID(), nil); r.Status != 410 || r.Code() != "gone" {
+		t.Fatalf("tombstone: %d %s", r.Status, r.Body)
+	}
+}

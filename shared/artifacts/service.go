@@ -2,9 +2,11 @@
 // organization, and the signed links that download them.
 //
 // Flow: create (the record, open, plus presigned uploads) -> the client PUTs
-// the bytes straight to S3 -> complete (S3's checksums are checked against
-// what was declared, then the record is sealed) -> list, read, link. The
-// service never carries artifact bytes; S3 verifies them on the way in.
+// the bytes straight to S3 (upload presigns the same requests again when the
+// first ones expire before the client is done) -> complete (S3's checksums
+// are checked against what was declared, then the record is sealed) -> list,
+// read, link. The service never carries artifact bytes; S3 verifies them on
+// the way in.
 package artifacts
 
 import (
@@ -154,37 +156,18 @@ func (s *Service) Create(ctx context.Context, p domain.Principal, req CreateRequ
 	a.KeyVersion = domain.ArtifactKeyVersion
 	a.Segments = []domain.Segment{}
 
-	// Presigned uploads never outlive the artifact.
-	window := min(UploadWindow, a.Expires.Sub(now)).Truncate(time.Second)
-	up := Upload{PartSize: s.partSize}
-	if a.Size <= s.partSize {
-		// One PUT. Part 1 of 1, so clients handle both cases with one loop.
-		ps, err := s.blobs.PresignPut(ctx, a.Key, a.SHA256, a.ContentType, window)
-		if err != nil {
-			return Created{}, err
-		}
-		a.Chunks = 1
-		up.Expires = ps.Expires
-		up.Parts = []UploadPart{{PartNumber: 1, Size: a.Size, SHA256: a.SHA256, Method: ps.Method, URL: ps.URL, Headers: ps.Headers}}
-	} else {
+	if a.Size > s.partSize {
 		a.PartSize = s.partSize
 		a.Chunks = len(a.PartSHA256)
 		if a.UploadID, err = s.blobs.CreateMultipart(ctx, a.Key, a.ContentType); err != nil {
 			return Created{}, err
 		}
-		up.Multipart = true
-		for i, sum := range a.PartSHA256 {
-			ps, err := s.blobs.PresignPart(ctx, a.Key, a.UploadID, int32(i+1), sum, window)
-			if err != nil {
-				return Created{}, err
-			}
-			off := int64(i) * s.partSize
-			up.Expires = ps.Expires
-			up.Parts = append(up.Parts, UploadPart{
-				PartNumber: i + 1, Offset: off, Size: min(s.partSize, a.Size-off), SHA256: sum,
-				Method: ps.Method, URL: ps.URL, Headers: ps.Headers,
-			})
-		}
+	} else {
+		a.Chunks = 1
+	}
+	up, err := s.presignUpload(ctx, a, uploadWindow(a, now))
+	if err != nil {
+		return Created{}, err
 	}
 	if err := s.store.PutArtifact(ctx, a); err != nil {
 		if a.UploadID != "" {
@@ -193,6 +176,84 @@ func (s *Service) Create(ctx context.Context, p domain.Principal, req CreateRequ
 		return Created{}, err
 	}
 	return Created{Artifact: a, Upload: up}, nil
+}
+
+// Upload presigns the upload of an open artifact again, for a client slower
+// than UploadWindow (a large multipart upload, a retry after a network
+// failure): otherwise it would have to start over with a new artifact. The
+// layout is the one declared at create time and, for multipart, the same S3
+// upload, so parts already uploaded stay; one sent again replaces the earlier
+// (S3 keeps the last). The cost is one DynamoDB read and local signing: no
+// request goes to S3.
+func (s *Service) Upload(ctx context.Context, p domain.Principal, id string) (Created, error) {
+	a, err := s.store.GetArtifact(ctx, p.OrgID, id)
+	if err != nil {
+		return Created{}, err
+	}
+	now := s.clock.Now()
+	// Expiry first, as for reads and links: an expired artifact is gone
+	// whatever state it had. Sealed and failed are 409 as for complete: the
+	// record is still there, but nothing can be uploaded to it any more.
+	switch {
+	case a.ExpiredAt(now):
+		return Created{}, gone()
+	case a.State == domain.ArtifactSealed:
+		return Created{}, domain.Errorf(domain.CodeConflict, "the artifact is already sealed; a sealed artifact cannot change")
+	case a.State == domain.ArtifactFailed:
+		return Created{}, domain.Errorf(domain.CodeConflict, "the artifact failed verification; create a new one")
+	}
+	window := uploadWindow(a, now)
+	if window < time.Second {
+		// Less than SigV4's smallest expiry is left; a zero expiry would
+		// make the SDK sign for its 15-minute default instead.
+		return Created{}, gone()
+	}
+	up, err := s.presignUpload(ctx, a, window)
+	if err != nil {
+		return Created{}, err
+	}
+	return Created{Artifact: a, Upload: up}, nil
+}
+
+// uploadWindow is how long uploads presigned at now stay valid: UploadWindow,
+// but never past the artifact's expiry. SigV4 counts whole seconds; rounding
+// down keeps the window inside the artifact's life.
+func uploadWindow(a domain.Artifact, now time.Time) time.Duration {
+	return min(UploadWindow, a.Expires.Sub(now)).Truncate(time.Second)
+}
+
+// presignUpload signs the upload requests of an open artifact as its record
+// lays them out: one PUT, or one UploadPart per declared part of its
+// multipart upload (a.UploadID). Create and Upload share it, so fresh URLs
+// are exactly what the first ones were but for the signature. It is local
+// signing only; starting the multipart upload is the caller's.
+func (s *Service) presignUpload(ctx context.Context, a domain.Artifact, window time.Duration) (Upload, error) {
+	if a.UploadID == "" {
+		// One PUT. Part 1 of 1, so clients handle both cases with one loop.
+		ps, err := s.blobs.PresignPut(ctx, a.Key, a.SHA256, a.ContentType, window)
+		if err != nil {
+			return Upload{}, err
+		}
+		return Upload{PartSize: s.partSize, Expires: ps.Expires, Parts: []UploadPart{{
+			PartNumber: 1, Size: a.Size, SHA256: a.SHA256, Method: ps.Method, URL: ps.URL, Headers: ps.Headers,
+		}}}, nil
+	}
+	// The record's part size, not the service's: the layout was fixed when
+	// the upload was declared.
+	up := Upload{Multipart: true, PartSize: a.PartSize}
+	for i, sum := range a.PartSHA256 {
+		ps, err := s.blobs.PresignPart(ctx, a.Key, a.UploadID, int32(i+1), sum, window)
+		if err != nil {
+			return Upload{}, err
+		}
+		off := int64(i) * a.PartSize
+		up.Expires = ps.Expires
+		up.Parts = append(up.Parts, UploadPart{
+			PartNumber: i + 1, Offset: off, Size: min(a.PartSize, a.Size-off), SHA256: sum,
+			Method: ps.Method, URL: ps.URL, Headers: ps.Headers,
+		})
+	}
+	return up, nil
 }
 
 var hexSHA256 = regexp.MustCompile(`^[0-9a-f]{64}$`)

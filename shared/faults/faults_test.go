@@ -397,6 +397,13 @@ func endpoints(sbx string, key string) []endpoint {
 		{name: "GET /v1/artifacts/{id}", status: 200, prepare: func(s *stack) request {
 			return request{method: "GET", path: "/v1/artifacts/" + s.artifact(true), token: apitest.BobToken}
 		}},
+		{name: "POST /v1/artifacts/{id}/upload", status: 200, prepare: func(s *stack) request {
+			return request{method: "POST", path: "/v1/artifacts/" + s.artifact(false) + "/upload", token: apitest.BobToken}
+		}},
+		{name: "POST /v1/artifacts/{id}/upload (multipart)", status: 200, prepare: func(s *stack) request {
+			id := s.must(http.MethodPost, "/v1/artifacts", apitest.BobToken, multipartCreate().body, 201)["artifact"].(map[string]any)["id"].(string)
+			return request{method: "POST", path: "/v1/artifacts/" + id + "/upload", token: apitest.BobToken}
+		}},
 		{name: "POST /v1/artifacts/{id}/complete", status: 200, prepare: func(s *stack) request {
 			return request{method: "POST", path: "/v1/artifacts/" + s.artifact(false) + "/complete", token: apitest.BobToken}
 		}},
@@ -551,13 +558,15 @@ func TestFaultRunsCoverEveryOperation(t *testing.T) {
 }
 
 // TestS3Unreachable: with object storage unreachable, what needs it answers
-// 503 and changes nothing; what does not (reads, single-PUT creates and links,
-// which are signatures computed locally) keeps working; once it is back, the
-// same requests succeed.
+// 503 and changes nothing; what does not (reads, single-PUT creates, links
+// and renewed upload URLs, which are signatures computed locally) keeps
+// working; once it is back, the same requests succeed.
 func TestS3Unreachable(t *testing.T) {
 	s := newStack(t)
 	sealed := s.artifact(true)
 	open := s.artifact(false)
+	// Renewing the upload URLs of a multipart upload created while S3 was up.
+	openMultipart := s.must(http.MethodPost, "/v1/artifacts", apitest.BobToken, multipartCreate().body, 201)["artifact"].(map[string]any)["id"].(string)
 	needS3 := []request{
 		{method: "POST", path: "/v1/artifacts/" + open + "/complete", token: apitest.BobToken},
 		multipartCreate(),
@@ -569,6 +578,8 @@ func TestS3Unreachable(t *testing.T) {
 		{request{method: "GET", path: "/v1/artifacts", token: apitest.BobToken}, 200},
 		{request{method: "GET", path: "/v1/artifacts/" + sealed, token: apitest.BobToken}, 200},
 		{request{method: "POST", path: "/v1/artifacts/" + sealed + "/links", token: apitest.BobToken}, 200},
+		{request{method: "POST", path: "/v1/artifacts/" + open + "/upload", token: apitest.BobToken}, 200},
+		{request{method: "POST", path: "/v1/artifacts/" + openMultipart + "/upload", token: apitest.BobToken}, 200},
 		{request{method: "POST", path: "/v1/artifacts", token: apitest.BobToken,
 			body: map[string]any{"name": "a.txt", "size": 3, "sha256": digest([]byte("abc"))}}, 201},
 	}
