@@ -543,6 +543,7 @@ func TestCreateValidation(t *testing.T) {
 		{"bad content type", good(map[string]any{"contentType": "not a type"}), 422, "contentType"},
 		{"expires too far", good(map[string]any{"expires": "2400h"}), 422, "expires"},
 		{"expires zero", good(map[string]any{"expires": "0s"}), 422, "expires"},
+		{"expires within a minute", good(map[string]any{"expires": "30s"}), 422, "expires"},
 		{"expires unparseable", good(map[string]any{"expires": "next week"}), 400, "expires"},
 		{"parts for a small file", good(map[string]any{"parts": []string{sum([]byte("abc"))}}), 422, "parts"},
 		{"parts missing", good(map[string]any{"size": blob.MinPartSize + 1}), 422, "parts"},

@@ -58,6 +58,9 @@ const (
 	// DefaultExpiry and MaxExpiry bound an artifact's life.
 	DefaultExpiry = 7 * 24 * time.Hour
 	MaxExpiry     = 90 * 24 * time.Hour
+	// MinExpiry leaves time to upload and seal: upload URLs never outlive the
+	// artifact, and one that ends within seconds is of no use to anyone.
+	MinExpiry = time.Minute
 	// UploadWindow is how long presigned uploads are valid. They are signed
 	// with the function's own (session) credentials, which last about this
 	// long at least.
@@ -294,6 +297,9 @@ func (s *Service) validateCreate(req CreateRequest, now time.Time) (domain.Artif
 		}
 		if t.Sub(now) > MaxExpiry {
 			return domain.Artifact{}, domain.Invalid("expires", "an artifact lives at most %s", domain.Duration(MaxExpiry))
+		}
+		if t.Sub(now) < MinExpiry {
+			return domain.Artifact{}, domain.Invalid("expires", "an artifact lives at least %s", domain.Duration(MinExpiry))
 		}
 		expires = t
 	}
