@@ -206,12 +206,14 @@ func TestConcurrentExpiryRunsAreSafe(t *testing.T) {
 	}
 	t.Logf("run 1 %+v; run 2 %+v", sums[0], sums[1])
 	// Each run accounts for every artifact it found, and between them they
-	// expired all 25. (Both may count one artifact as expired when they reach
-	// it at the same moment: ExpireArtifact's write is conditioned on the
-	// state it read, which a fresh tombstone also satisfies. The outcome is
-	// the same tombstone either way.)
+	// expired all 25. A run may find fewer than 25: a tombstone leaves the due
+	// index, so a page read after the other run expired something no longer
+	// holds it. (Both may count one artifact as expired when they reach it at
+	// the same moment: ExpireArtifact's write is conditioned on the state it
+	// read, which a fresh tombstone also satisfies. The outcome is the same
+	// tombstone either way.)
 	for i, s := range sums {
-		if s.Found != 25 || s.Expired+s.AlreadyExpired != s.Found || s.Failed != 0 || s.UploadCleanupFailed != 0 {
+		if s.Found > 25 || s.Expired+s.AlreadyExpired != s.Found || s.Failed != 0 || s.UploadCleanupFailed != 0 {
 			t.Fatalf("run %d: %+v", i+1, s)
 		}
 	}
