@@ -29,9 +29,8 @@ func (s *Service) handleCreate(w http.ResponseWriter, r *http.Request, p domain.
 		return err
 	}
 	// The upload URLs are credentials for a while; no cache may keep them.
-	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Location", "/v1/artifacts/"+out.Artifact.ID)
-	httpapi.WriteJSON(w, http.StatusCreated, out)
+	httpapi.WriteSecret(w, http.StatusCreated, out)
 	return nil
 }
 
@@ -82,8 +81,7 @@ func (s *Service) handleUpload(w http.ResponseWriter, r *http.Request, p domain.
 		return err
 	}
 	// The upload URLs are credentials for a while; no cache may keep them.
-	w.Header().Set("Cache-Control", "no-store")
-	httpapi.WriteJSON(w, http.StatusOK, out)
+	httpapi.WriteSecret(w, http.StatusOK, out)
 	return nil
 }
 
@@ -118,7 +116,6 @@ func (s *Service) handleLink(w http.ResponseWriter, r *http.Request, p domain.Pr
 	if err != nil {
 		return err
 	}
-	w.Header().Set("Cache-Control", "no-store")
-	httpapi.WriteJSON(w, http.StatusOK, link)
+	httpapi.WriteSecret(w, http.StatusOK, link)
 	return nil
 }

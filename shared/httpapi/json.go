@@ -127,3 +127,11 @@ func jsonType(kind string) string {
 	}
 	return kind
 }
+
+// WriteSecret writes v like WriteJSON and forbids caching it: the body holds
+// something that works as a credential (a token shown once, a join key, a
+// presigned URL), which no shared or browser cache may keep.
+func WriteSecret(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Cache-Control", "no-store")
+	WriteJSON(w, status, v)
+}

@@ -37,8 +37,7 @@ func (s *Service) handleCreateToken(w http.ResponseWriter, r *http.Request, p do
 	if err != nil {
 		return err
 	}
-	w.Header().Set("Cache-Control", "no-store")
-	httpapi.WriteJSON(w, http.StatusCreated, out)
+	httpapi.WriteSecret(w, http.StatusCreated, out)
 	return nil
 }
 
@@ -55,8 +54,7 @@ func (s *Service) handleCreateKey(w http.ResponseWriter, r *http.Request, p doma
 	if err != nil {
 		return err
 	}
-	w.Header().Set("Cache-Control", "no-store")
-	httpapi.WriteJSON(w, http.StatusCreated, out)
+	httpapi.WriteSecret(w, http.StatusCreated, out)
 	return nil
 }
 

@@ -36,8 +36,7 @@ func (s *Service) handleIssue(w http.ResponseWriter, r *http.Request, p domain.P
 	if err != nil {
 		return err
 	}
-	w.Header().Set("Cache-Control", "no-store")
-	httpapi.WriteJSON(w, http.StatusCreated, out)
+	httpapi.WriteSecret(w, http.StatusCreated, out)
 	return nil
 }
 
@@ -125,8 +124,7 @@ func (s *Service) handleClaim(w http.ResponseWriter, r *http.Request, p domain.P
 		return nil
 	}
 	// The snapshot link is a credential for a while.
-	w.Header().Set("Cache-Control", "no-store")
-	httpapi.WriteJSON(w, http.StatusOK, c)
+	httpapi.WriteSecret(w, http.StatusOK, c)
 	return nil
 }
 

@@ -102,9 +102,8 @@ func (s *Service) handleCreate(w http.ResponseWriter, r *http.Request, p domain.
 	if err != nil {
 		return err
 	}
-	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Location", "/v1/sandboxes/"+out.Sandbox.ID)
-	httpapi.WriteJSON(w, http.StatusCreated, out)
+	httpapi.WriteSecret(w, http.StatusCreated, out)
 	return nil
 }
 
