@@ -150,7 +150,14 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	stopAll()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	return srv.Shutdown(shutdownCtx)
+	if err := srv.Shutdown(shutdownCtx); errors.Is(err, context.DeadlineExceeded) {
+		// Everything of ours has stopped; a client that still holds a
+		// connection after 5 s is cut off rather than waited for.
+		return srv.Close()
+	} else if err != nil {
+		return err
+	}
+	return nil
 }
 
 func printBanner(w io.Writer, base string, be backends, f fixture.File) {

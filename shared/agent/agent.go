@@ -171,6 +171,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	defer unlock()
+	// Connections kept for reuse (and one dialed for a request that was then
+	// cancelled) would hold the control plane's graceful shutdown open.
+	defer a.http.CloseIdleConnections()
 	a.reclaim()
 	warmDone := make(chan struct{})
 	go func() { defer close(warmDone); a.warm.run(ctx) }()
