@@ -243,6 +243,9 @@ type QuotaCount struct {
 	Template  string
 	MaxLeases int
 	Running   int
+	// Idle and Hard are the template's default timeouts, kept beside the
+	// limit so the quotas endpoint is one query.
+	Idle, Hard Duration
 }
 
 // SortableID returns prefix + a fixed-width creation time (milliseconds, hex)

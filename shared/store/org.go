@@ -111,9 +111,10 @@ func (s *Store) PutTemplate(ctx context.Context, org string, t domain.Template) 
 		{Update: &types.Update{
 			TableName:        aws.String(s.table),
 			Key:              key(orgPK(org), QuotaSK(t.Name)),
-			UpdateExpression: aws.String("SET maxLeases = :max, template = :t, running = if_not_exists(running, :zero)"),
+			UpdateExpression: aws.String("SET maxLeases = :max, template = :t, idleSeconds = :idle, hardSeconds = :hard, running = if_not_exists(running, :zero)"),
 			ExpressionAttributeValues: map[string]types.AttributeValue{
 				":max": num(int64(t.Quota.MaxLeases)), ":t": str(t.Name), ":zero": num(0),
+				":idle": num(t.Timeouts.Idle.Seconds()), ":hard": num(t.Timeouts.Hard.Seconds()),
 			},
 		}},
 	}})

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
@@ -17,6 +18,9 @@ type quotaItem struct {
 	Template  string `dynamodbav:"template"`
 	MaxLeases int    `dynamodbav:"maxLeases"`
 	Running   int    `dynamodbav:"running"`
+	// The template's timeouts in seconds, written with the limit.
+	IdleSeconds int64 `dynamodbav:"idleSeconds"`
+	HardSeconds int64 `dynamodbav:"hardSeconds"`
 }
 
 // ListQuotas reads an organization's quota counters, strongly consistent so
@@ -30,7 +34,11 @@ func (s *Store) ListQuotas(ctx context.Context, org string) ([]domain.QuotaCount
 	}
 	out := make([]domain.QuotaCount, len(items))
 	for i, it := range items {
-		out[i] = domain.QuotaCount{Template: it.Template, MaxLeases: it.MaxLeases, Running: it.Running}
+		out[i] = domain.QuotaCount{
+			Template: it.Template, MaxLeases: it.MaxLeases, Running: it.Running,
+			Idle: domain.Duration(time.Duration(it.IdleSeconds) * time.Second),
+			Hard: domain.Duration(time.Duration(it.HardSeconds) * time.Second),
+		}
 	}
 	return out, nil
 }

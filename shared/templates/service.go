@@ -68,24 +68,16 @@ func (s *Service) Templates(ctx context.Context, p domain.Principal) (Listing, e
 // Quotas returns one entry per template: its limit, its live count (read
 // strongly consistent), and its default timeouts.
 func (s *Service) Quotas(ctx context.Context, p domain.Principal) ([]domain.QuotaEntry, error) {
-	ts, err := s.store.ListTemplates(ctx, p.OrgID)
-	if err != nil {
-		return nil, err
-	}
+	// The quota items carry the limit, the live count and the template's
+	// timeouts, written together by PutTemplate: one query answers.
 	counts, err := s.store.ListQuotas(ctx, p.OrgID)
 	if err != nil {
 		return nil, err
 	}
-	byName := map[string]domain.QuotaCount{}
+	out := make([]domain.QuotaEntry, 0, len(counts))
 	for _, c := range counts {
-		byName[c.Template] = c
-	}
-	out := make([]domain.QuotaEntry, 0, len(ts))
-	for _, t := range ts {
-		c := byName[t.Name]
 		out = append(out, domain.QuotaEntry{
-			Template: t.Name, MaxLeases: c.MaxLeases, Running: c.Running,
-			Idle: t.Timeouts.Idle, Hard: t.Timeouts.Hard,
+			Template: c.Template, MaxLeases: c.MaxLeases, Running: c.Running, Idle: c.Idle, Hard: c.Hard,
 		})
 	}
 	return out, nil
