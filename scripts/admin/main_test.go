@@ -22,8 +22,8 @@ func TestApplyAndBootstrapThroughEndpointSettings(t *testing.T) {
 	t.Setenv("TABLE_NAME", d.Table)
 	t.Setenv("AWS_ENDPOINT_URL_DYNAMODB", d.Endpoint)
 	t.Setenv("AWS_REGION", "us-east-1")
-	t.Setenv("AWS_ACCESS_KEY_ID", "test")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
+	t.Setenv("AWS_ACCESS_KEY_ID", d.AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "local")
 	ctx := context.Background()
 
 	var out bytes.Buffer

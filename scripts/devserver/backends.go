@@ -36,39 +36,71 @@ func externalEndpoints() bool {
 		(os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") != "" && os.Getenv("AWS_ENDPOINT_URL_S3") != "")
 }
 
-// startBackends starts minidyn and versitygw on loopback, or — when the
-// environment sets AWS_ENDPOINT_URL — uses the endpoints the SDK is pointed
-// at, creating the table (TABLE_NAME, default envlease) and the bucket
-// (BUCKET_NAME, default envlease) there if they are missing.
-func startBackends(ctx context.Context, dataDir string, progress io.Writer) (backends, error) {
+// startBackends starts a DynamoDB (minidyn in-process, or DynamoDB Local as a
+// child process) and versitygw on loopback, or — when the environment sets
+// AWS_ENDPOINT_URL — uses the endpoints the SDK is pointed at, creating the
+// table (TABLE_NAME, default envlease) and the bucket (BUCKET_NAME, default
+// envlease) there if they are missing.
+func startBackends(ctx context.Context, o options) (backends, error) {
 	if externalEndpoints() {
-		return useEndpoints(ctx, progress)
+		return useEndpoints(ctx, o.progress)
 	}
-	fmt.Fprintln(progress, "starting DynamoDB (minidyn, in-process)…")
-	dyn, err := devstack.StartDynamo(ctx, "envlease")
+	dyn, stopDynamo, err := startDynamo(ctx, o)
 	if err != nil {
 		return backends{}, err
 	}
-	fmt.Fprintln(progress, "starting S3 (versitygw)…")
+	fmt.Fprintln(o.progress, "starting S3 (versitygw)…")
+	dataDir := o.dataDir
 	if dataDir != "" {
 		if dataDir, err = filepath.Abs(dataDir); err == nil {
 			err = os.MkdirAll(dataDir, 0o755)
 		}
 		if err != nil {
-			dyn.Close()
+			stopDynamo()
 			return backends{}, err
 		}
 	}
-	s3s, err := devstack.StartS3(ctx, devstack.S3Options{Dir: dataDir, Bucket: "envlease", Progress: progress})
+	s3s, err := devstack.StartS3(ctx, devstack.S3Options{Dir: dataDir, Bucket: "envlease", Progress: o.progress})
 	if err != nil {
-		dyn.Close()
+		stopDynamo()
 		return backends{}, err
 	}
 	return backends{
 		dynamo: dyn.Client(ctx), table: dyn.Table, s3: s3s.Client(ctx), bucket: s3s.Bucket,
-		dynamoKind: "minidyn", dynamoEndpoint: dyn.Endpoint, s3Kind: "versitygw", s3Endpoint: s3s.Endpoint,
-		stop: func() { s3s.Stop(); dyn.Close() },
+		dynamoKind: dyn.Kind, dynamoEndpoint: dyn.Endpoint, s3Kind: "versitygw", s3Endpoint: s3s.Endpoint,
+		stop: func() { s3s.Stop(); stopDynamo() },
 	}, nil
+}
+
+// startDynamo starts the DynamoDB that -dynamo names, or hands back the one a
+// test gave (which the test closes).
+func startDynamo(ctx context.Context, o options) (*devstack.Dynamo, func(), error) {
+	if o.testDynamo != nil {
+		return o.testDynamo, func() {}, nil
+	}
+	switch o.dynamo {
+	case "", "minidyn":
+		fmt.Fprintln(o.progress, "starting DynamoDB (minidyn, in-process)…")
+		d, err := devstack.StartDynamo(ctx, "envlease")
+		if err != nil {
+			return nil, nil, err
+		}
+		return d, d.Close, nil
+	case "local":
+		fmt.Fprintln(o.progress, "starting DynamoDB (DynamoDB Local, Java)…")
+		l, err := devstack.StartDynamoLocal(ctx, devstack.DynamoLocalOptions{Progress: o.progress})
+		if err != nil {
+			return nil, nil, err
+		}
+		d, err := l.Namespace(ctx, "envlease")
+		if err != nil {
+			l.Stop()
+			return nil, nil, err
+		}
+		return d, l.Stop, nil
+	default:
+		return nil, nil, fmt.Errorf("-dynamo %q: want minidyn or local", o.dynamo)
+	}
 }
 
 func useEndpoints(ctx context.Context, progress io.Writer) (backends, error) {

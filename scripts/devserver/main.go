@@ -24,6 +24,7 @@ import (
 
 	"github.com/envlease/envlease/shared/auth"
 	"github.com/envlease/envlease/shared/clock"
+	"github.com/envlease/envlease/shared/devstack"
 	"github.com/envlease/envlease/shared/fixture"
 	"github.com/envlease/envlease/shared/httpapi"
 	"github.com/envlease/envlease/shared/platform"
@@ -53,12 +54,13 @@ func main() {
 	sweep := flag.Duration("sweep", 15*time.Second, "how often the timeout and expiry jobs run")
 	dataDir := flag.String("data", "", "folder for S3 objects (default: a temporary folder removed on exit)")
 	logLevel := flag.String("log", "info", "log level: debug, info, warn, error")
+	dynamo := flag.String("dynamo", "minidyn", "the local DynamoDB: minidyn (in-process, starts at once) or local (Amazon's DynamoDB Local; needs Java, strict like DynamoDB)")
 	flag.Parse()
 
 	log := platform.Logger(os.Stderr, *logLevel)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	opts := options{addr: *addr, fixture: *fixturePath, dataDir: *dataDir, sweep: *sweep, out: os.Stdout, progress: os.Stderr}
+	opts := options{addr: *addr, fixture: *fixturePath, dataDir: *dataDir, dynamo: *dynamo, sweep: *sweep, out: os.Stdout, progress: os.Stderr}
 	if err := run(ctx, opts, log); err != nil {
 		fmt.Fprintln(os.Stderr, "devserver:", err)
 		os.Exit(1)
@@ -68,7 +70,12 @@ func main() {
 // options are the command's flags; tests set them directly.
 type options struct {
 	addr, fixture, dataDir string
-	sweep                  time.Duration
+	// dynamo is "minidyn" or "local" (DynamoDB Local).
+	dynamo string
+	// testDynamo, when set, is the DynamoDB to serve from instead: the tests
+	// hand in the one of their pass, and close it themselves.
+	testDynamo *devstack.Dynamo
+	sweep      time.Duration
 	// out receives the banner; progress the start-up and shutdown notes.
 	out, progress io.Writer
 	// ready, when set, is called with the base URL once the API serves.
@@ -80,7 +87,7 @@ type options struct {
 
 // run starts the stack and serves until ctx ends, then stops all it started.
 func run(ctx context.Context, o options, log *slog.Logger) error {
-	addr, dataDir, sweep := o.addr, o.dataDir, o.sweep
+	addr, sweep := o.addr, o.sweep
 	if o.progress == nil {
 		o.progress = io.Discard
 	}
@@ -103,7 +110,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	}
 	defer ln.Close()
 
-	be, err := startBackends(ctx, dataDir, o.progress)
+	be, err := startBackends(ctx, o)
 	if err != nil {
 		return err
 	}

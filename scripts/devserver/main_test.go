@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+
 	"github.com/envlease/envlease/shared/apitest"
 	"github.com/envlease/envlease/shared/devstack"
 	"github.com/envlease/envlease/shared/store"
@@ -24,8 +26,14 @@ func startDevserver(t *testing.T) string {
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
 	var out bytes.Buffer
+	var dyn *devstack.Dynamo
+	if !externalEndpoints() {
+		dyn = devstack.NewTestDynamo(t)
+	}
 	go func() {
 		done <- run(ctx, options{addr: "127.0.0.1:0", sweep: time.Second, out: &out, ready: func(u string) { ready <- u },
+			// The DynamoDB of this pass: minidyn, then DynamoDB Local.
+			testDynamo: dyn,
 			// Every answer the stack gives, to the test and to its node agent,
 			// is checked against the API description.
 			wrap: func(h http.Handler) http.Handler { return apitest.CheckedHandler(t, h) }}, apitest.DiscardLogger())
@@ -118,7 +126,13 @@ func between(s, start, end string) string {
 // devserver starts no DynamoDB or S3 of its own and serves from those.
 func TestDevserverUsesEndpointSettings(t *testing.T) {
 	dyn := devstack.NewTestDynamo(t)
-	s3s := devstack.NewTestS3(t)
+	// One set of credentials reaches both, as AWS_ACCESS_KEY_ID does:
+	// versitygw takes the DynamoDB's access key as its own.
+	s3s, err := devstack.StartS3(t.Context(), devstack.S3Options{AccessKey: dyn.AccessKey, Bucket: devstack.TestBucket, Progress: os.Stderr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s3s.Stop)
 	t.Setenv("AWS_ENDPOINT_URL_DYNAMODB", dyn.Endpoint)
 	t.Setenv("AWS_ENDPOINT_URL_S3", s3s.Endpoint)
 	t.Setenv("AWS_ACCESS_KEY_ID", s3s.AccessKey)

@@ -102,23 +102,30 @@ func VersityGWBinary(ctx context.Context, progress io.Writer) (string, error) {
 	return bin, nil
 }
 
-// pinnedVersityGW finds the module root (the nearest go.mod above the working
-// directory; tests run in their package directory) and the versitygw version
-// it requires.
-func pinnedVersityGW() (root, version string, err error) {
+// moduleRoot is the nearest folder with a go.mod above the working directory
+// (tests run in their package directory, the dev server at the root).
+func moduleRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
-		return "", "", fmt.Errorf("devstack: working directory: %w", err)
+		return "", fmt.Errorf("devstack: working directory: %w", err)
 	}
 	for {
 		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
+			return dir, nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", "", errors.New("devstack: no go.mod above the working directory; run from inside the envlease module")
+			return "", errors.New("devstack: no go.mod above the working directory; run from inside the envlease module")
 		}
 		dir = parent
+	}
+}
+
+// pinnedVersityGW finds the module root and the versitygw version it requires.
+func pinnedVersityGW() (root, version string, err error) {
+	dir, err := moduleRoot()
+	if err != nil {
+		return "", "", err
 	}
 	gomod := filepath.Join(dir, "go.mod")
 	data, err := os.ReadFile(gomod)

@@ -8,10 +8,14 @@
 package devstack
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"hash/crc32"
 	"net"
 	"net/http"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -29,18 +33,38 @@ const DefaultTable = "envlease"
 // emulator cares, but SigV4 needs one and presigned URLs embed it.
 const Region = "us-east-1"
 
-// Dynamo is a minidyn DynamoDB server listening on 127.0.0.1.
+// The two local DynamoDBs. minidyn runs in-process and starts at once;
+// DynamoDB Local is Amazon's own emulator (a JVM), slower to start but strict
+// where minidyn is lenient (item size, expression validation, REMOVE, ...).
+const (
+	KindMinidyn     = "minidyn"
+	KindDynamoLocal = "dynamodb-local"
+)
+
+// Dynamo is a local DynamoDB with its tables: a minidyn server listening on
+// 127.0.0.1, or a namespace of a DynamoDB Local process.
 type Dynamo struct {
+	// Kind is KindMinidyn or KindDynamoLocal.
+	Kind string
 	// Endpoint is the base URL, e.g. http://127.0.0.1:40123.
 	Endpoint string
 	// Table is the first table created at start.
 	Table string
 	// Server is the minidyn handler, exposed so tests can inject failures
-	// (EmulateFailure, EmulateFailureForTable) or clear tables.
+	// (EmulateFailure, EmulateFailureForTable) or clear tables. It is nil
+	// for DynamoDB Local.
 	Server *server.Server
+
+	// AccessKey is the access key id the client signs with. DynamoDB Local
+	// keeps a separate set of tables per access key, so a client of another
+	// program (one configured through AWS_ACCESS_KEY_ID) must use this one
+	// to see these tables; minidyn ignores it. The secret is "local".
+	AccessKey string
 
 	httpServer *http.Server
 	serveDone  chan struct{}
+	closeFn    func()
+	closeOnce  sync.Once
 }
 
 // StartDynamo starts minidyn on a free loopback port and creates each named
@@ -56,6 +80,8 @@ func StartDynamo(ctx context.Context, tables ...string) (*Dynamo, error) {
 		return nil, fmt.Errorf("devstack: listen for dynamodb: %w", err)
 	}
 	d := &Dynamo{
+		Kind:      KindMinidyn,
+		AccessKey: "local",
 		Endpoint:  "http://" + ln.Addr().String(),
 		Table:     tables[0],
 		Server:    server.NewServer(),
@@ -63,7 +89,7 @@ func StartDynamo(ctx context.Context, tables ...string) (*Dynamo, error) {
 	}
 	// ReadHeaderTimeout keeps a stuck client from pinning a goroutine
 	// forever; nothing else needs tuning on loopback.
-	d.httpServer = &http.Server{Handler: d.Server, ReadHeaderTimeout: 10 * time.Second}
+	d.httpServer = &http.Server{Handler: withCRC32(d.Server), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		defer close(d.serveDone)
 		// Serve returns ErrServerClosed on Close; any other error means the
@@ -88,21 +114,28 @@ func StartDynamo(ctx context.Context, tables ...string) (*Dynamo, error) {
 // treat it like any other client constructor.
 func (d *Dynamo) Client(ctx context.Context) *dynamodb.Client {
 	_ = ctx
-	return dynamodb.NewFromConfig(localConfig("local", "local"), func(o *dynamodb.Options) {
+	return dynamodb.NewFromConfig(localConfig(d.AccessKey, "local"), func(o *dynamodb.Options) {
 		o.BaseEndpoint = aws.String(d.Endpoint)
 	})
 }
 
-// Close stops the server and drops every table. It is safe to call more than
-// once.
+// Close stops the minidyn server, or deletes the namespace's tables on
+// DynamoDB Local. It is safe to call more than once.
 func (d *Dynamo) Close() {
-	if d == nil || d.httpServer == nil {
+	if d == nil {
 		return
 	}
-	// Close only fails when closing the listener fails; there is nothing left
-	// to release then, so the error carries no action for the caller.
-	_ = d.httpServer.Close()
-	<-d.serveDone
+	d.closeOnce.Do(func() {
+		if d.closeFn != nil {
+			d.closeFn()
+		}
+		if d.httpServer != nil {
+			// Close only fails when closing the listener fails; there is
+			// nothing left to release then.
+			_ = d.httpServer.Close()
+			<-d.serveDone
+		}
+	})
 }
 
 // localConfig is the aws.Config shared by the local clients: static
@@ -113,3 +146,32 @@ func localConfig(accessKey, secretKey string) aws.Config {
 		Credentials: credentials.NewStaticCredentialsProvider(accessKey, secretKey, ""),
 	}
 }
+
+// withCRC32 adds the X-Amz-Crc32 header that DynamoDB puts on every response
+// and minidyn leaves out. The SDK checks every response body against it, and
+// without it each body closes with "response did not match expected checksum"
+// (logged as a warning by any client with a logger, as the Lambdas' are).
+func withCRC32(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := &bufferedResponse{header: http.Header{}, status: http.StatusOK}
+		next.ServeHTTP(rec, r)
+		for k, v := range rec.header {
+			w.Header()[k] = v
+		}
+		w.Header().Set("X-Amz-Crc32", strconv.FormatUint(uint64(crc32.ChecksumIEEE(rec.body.Bytes())), 10))
+		w.Header().Set("Content-Length", strconv.Itoa(rec.body.Len()))
+		w.WriteHeader(rec.status)
+		_, _ = w.Write(rec.body.Bytes())
+	})
+}
+
+// bufferedResponse holds a whole response so its checksum can go before it.
+type bufferedResponse struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (b *bufferedResponse) Header() http.Header         { return b.header }
+func (b *bufferedResponse) WriteHeader(status int)      { b.status = status }
+func (b *bufferedResponse) Write(p []byte) (int, error) { return b.body.Write(p) }

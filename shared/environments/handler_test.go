@@ -17,6 +17,7 @@ import (
 	"github.com/envlease/envlease/shared/apitest"
 	"github.com/envlease/envlease/shared/auth"
 	"github.com/envlease/envlease/shared/clock"
+	"github.com/envlease/envlease/shared/devstack"
 	"github.com/envlease/envlease/shared/domain"
 	"github.com/envlease/envlease/shared/environments"
 	"github.com/envlease/envlease/shared/httpapi"
@@ -737,6 +738,7 @@ func countedHandler(e *apitest.Env, counted *store.Store) http.Handler {
 }
 
 func TestUnavailableTable(t *testing.T) {
+	devstack.NeedsMinidyn(t)
 	e := newEnv(t)
 	lease(t, e, apitest.AliceToken, `{"template":"sleeper"}`)
 	e.Dynamo.Server.EmulateFailure(server.FailureConditionInternalServerError)

@@ -13,6 +13,7 @@ import (
 	"github.com/truora/minidyn/server"
 
 	"github.com/envlease/envlease/shared/apitest"
+	"github.com/envlease/envlease/shared/devstack"
 	"github.com/envlease/envlease/shared/domain"
 	"github.com/envlease/envlease/shared/fixture"
 	"github.com/envlease/envlease/shared/httpapi"
@@ -337,6 +338,7 @@ func TestFailureRecordStaysSmallAndCountsConcurrentFailures(t *testing.T) {
 }
 
 func TestUnavailableTable(t *testing.T) {
+	devstack.NeedsMinidyn(t)
 	e := newEnv(t)
 	e.Dynamo.Server.EmulateFailure(server.FailureConditionInternalServerError)
 	r := e.Do("GET", "/v1/keys", apitest.AliceToken, nil)
