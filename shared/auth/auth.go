@@ -50,10 +50,15 @@ func (a *Authenticator) Authenticate(ctx context.Context, header, addr string) (
 	if err != nil {
 		return domain.Principal{}, err
 	}
-	if blocked, left := addrState.Blocked(now); blocked {
+	valid := key != nil && key.Revoked == nil
+	// A node shares its address with whatever runs on it, which could then
+	// keep the address blocked and get the node declared lost, failing every
+	// environment it runs. A valid node credential is therefore never
+	// refused by the block; it already read the key, so sparing it is free.
+	if blocked, left := addrState.Blocked(now); blocked && !(valid && key.Credential == domain.CredentialNode) {
 		return domain.Principal{}, locked(left)
 	}
-	if key == nil || key.Revoked != nil {
+	if !valid {
 		reason := "missing or malformed bearer token"
 		switch {
 		case key != nil:
@@ -65,8 +70,10 @@ func (a *Authenticator) Authenticate(ctx context.Context, header, addr string) (
 		if err != nil {
 			return domain.Principal{}, err
 		}
+		// This attempt is answered as what it is, a failure, even when it is
+		// the one that starts the block: only later requests are locked out.
 		if blocked, left := st.Blocked(now); blocked {
-			return domain.Principal{}, locked(left)
+			a.log.WarnContext(ctx, "address blocked after failed authentications", "addr", addr, "for", left.String())
 		}
 		return domain.Principal{}, domain.Errorf(domain.CodeUnauthorized, "%s", reason)
 	}

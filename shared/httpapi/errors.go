@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/envlease/envlease/shared/domain"
@@ -61,9 +62,26 @@ func WriteError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	if retry > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int((retry+time.Second-1)/time.Second)))
 	}
+	if status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", bearerChallenge(r.Header.Get("Authorization")))
+	}
 	msg := e.Message
 	if msg == "" {
 		msg = http.StatusText(status)
 	}
 	WriteJSON(w, status, ErrorBody{Error: msg, Code: string(e.Code), Field: e.Field})
+}
+
+// bearerChallenge is the WWW-Authenticate value of a 401 (RFC 6750 section 3).
+// A request that offered a bearer token learns that the token is the problem;
+// one that offered none (or another scheme) gets the bare challenge, without
+// an error code, as the RFC asks.
+func bearerChallenge(authorization string) string {
+	const scheme = "Bearer"
+	a := strings.TrimSpace(authorization)
+	if len(a) > len(scheme) && strings.EqualFold(a[:len(scheme)], scheme) && (a[len(scheme)] == ' ' || a[len(scheme)] == '\t') &&
+		strings.TrimSpace(a[len(scheme):]) != "" {
+		return `Bearer error="invalid_token"`
+	}
+	return "Bearer"
 }

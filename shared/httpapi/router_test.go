@@ -168,3 +168,45 @@ func FuzzDecodeBytes(f *testing.F) {
 		}
 	})
 }
+
+// A 401 names the scheme to use (RFC 6750 section 3), and says the token is
+// at fault when one was offered; requests that were not refused for their
+// credentials carry no challenge.
+func TestUnauthorizedCarriesBearerChallenge(t *testing.T) {
+	h := newHandler()
+	cases := []struct {
+		name, path, authorization string
+		status                    int
+		challenge                 string
+	}{
+		{"no header", "/v1/things/1", "", 401, "Bearer"},
+		{"unknown token", "/v1/things/1", "Bearer wrong-token-0123456789", 401, `Bearer error="invalid_token"`},
+		{"malformed token", "/v1/things/1", "bearer x", 401, `Bearer error="invalid_token"`},
+		{"empty token", "/v1/things/1", "Bearer ", 401, "Bearer"},
+		{"other scheme", "/v1/things/1", "Basic dXNlcjpwYXNz", 401, "Bearer"},
+		{"scheme without a separator", "/v1/things/1", "Bearerxyz0123456789abcdef", 401, "Bearer"},
+		{"good token", "/v1/things/1", "Bearer good-token-0123456789", 200, ""},
+		{"forbidden", "/v1/node", "Bearer good-token-0123456789", 403, ""},
+		{"public", "/v1/public", "", 200, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			req := httptest.NewRequest("GET", c.path, nil)
+			if c.authorization != "" {
+				req.Header.Set("Authorization", c.authorization)
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != c.status {
+				t.Fatalf("status %d: %s", rec.Code, rec.Body.String())
+			}
+			want := []string{}
+			if c.challenge != "" {
+				want = []string{c.challenge}
+			}
+			if got := rec.Header().Values("WWW-Authenticate"); strings.Join(got, "|") != strings.Join(want, "|") || len(got) != len(want) {
+				t.Fatalf("WWW-Authenticate %q, want %q", got, want)
+			}
+		})
+	}
+}
