@@ -98,3 +98,25 @@ func (t Template) Normalized() Template {
 	}
 	return t
 }
+
+// MaxTemplateExports bounds a template's exports. A lease with a sandbox
+// writes one listen-port item per export in its transaction, and a stop
+// deletes them in its own, beside the usage days: with this bound both stay
+// inside DynamoDB's 100 actions per transaction.
+const MaxTemplateExports = 32
+
+// MaxTemplateShares bounds a template's shares, and so the shares of a lease
+// (each with a local path of up to 4 KiB) stored in the environment item.
+const MaxTemplateShares = 16
+
+// ValidateLimits checks the bounds that keep a template's environments
+// inside DynamoDB's limits.
+func (t Template) ValidateLimits() error {
+	if len(t.Exports) > MaxTemplateExports {
+		return Invalid("exports", "a template has at most %d exports, %s has %d", MaxTemplateExports, t.Name, len(t.Exports))
+	}
+	if len(t.Shares) > MaxTemplateShares {
+		return Invalid("shares", "a template has at most %d shares, %s has %d", MaxTemplateShares, t.Name, len(t.Shares))
+	}
+	return nil
+}

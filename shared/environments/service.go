@@ -40,9 +40,12 @@ type Store interface {
 const (
 	// IdempotencyWindow is how long an Idempotency-Key is remembered.
 	IdempotencyWindow = 24 * time.Hour
-	// MaxShareFiles bounds the files of all shares of one lease, which are
-	// stored in the environment item (DynamoDB items are at most 400 KB).
-	MaxShareFiles = 500
+	// MaxShareFiles and MaxShareFileBytes bound the file names of all shares
+	// of one lease, which are stored in the environment item: with every
+	// other field at its own limit the item stays well under DynamoDB's
+	// 400 KB (the idempotency record keeps no second copy of them).
+	MaxShareFiles     = 500
+	MaxShareFileBytes = 128 << 10
 	// DefaultListLimit and MaxListLimit bound GET /v1/environments pages.
 	DefaultListLimit = 50
 	MaxListLimit     = 200
@@ -153,7 +156,11 @@ func (s *Service) Lease(ctx context.Context, p domain.Principal, req LeaseReques
 				return LeaseResult{}, domain.Invalid("Idempotency-Key",
 					"this Idempotency-Key was used within the last 24 hours with a different request; use a new key for a new request")
 			}
-			return LeaseResult{Body: rec.Body, Replayed: true}, nil
+			body, err := s.replayBody(ctx, p.OrgID, rec.Body)
+			if err != nil {
+				return LeaseResult{}, err
+			}
+			return LeaseResult{Body: body, Replayed: true}, nil
 		}
 		// The record expired between the transaction and the read: lease anew, once.
 		if !errors.Is(err, domain.ErrIdempotencyKeyUsed) || attempt > 0 {
@@ -163,6 +170,47 @@ func (s *Service) Lease(ctx context.Context, p domain.Principal, req LeaseReques
 			return LeaseResult{}, err
 		}
 	}
+}
+
+// withoutShareFiles is l with every share's file list emptied (nil).
+func withoutShareFiles(l Leased) Leased {
+	strip := func(in []domain.EnvShare) []domain.EnvShare {
+		out := make([]domain.EnvShare, len(in))
+		for i, sh := range in {
+			sh.Files = nil
+			out[i] = sh
+		}
+		return out
+	}
+	l.Environment.Shares = strip(l.Environment.Shares)
+	l.Config.Shares = strip(l.Config.Shares)
+	return l
+}
+
+// replayBody rebuilds the first answer from a stored, slim one: the share
+// file names come back from the environment item (one read, on replays with
+// shares only). The environment's shares are fixed at lease, so the answer is
+// the one first given, byte for byte.
+func (s *Service) replayBody(ctx context.Context, org string, stored []byte) ([]byte, error) {
+	var l Leased
+	if err := json.Unmarshal(stored, &l); err != nil {
+		return nil, domain.Internal(fmt.Errorf("decode idempotency record: %w", err))
+	}
+	if len(l.Environment.Shares) == 0 {
+		return stored, nil
+	}
+	e, err := s.store.GetEnvironment(ctx, org, l.Environment.ID)
+	if err != nil {
+		return nil, err
+	}
+	if len(e.Shares) != len(l.Environment.Shares) {
+		return nil, domain.Internal(fmt.Errorf("environment %s has %d shares, its lease answered %d", e.ID, len(e.Shares), len(l.Environment.Shares)))
+	}
+	for i := range l.Environment.Shares {
+		l.Environment.Shares[i].Files = e.Shares[i].Files
+	}
+	l.Config.Shares = l.Environment.Shares
+	return encode(l)
 }
 
 func replayable(err error) bool {
@@ -217,14 +265,22 @@ func (s *Service) lease(ctx context.Context, p domain.Principal, req LeaseReques
 	exports := e.Exports
 	for attempt := 1; ; attempt++ {
 		e.Exports, e.Ports = allocate(exports, e.Sandbox)
-		body, err := encode(Leased{Environment: e, Config: domain.ConfigFor(e)})
+		leased := Leased{Environment: e, Config: domain.ConfigFor(e)}
+		body, err := encode(leased)
 		if err != nil {
 			return nil, err
 		}
 		l := domain.Lease{Env: e}
 		if idemKey != "" {
+			// The record keeps the answer without the share file names, which
+			// the environment item already holds and never changes: a replay
+			// puts them back (replayBody), and the record stays small.
+			slim, err := encode(withoutShareFiles(leased))
+			if err != nil {
+				return nil, err
+			}
 			l.Idempotency = &domain.IdempotencyRecord{
-				OrgID: p.OrgID, Key: idemKey, RequestHash: reqHash, Status: 201, Body: body,
+				OrgID: p.OrgID, Key: idemKey, RequestHash: reqHash, Status: 201, Body: slim,
 				Created: now, Expires: now.Add(IdempotencyWindow),
 			}
 		}
@@ -361,7 +417,7 @@ func timeout(field, v string, max domain.Duration) (domain.Duration, error) {
 func buildShares(t domain.Template, reqs []ShareRequest) ([]domain.EnvShare, error) {
 	out := []domain.EnvShare{}
 	seen := map[string]bool{}
-	total := 0
+	total, totalBytes := 0, 0
 	for i, r := range reqs {
 		field := fmt.Sprintf("shares[%d]", i)
 		idx := slices.IndexFunc(t.Shares, func(ts domain.TemplateShare) bool { return ts.Name == r.Name })
@@ -382,6 +438,12 @@ func buildShares(t domain.Template, reqs []ShareRequest) ([]domain.EnvShare, err
 		total += len(r.Files)
 		if total > MaxShareFiles {
 			return nil, domain.Invalid(field+".files", "at most %d files may be shared per environment", MaxShareFiles)
+		}
+		for _, f := range r.Files {
+			totalBytes += len(f)
+		}
+		if totalBytes > MaxShareFileBytes {
+			return nil, domain.Invalid(field+".files", "the file names of all shares may add up to at most %d bytes per environment", MaxShareFileBytes)
 		}
 		ts := t.Shares[idx]
 		files := []string{}

@@ -13,15 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/envlease/envlease/shared/apitest"
-	"github.com/envlease/envlease/shared/artifacts"
 	"github.com/envlease/envlease/shared/blob"
-	"github.com/envlease/envlease/shared/environments"
 	"github.com/envlease/envlease/shared/httpapi"
-	"github.com/envlease/envlease/shared/keys"
-	"github.com/envlease/envlease/shared/nodes"
-	"github.com/envlease/envlease/shared/sandboxes"
-	"github.com/envlease/envlease/shared/templates"
-	"github.com/envlease/envlease/shared/usage"
 )
 
 // newEnv serves every group over minidyn. Object storage is a closed loopback
@@ -40,17 +33,7 @@ func newEnv(f *testing.F) *apitest.Env {
 	})
 	return apitest.New(f, func(e *apitest.Env) [][]httpapi.Route {
 		e.Clock.Set(time.Now().UTC())
-		keySvc := keys.NewService(e.Store, e.Clock)
-		tplSvc := templates.NewService(e.Store)
-		return [][]httpapi.Route{
-			keys.TokenRoutes(keySvc), keys.KeyRoutes(keySvc),
-			sandboxes.Routes(sandboxes.NewService(e.Store, e.Clock)),
-			environments.Routes(environments.NewService(e.Store, e.Clock)),
-			templates.Routes(tplSvc), templates.QuotaRoutes(tplSvc),
-			artifacts.Routes(artifacts.NewService(e.Store, blob.New(blob.Options{Client: s3c, Bucket: "b", Clock: e.Clock}), e.Clock, artifacts.Options{})),
-			usage.Routes(usage.NewService(e.Store, e.Clock)),
-			nodes.Routes(nodes.NewService(e.Store, nil, e.Clock, nodes.Options{})),
-		}
+		return apitest.AllRoutes(e, blob.New(blob.Options{Client: s3c, Bucket: "b", Clock: e.Clock}))
 	})
 }
 

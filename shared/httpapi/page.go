@@ -20,7 +20,12 @@ type Page struct {
 // ParsePage reads `limit` and `cursor` from a list request, refusing any query
 // parameter other than those and extra, and a limit outside 1..max, with 400.
 func ParsePage(r *http.Request, max int, extra ...string) (Page, url.Values, error) {
-	q := r.URL.Query()
+	// URL.Query drops what it cannot decode; a malformed query is refused
+	// instead, so a mangled cursor is never read as "no cursor".
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return Page{}, nil, domain.BadRequest("query", "the query string is not valid URL encoding")
+	}
 	allowed := append([]string{"limit", "cursor"}, extra...)
 	for k := range q {
 		if !slices.Contains(allowed, k) {

@@ -2,9 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -143,7 +140,7 @@ func (s *Store) PutArtifact(ctx context.Context, a domain.Artifact) error {
 // the seal. Another organization's id is simply not found. Callers check
 // expiry themselves (domain.Artifact.ExpiredAt / UsableAt).
 func (s *Store) GetArtifact(ctx context.Context, org, id string) (domain.Artifact, error) {
-	if org == "" || id == "" {
+	if org == "" || !idOK(id) {
 		return domain.Artifact{}, domain.NotFound("artifact")
 	}
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
@@ -237,27 +234,14 @@ func (s *Store) ExpireArtifact(ctx context.Context, org, id string, now time.Tim
 	return dependencyError("expire artifact", err)
 }
 
-// artifactCursor is the position after the last artifact of a page. It
-// carries only the sort key and id; the partition comes from the caller's
-// organization, so a cursor cannot reach another organization's listing.
-type artifactCursor struct {
-	SK string `json:"s"`
-	ID string `json:"i"`
-}
-
 func encodeArtifactCursor(a domain.Artifact) string {
-	b, _ := json.Marshal(artifactCursor{SK: artifactGSI1SK(a), ID: a.ID})
-	return base64.RawURLEncoding.EncodeToString(b)
+	return encodeSortCursor(artifactsGSI1PK(a.OrgID), artifactGSI1SK(a), a.ID)
 }
 
 func decodeArtifactCursor(org, s string) (map[string]types.AttributeValue, error) {
-	bad := domain.BadRequest("next", "next is not a cursor this listing returned")
-	raw, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil {
-		return nil, bad
-	}
-	var c artifactCursor
-	if err := json.Unmarshal(raw, &c); err != nil || c.ID == "" || !strings.HasSuffix(c.SK, "#"+c.ID) {
+	bad := domain.BadRequest("cursor", "cursor is not a `next` value of this listing")
+	c, ok := decodeSortCursor(s, artifactsGSI1PK(org), sortTime)
+	if !ok {
 		return nil, bad
 	}
 	return map[string]types.AttributeValue{

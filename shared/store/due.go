@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -108,4 +109,23 @@ func decodeDueCursor(c, pk string) (map[string]types.AttributeValue, error) {
 		out[k] = str(v)
 	}
 	return out, nil
+}
+
+// encodeCursor writes a job's position in a due index: the query's
+// LastEvaluatedKey (all strings) as base64url JSON. Only the jobs, which
+// pass back what they were given, read it (decodeDueCursor).
+func encodeCursor(k map[string]types.AttributeValue) (string, error) {
+	m := map[string]string{}
+	for name, v := range k {
+		sv, ok := v.(*types.AttributeValueMemberS)
+		if !ok {
+			return "", domain.Internal(fmt.Errorf("cursor attribute %s is not a string", name))
+		}
+		m[name] = sv.Value
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return "", domain.Internal(err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
 }

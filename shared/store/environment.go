@@ -2,8 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -337,6 +335,9 @@ func quotaError(template string, old map[string]types.AttributeValue) error {
 // GetEnvironment reads one environment of org, strongly consistent so a
 // client sees its own lease, delete and touch at once.
 func (s *Store) GetEnvironment(ctx context.Context, org, id string) (domain.Environment, error) {
+	if !idOK(id) {
+		return domain.Environment{}, domain.NotFound("environment")
+	}
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(s.table), Key: key(orgPK(org), envSK(id)), ConsistentRead: aws.Bool(true),
 	})
@@ -379,7 +380,7 @@ func (s *Store) ListEnvironments(ctx context.Context, org string, q domain.EnvQu
 		Limit:                     aws.Int32(int32(q.Limit)),
 	}
 	if q.Cursor != "" {
-		start, err := decodeCursor(q.Cursor, pk)
+		start, err := decodeCursor(q.Cursor, org, pk)
 		if err != nil {
 			return domain.EnvPage{}, err
 		}
@@ -398,52 +399,25 @@ func (s *Store) ListEnvironments(ctx context.Context, org string, q domain.EnvQu
 		page.Environments = append(page.Environments, e)
 	}
 	if len(out.LastEvaluatedKey) > 0 {
-		page.Next, err = encodeCursor(out.LastEvaluatedKey)
-		if err != nil {
+		var last envItem
+		if err := unmarshal(out.LastEvaluatedKey, &last); err != nil {
 			return domain.EnvPage{}, err
 		}
+		page.Next = encodeSortCursor(pk, last.GSI1SK, strings.TrimPrefix(last.SK, "ENV#"))
 	}
 	return page, nil
 }
 
-// A cursor is the query's LastEvaluatedKey (all string attributes), as
-// base64url JSON. It is opaque to clients; decodeCursor refuses anything that
-// is not a key of the same listing, so a cursor cannot reach another
-// organization's partition.
-func encodeCursor(k map[string]types.AttributeValue) (string, error) {
-	m := map[string]string{}
-	for name, v := range k {
-		sv, ok := v.(*types.AttributeValueMemberS)
-		if !ok {
-			return "", domain.Internal(fmt.Errorf("cursor attribute %s is not a string", name))
-		}
-		m[name] = sv.Value
+// decodeCursor turns a `next` of ListEnvironments back into the start key of
+// the query of partition pk of org (see sortCursor).
+func decodeCursor(c, org, pk string) (map[string]types.AttributeValue, error) {
+	sc, ok := decodeSortCursor(c, pk, TimeLayout)
+	if !ok {
+		return nil, domain.BadRequest("cursor", "cursor is not a `next` value of this listing")
 	}
-	b, err := json.Marshal(m)
-	if err != nil {
-		return "", domain.Internal(err)
-	}
-	return base64.RawURLEncoding.EncodeToString(b), nil
-}
-
-func decodeCursor(c, pk string) (map[string]types.AttributeValue, error) {
-	bad := domain.BadRequest("cursor", "cursor is not a `next` value of this listing")
-	b, err := base64.RawURLEncoding.DecodeString(c)
-	if err != nil {
-		return nil, bad
-	}
-	var m map[string]string
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, bad
-	}
-	if len(m) != 4 || m[AttrGSI1PK] != pk || m[AttrPK] == "" || !strings.HasPrefix(m[AttrSK], "ENV#") || m[AttrGSI1SK] == "" {
-		return nil, bad
-	}
-	out := map[string]types.AttributeValue{}
-	for k, v := range m {
-		out[k] = str(v)
-	}
-	return out, nil
+	return map[string]types.AttributeValue{
+		AttrPK: str(orgPK(org)), AttrSK: str(envSK(sc.ID)), AttrGSI1PK: str(pk), AttrGSI1SK: str(sc.SK),
+	}, nil
 }
 
 // StopEnvironment is the ONE way an environment leaves the live states, for

@@ -103,6 +103,9 @@ func (s *Store) ListKeys(ctx context.Context, org string) ([]domain.APIKey, erro
 
 // GetKey finds a key record of org by id.
 func (s *Store) GetKey(ctx context.Context, org, id string) (domain.APIKey, error) {
+	if !idOK(id) {
+		return domain.APIKey{}, domain.NotFound("key")
+	}
 	out, err := s.db.Query(ctx, &dynamodb.QueryInput{
 		TableName:              aws.String(s.table),
 		IndexName:              aws.String(IndexGSI1),

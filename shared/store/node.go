@@ -88,6 +88,9 @@ func (s *Store) PutNode(ctx context.Context, n domain.Node) error {
 
 // GetNode reads a node of org, strongly consistent.
 func (s *Store) GetNode(ctx context.Context, org, id string) (domain.Node, error) {
+	if !idOK(id) {
+		return domain.Node{}, domain.NotFound("node")
+	}
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(s.table), Key: key(orgPK(org), nodeSK(id)), ConsistentRead: aws.Bool(true),
 	})

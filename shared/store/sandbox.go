@@ -81,6 +81,9 @@ func (s *Store) PutSandbox(ctx context.Context, sb domain.Sandbox) error {
 
 // GetSandbox reads one sandbox of org.
 func (s *Store) GetSandbox(ctx context.Context, org, id string) (domain.Sandbox, error) {
+	if !idOK(id) {
+		return domain.Sandbox{}, domain.NotFound("sandbox")
+	}
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(s.table), Key: key(orgPK(org), sandboxSK(id)), ConsistentRead: aws.Bool(true),
 	})

@@ -61,6 +61,27 @@ func (s *Store) DB() *dynamodb.Client { return s.db }
 
 func orgPK(org string) string { return "ORG#" + org }
 
+// maxIDLen bounds an identifier that goes into a key. Every id the service
+// makes is far shorter; the bound keeps keys that clients can choose (path
+// ids, cursors) well inside DynamoDB's 1,024-byte sort keys.
+const maxIDLen = 128
+
+// idOK reports whether id can be an identifier of ours: 1 to maxIDLen
+// characters of [A-Za-z0-9_-]. Lookups of anything else are not found without
+// a call, so no client-chosen text reaches DynamoDB as a key it would refuse.
+func idOK(id string) bool {
+	if id == "" || len(id) > maxIDLen {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
 // key builds a primary key.
 func key(pk, sk string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{

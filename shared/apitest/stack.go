@@ -1,0 +1,29 @@
+package apitest
+
+import (
+	"github.com/envlease/envlease/shared/artifacts"
+	"github.com/envlease/envlease/shared/blob"
+	"github.com/envlease/envlease/shared/environments"
+	"github.com/envlease/envlease/shared/httpapi"
+	"github.com/envlease/envlease/shared/keys"
+	"github.com/envlease/envlease/shared/nodes"
+	"github.com/envlease/envlease/shared/sandboxes"
+	"github.com/envlease/envlease/shared/templates"
+	"github.com/envlease/envlease/shared/usage"
+)
+
+// AllRoutes is every endpoint group of the API over e's store and clock, with
+// artifacts kept in blobs, as the deployed functions wire them.
+func AllRoutes(e *Env, blobs *blob.Store) [][]httpapi.Route {
+	keySvc := keys.NewService(e.Store, e.Clock)
+	tplSvc := templates.NewService(e.Store)
+	return [][]httpapi.Route{
+		keys.TokenRoutes(keySvc), keys.KeyRoutes(keySvc),
+		sandboxes.Routes(sandboxes.NewService(e.Store, e.Clock)),
+		environments.Routes(environments.NewService(e.Store, e.Clock)),
+		templates.Routes(tplSvc), templates.QuotaRoutes(tplSvc),
+		artifacts.Routes(artifacts.NewService(e.Store, blobs, e.Clock, artifacts.Options{})),
+		usage.Routes(usage.NewService(e.Store, e.Clock)),
+		nodes.Routes(nodes.NewService(e.Store, nil, e.Clock, nodes.Options{})),
+	}
+}
