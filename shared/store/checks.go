@@ -19,6 +19,7 @@ var (
 	_ auth.Store         = (*Store)(nil)
 	_ keys.Store         = (*Store)(nil)
 	_ fixture.Store      = (*Store)(nil)
+	_ fixture.PruneStore = (*Store)(nil)
 	_ environments.Store = (*Store)(nil)
 	_ sandboxes.Store    = (*Store)(nil)
 	_ templates.Store    = (*Store)(nil)
