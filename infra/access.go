@@ -1,5 +1,7 @@
 package main
 
+import "github.com/envlease/envlease/shared/store"
+
 // IAM actions per access level. Resources are always the table (and its
 // indexes by name), the bucket's object prefix, or the one secret: never "*".
 
@@ -18,7 +20,8 @@ var (
 	// authActions: the shared auth middleware of every HTTP function updates
 	// a key's lastUsed (at most once a minute) and the per-address
 	// failed-attempt counter. Both are single UpdateItem calls, so even the
-	// read-only groups need this one write action.
+	// read-only groups need this one write action; for them it is confined
+	// to those items by authWriteCondition.
 	authActions = []string{
 		"dynamodb:UpdateItem",
 	}
@@ -67,6 +70,24 @@ var (
 	}
 )
 
+// authWriteCondition limits a read-only group's authActions to the items
+// authentication writes (store.AuthWritePrefixes): every partition key the
+// request touches must have one of those prefixes. LeadingKeys is always
+// present on an UpdateItem; the Null test keeps a request without it (for
+// which ForAllValues would hold vacuously) from passing.
+func authWriteCondition() map[string]interface{} {
+	patterns := make([]string, len(store.AuthWritePrefixes))
+	for i, p := range store.AuthWritePrefixes {
+		patterns[i] = p + "*"
+	}
+	return map[string]interface{}{
+		"ForAllValues:StringLike": map[string]interface{}{"dynamodb:LeadingKeys": patterns},
+		"Null":                    map[string]interface{}{"dynamodb:LeadingKeys": "false"},
+	}
+}
+
+// actions are every table action of the access level (what the role may do
+// at all); grant decides which of them carry authWriteCondition.
 func (a TableAccess) actions() []string {
 	switch a {
 	case TableRead:

@@ -358,18 +358,36 @@ func (s *EnvleaseStack) newFunction(g Group, assetDir, logLevel string, tracing,
 }
 
 // grant gives a function's role exactly its group's table, bucket and secret
-// actions. Table actions cover the table and each index by name; object
+// actions. Table actions cover the table and each index by name (a read-only
+// group's authentication writes: the table's auth items only); object
 // actions cover the service's prefix; the secret is the one signer secret.
 func (s *EnvleaseStack) grant(role awsiam.Role, g Group) {
-	if actions := g.Table.actions(); len(actions) > 0 {
-		resources := []string{*s.Table.TableArn()}
-		for _, ix := range store.Schema.Indexes {
-			resources = append(resources, *s.Table.TableArn()+"/index/"+ix.Name)
-		}
+	resources := []string{*s.Table.TableArn()}
+	for _, ix := range store.Schema.Indexes {
+		resources = append(resources, *s.Table.TableArn()+"/index/"+ix.Name)
+	}
+	switch g.Table {
+	case TableReadWrite:
 		role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Sid:       jsii.String("Table"),
-			Actions:   jsii.Strings(actions...),
+			Actions:   jsii.Strings(g.Table.actions()...),
 			Resources: jsii.Strings(resources...),
+		}))
+	case TableRead:
+		role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid:       jsii.String("Table"),
+			Actions:   jsii.Strings(tableReadActions...),
+			Resources: jsii.Strings(resources...),
+		}))
+		// The one write a reading function does is authentication's, so it
+		// may touch only those items, and only on the table (no index is
+		// ever written).
+		cond := authWriteCondition()
+		role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid:        jsii.String("AuthItems"),
+			Actions:    jsii.Strings(authActions...),
+			Resources:  jsii.Strings(*s.Table.TableArn()),
+			Conditions: &cond,
 		}))
 	}
 	if actions := g.Bucket.objectActions(); len(actions) > 0 {

@@ -26,7 +26,15 @@ type addrItem struct {
 	TTL            int64 `dynamodbav:"ttl"`
 }
 
-func addrPK(addr string) string { return "ADDR#" + addr }
+// AuthWritePrefixes are the partition key prefixes of every item that
+// authentication writes: TOKEN#<hash> (a key's lastUsed) and ADDR#<ip> (an
+// address's failed attempts). Functions that otherwise only read write
+// nothing else, and the stack confines their writes to these prefixes.
+var AuthWritePrefixes = []string{"TOKEN#", addrPrefix}
+
+const addrPrefix = "ADDR#"
+
+func addrPK(addr string) string { return addrPrefix + addr }
 
 func (it addrItem) domain() domain.AddressState {
 	st := domain.AddressState{Recent: make([]time.Time, 0, len(it.Recent))}
