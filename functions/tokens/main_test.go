@@ -44,13 +44,14 @@ func TestLambdaCreateToken(t *testing.T) {
 	// Failed attempts are counted against API Gateway's sourceIp, not the
 	// client's X-Forwarded-For.
 	ev.Headers["authorization"] = "Bearer els_cli_wrongwrongwrongwrongwrong"
+	// The tenth failure is itself a 401; the block starts after it.
 	for i := 0; i < 10; i++ {
-		if res, _ = proxy(context.Background(), ev); i < 9 && res.StatusCode != 401 {
-			t.Fatalf("attempt %d: %d", i, res.StatusCode)
+		if res, _ = proxy(context.Background(), ev); res.StatusCode != 401 {
+			t.Fatalf("attempt %d: %d", i+1, res.StatusCode)
 		}
 	}
-	if res.StatusCode != 429 || res.Headers["Retry-After"] == "" {
-		t.Fatalf("10th failure: %d %v", res.StatusCode, res.Headers)
+	if res, _ = proxy(context.Background(), ev); res.StatusCode != 429 || res.Headers["Retry-After"] == "" {
+		t.Fatalf("11th attempt: %d %v", res.StatusCode, res.Headers)
 	}
 	ev.RequestContext.HTTP.SourceIP = "198.51.100.24"
 	ev.Headers["authorization"] = "Bearer " + apitest.AliceToken
