@@ -75,10 +75,11 @@ func TestLinkIsOneReadAndNoS3Request(t *testing.T) {
 	}
 }
 
-// TestUploadRenewalIsOneReadAndNoS3Request pins the cost of fresh upload
-// URLs: one GetItem and local signing, for a single PUT and for every part of
-// a multipart upload.
-func TestUploadRenewalIsOneReadAndNoS3Request(t *testing.T) {
+// TestUploadRenewalIsOneReadOneUpdateAndNoS3Request pins the cost of fresh
+// upload URLs: one GetItem, one conditional UpdateItem (the new window's end,
+// which moves the artifact's cleanup) and local signing, for a single PUT and
+// for every part of a multipart upload.
+func TestUploadRenewalIsOneReadOneUpdateAndNoS3Request(t *testing.T) {
 	c := newCostEnv(t)
 	p := domain.Principal{OrgID: "acme", UserID: "alice", Role: domain.RoleAdmin}
 	single := c.create(t, apitest.AliceToken, []byte("open artifact"), nil).ID()
@@ -93,7 +94,7 @@ func TestUploadRenewalIsOneReadAndNoS3Request(t *testing.T) {
 		if len(out.Upload.Parts) != parts {
 			t.Fatalf("%d parts renewed, want %d", len(out.Upload.Parts), parts)
 		}
-		if got := c.calls.Counts(); len(got) != 1 || got["GetItem"] != 1 {
+		if got := c.calls.Counts(); len(got) != 2 || got["GetItem"] != 1 || got["UpdateItem"] != 1 {
 			t.Fatalf("DynamoDB calls per renewal: %v", got)
 		}
 		if n := c.s3Reqs.Load() - before; n != 0 {

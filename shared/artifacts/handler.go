@@ -69,8 +69,8 @@ func (s *Service) handleGet(w http.ResponseWriter, r *http.Request, p domain.Pri
 // accepted, any field is 400.
 type uploadRequest struct{}
 
-// handleUpload answers 200, not 201: nothing is stored, the URLs are
-// signatures.
+// handleUpload answers 200, not 201: nothing is created, the URLs are
+// signatures (the record only learns when they stop working).
 func (s *Service) handleUpload(w http.ResponseWriter, r *http.Request, p domain.Principal) error {
 	var req uploadRequest
 	if err := httpapi.DecodeOptional(r, &req); err != nil {

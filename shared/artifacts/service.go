@@ -6,7 +6,9 @@
 // first ones expire before the client is done) -> complete (S3's checksums
 // are checked against what was declared, then the record is sealed) -> list,
 // read, link. The service never carries artifact bytes; S3 verifies them on
-// the way in.
+// the way in. The record keeps when its latest upload requests stop working
+// (UploadUntil): an artifact never sealed is due for the expiry job (shared/
+// expiry) from then on, so abandoned and failed uploads leave no bytes behind.
 package artifacts
 
 import (
@@ -31,7 +33,8 @@ type Store interface {
 	PutArtifact(ctx context.Context, a domain.Artifact) error
 	GetArtifact(ctx context.Context, org, id string) (domain.Artifact, error)
 	SealArtifact(ctx context.Context, a domain.Artifact) error
-	FailArtifact(ctx context.Context, org, id string) error
+	FailArtifact(ctx context.Context, a domain.Artifact) error
+	RenewArtifactUpload(ctx context.Context, a domain.Artifact, until time.Time) error
 	ListArtifacts(ctx context.Context, org string, now time.Time, limit int, cursor string) ([]domain.Artifact, string, error)
 }
 
@@ -63,7 +66,9 @@ const (
 	MinExpiry = time.Minute
 	// UploadWindow is how long presigned uploads are valid. They are signed
 	// with the function's own (session) credentials, which last about this
-	// long at least.
+	// long at least. An artifact not completed by the end of its window can
+	// no longer be (until its upload is renewed), and the expiry job removes
+	// it domain.ArtifactUploadGrace later.
 	UploadWindow = time.Hour
 	// MaxLinkExpiry caps a link's life: SigV4 allows no longer, and the
 	// signing key must outlive it.
@@ -172,6 +177,7 @@ func (s *Service) Create(ctx context.Context, p domain.Principal, req CreateRequ
 	if err != nil {
 		return Created{}, err
 	}
+	a.UploadUntil = up.Expires
 	if err := s.store.PutArtifact(ctx, a); err != nil {
 		if a.UploadID != "" {
 			_ = s.blobs.AbortMultipart(context.WithoutCancel(ctx), a.Key, a.UploadID)
@@ -186,8 +192,13 @@ func (s *Service) Create(ctx context.Context, p domain.Principal, req CreateRequ
 // failure): otherwise it would have to start over with a new artifact. The
 // layout is the one declared at create time and, for multipart, the same S3
 // upload, so parts already uploaded stay; one sent again replaces the earlier
-// (S3 keeps the last). The cost is one DynamoDB read and local signing: no
-// request goes to S3.
+// (S3 keeps the last). The cost is one DynamoDB read, one conditional update
+// (the new window's end, which moves the artifact's cleanup with it) and
+// local signing: no request goes to S3.
+//
+// A window that has already ended can be renewed too, as long as the expiry
+// job has not failed the artifact yet: renewing is how a client keeps an
+// upload it was too slow for.
 func (s *Service) Upload(ctx context.Context, p domain.Principal, id string) (Created, error) {
 	a, err := s.store.GetArtifact(ctx, p.OrgID, id)
 	if err != nil {
@@ -203,7 +214,7 @@ func (s *Service) Upload(ctx context.Context, p domain.Principal, id string) (Cr
 	case a.State == domain.ArtifactSealed:
 		return Created{}, domain.Errorf(domain.CodeConflict, "the artifact is already sealed; a sealed artifact cannot change")
 	case a.State == domain.ArtifactFailed:
-		return Created{}, domain.Errorf(domain.CodeConflict, "the artifact failed verification; create a new one")
+		return Created{}, failedConflict()
 	}
 	window := uploadWindow(a, now)
 	if window < time.Second {
@@ -215,7 +226,45 @@ func (s *Service) Upload(ctx context.Context, p domain.Principal, id string) (Cr
 	if err != nil {
 		return Created{}, err
 	}
+	// Recorded before the URLs are handed out, so the expiry job never
+	// cleans while requests it does not know of can still write.
+	err = s.store.RenewArtifactUpload(ctx, a, up.Expires)
+	if domain.ErrorCode(err) == domain.CodeConflict {
+		err = s.renewRefused(ctx, a, up.Expires)
+	}
+	if err != nil {
+		return Created{}, err
+	}
+	if up.Expires.After(a.UploadUntil) {
+		a.UploadUntil = up.Expires
+	}
 	return Created{Artifact: a, Upload: up}, nil
+}
+
+// renewRefused reads the record again after a refused renewal to answer as a
+// renewal of what it found would have: the artifact was sealed, failed or
+// expired meanwhile, or a concurrent renewal recorded a later window, which
+// covers this one's requests too.
+func (s *Service) renewRefused(ctx context.Context, read domain.Artifact, until time.Time) error {
+	a, err := s.store.GetArtifact(ctx, read.OrgID, read.ID)
+	if err != nil {
+		return err
+	}
+	switch {
+	case a.ExpiredAt(s.clock.Now()):
+		return gone()
+	case a.State == domain.ArtifactSealed:
+		return domain.Errorf(domain.CodeConflict, "the artifact is already sealed; a sealed artifact cannot change")
+	case a.State == domain.ArtifactFailed:
+		return failedConflict()
+	case a.State == domain.ArtifactOpen && !a.UploadUntil.Before(until):
+		return nil
+	}
+	return domain.Errorf(domain.CodeConflict, "the artifact changed while its upload was renewed; retry")
+}
+
+func failedConflict() error {
+	return domain.Errorf(domain.CodeConflict, "the artifact failed (its bytes did not verify, or its upload window ended without a complete); create a new one")
 }
 
 // uploadWindow is how long uploads presigned at now stay valid: UploadWindow,
@@ -250,7 +299,10 @@ func (s *Service) presignUpload(ctx context.Context, a domain.Artifact, window t
 			return Upload{}, err
 		}
 		off := int64(i) * a.PartSize
-		up.Expires = ps.Expires
+		// The latest: signing the parts may cross a second boundary.
+		if ps.Expires.After(up.Expires) {
+			up.Expires = ps.Expires
+		}
 		up.Parts = append(up.Parts, UploadPart{
 			PartNumber: i + 1, Offset: off, Size: min(a.PartSize, a.Size-off), SHA256: sum,
 			Method: ps.Method, URL: ps.URL, Headers: ps.Headers,
@@ -382,9 +434,18 @@ func (s *Service) Complete(ctx context.Context, p domain.Principal, id string, p
 	case a.State == domain.ArtifactSealed:
 		return domain.Artifact{}, domain.Errorf(domain.CodeConflict, "the artifact is already sealed; a sealed artifact cannot change")
 	case a.State == domain.ArtifactFailed:
-		return domain.Artifact{}, domain.Errorf(domain.CodeConflict, "the artifact failed verification; create a new one")
+		return domain.Artifact{}, failedConflict()
 	case a.ExpiredAt(now):
 		return domain.Artifact{}, gone()
+	case !now.Before(a.UploadEnd()):
+		// Past the window the expiry job will remove the artifact (a grace
+		// later). Refusing from the window's end on, not from the due time,
+		// leaves a complete the whole grace before it could meet the job
+		// (which AbandonArtifact makes safe anyway). 409, not 410: renewing
+		// the upload takes it back (until the job has failed it), then
+		// complete works.
+		return domain.Artifact{}, domain.Errorf(domain.CodeConflict,
+			"the upload window ended at %s; renew the upload (POST /v1/artifacts/%s/upload), then complete again", a.UploadEnd().Format(time.RFC3339), a.ID)
 	}
 	if a.UploadID == "" && len(parts) > 0 {
 		return domain.Artifact{}, domain.Invalid("parts", "this artifact went up in one request; parts must be absent")
@@ -489,9 +550,11 @@ func (s *Service) completeMultipart(ctx context.Context, a domain.Artifact, give
 
 // fail marks the artifact failed (so nothing can seal it) and removes what
 // was uploaded. The client gets 422; the cleanup's own failure is logged, not
-// shown, and the bucket's lifecycle rules are the backstop.
+// shown. Its single-PUT request still works until the window ends, so the
+// expiry job removes whatever is uploaded through it afterwards too (and
+// whatever this cleanup missed).
 func (s *Service) fail(ctx context.Context, a domain.Artifact, why string) error {
-	if err := s.store.FailArtifact(ctx, a.OrgID, a.ID); err != nil {
+	if err := s.store.FailArtifact(ctx, a); err != nil {
 		return err
 	}
 	ctx = context.WithoutCancel(ctx)

@@ -4,7 +4,10 @@ import "time"
 
 // Artifact states. An artifact is created open, becomes sealed once its bytes
 // are verified, and is expired (a tombstone) after its expiry. failed means
-// verification found other bytes than declared; nothing was sealed.
+// nothing was sealed: verification found other bytes than declared, or the
+// upload window ended without a complete and the expiry job is removing what
+// was uploaded. Open and failed artifacts become tombstones too, once their
+// upload requests have stopped working (DueAt).
 const (
 	ArtifactOpen    = "open"
 	ArtifactSealed  = "sealed"
@@ -47,6 +50,10 @@ type Artifact struct {
 	// every part but the last is PartSize bytes, and part i+1 has PartSHA256[i].
 	PartSize   int64    `json:"-"`
 	PartSHA256 []string `json:"-"`
+	// UploadUntil is when the presigned upload requests handed out last (at
+	// create or at the latest renewal) stop working; never past Expires.
+	// Zero on records written before it existed.
+	UploadUntil time.Time `json:"-"`
 }
 
 // Segment is one stored piece of an artifact.
@@ -67,6 +74,37 @@ type Link struct {
 // schedule, so a stored state of sealed does not mean unexpired.
 func (a Artifact) ExpiredAt(now time.Time) bool {
 	return a.State == ArtifactExpired || !now.Before(a.Expires)
+}
+
+// ArtifactUploadGrace is how long after its upload requests stop working an
+// open or failed artifact is left alone. S3 checks a presigned request's
+// expiry when the request starts, so an upload started just before then may
+// still be landing; cleaning earlier would leave its bytes behind.
+const ArtifactUploadGrace = 15 * time.Minute
+
+// UploadEnd is when the artifact's presigned uploads stop working. A record
+// without UploadUntil gets its expiry: no upload request outlives the
+// artifact, so that bound holds whatever was signed for it.
+func (a Artifact) UploadEnd() time.Time {
+	if a.UploadUntil.IsZero() {
+		return a.Expires
+	}
+	return a.UploadUntil
+}
+
+// DueAt is when the expiry job removes the artifact's objects and leaves a
+// tombstone: a sealed one at its expiry, an open or failed one (bytes that
+// were never sealed, or that arrived after a failure) once its upload
+// requests have stopped working and any started before then has landed.
+// ok is false for a tombstone.
+func (a Artifact) DueAt() (t time.Time, ok bool) {
+	switch a.State {
+	case ArtifactSealed:
+		return a.Expires, true
+	case ArtifactOpen, ArtifactFailed:
+		return a.UploadEnd().Add(ArtifactUploadGrace), true
+	}
+	return time.Time{}, false
 }
 
 // UsableAt reports whether the artifact can be read at now: sealed and

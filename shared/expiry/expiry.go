@@ -1,7 +1,11 @@
-// Package expiry is the artifact expiry job: it deletes the S3 objects of
-// sealed artifacts whose expiry has passed and turns their records into
+// Package expiry is the artifact expiry job: it deletes the S3 objects and
+// unfinished multipart uploads of due artifacts and turns their records into
 // tombstones (state expired, ttl = now + store.ArtifactTombstone), which
-// answer 410 until DynamoDB TTL removes them. It runs on a schedule
+// answer 410 until DynamoDB TTL removes them. Due (domain.Artifact.DueAt) is
+// a sealed artifact past its expiry, and an open or failed one whose upload
+// requests stopped working (plus domain.ArtifactUploadGrace): an abandoned
+// upload, or bytes sent again through the request of a failed one, would
+// otherwise stay until the bucket's lifecycle rule. It runs on a schedule
 // (functions/expiry in AWS, the devserver locally) and is a plain function of
 // a context, a store, object storage and a clock.
 package expiry
@@ -23,6 +27,7 @@ import (
 type Store interface {
 	DueArtifacts(ctx context.Context, now time.Time, limit int, cursor string) ([]domain.Artifact, string, error)
 	GetArtifact(ctx context.Context, org, id string) (domain.Artifact, error)
+	AbandonArtifact(ctx context.Context, org, id string, uploadUntil time.Time) error
 	ExpireArtifact(ctx context.Context, org, id string, now time.Time) error
 }
 
@@ -59,14 +64,22 @@ type Summary struct {
 	// a tombstone written just before also satisfies; the result is the same
 	// tombstone.
 	Expired int `json:"expired"`
+	// Unsealed is how many of Expired were never sealed: open (abandoned
+	// uploads) or failed.
+	Unsealed int `json:"unsealed"`
 	// AlreadyExpired were tombstones already (an overlapping run got there first).
 	AlreadyExpired int `json:"alreadyExpired"`
+	// NotDue were in the index but not due on the base item: renewed or
+	// sealed since the index copy was written. They are left alone.
+	NotDue int `json:"notDue"`
 	// Objects and Uploads count the S3 objects deleted and uploads aborted.
 	Objects int `json:"objects"`
 	Uploads int `json:"uploads"`
-	// UploadCleanupFailed counts artifacts whose multipart leftovers could
-	// not be aborted; they are tombstoned anyway (the bucket's lifecycle rule
-	// aborts leftovers after a day).
+	// UploadCleanupFailed counts sealed artifacts whose multipart leftovers
+	// could not be aborted; they are tombstoned anyway (the bucket's
+	// lifecycle rule aborts leftovers after a day). An open or failed
+	// artifact whose upload could not be aborted counts as Failed instead:
+	// the upload is what its cleanup is for.
 	UploadCleanupFailed int `json:"uploadCleanupFailed"`
 	// Failed could not be expired; they stay in the index and the next run retries.
 	Failed     int   `json:"failed"`
@@ -75,14 +88,16 @@ type Summary struct {
 	DurationMs int64 `json:"durationMs"`
 }
 
-// Run expires every sealed artifact due at the clock's current instant,
-// walking the due index in pages with continuation.
+// Run expires every artifact due at the clock's current instant, walking the
+// due index in pages with continuation.
 //
 // Per artifact, the objects go first and the tombstone after, so a
 // tombstone always means the bytes are gone; a run that dies in between
-// leaves the artifact sealed and in the index, and the next run finishes it.
-// Every step is idempotent (deleting a missing object succeeds; the
-// tombstone write is conditioned on the state read), so runs may overlap.
+// leaves the artifact in the index, and the next run finishes it. An open
+// artifact is failed first (store.AbandonArtifact, conditioned on the upload
+// window read), so no complete can seal it and no renewal reopen it while its
+// bytes go. Every step is idempotent (deleting a missing object succeeds; the
+// state writes are conditioned on what was read), so runs may overlap.
 func Run(ctx context.Context, st Store, blobs Blobs, clk clock.Clock, opts Options) (Summary, error) {
 	if opts.PageSize <= 0 {
 		opts.PageSize = DefaultPageSize
@@ -148,8 +163,13 @@ func expireAll(ctx context.Context, st Store, blobs Blobs, due []domain.Artifact
 					}
 				case r.already:
 					sum.AlreadyExpired++
+				case r.notDue:
+					sum.NotDue++
 				default:
 					sum.Expired++
+					if r.unsealed {
+						sum.Unsealed++
+					}
 				}
 				if r.uploadsFailed {
 					sum.UploadCleanupFailed++
@@ -169,45 +189,77 @@ func expireAll(ctx context.Context, st Store, blobs Blobs, due []domain.Artifact
 type result struct {
 	objects, uploads int
 	already          bool
+	notDue           bool
+	unsealed         bool
 	uploadsFailed    bool
 }
 
 // expireOne expires one artifact found in the index. It re-reads the base
-// item first: the index may lag, and an artifact already tombstoned by an
-// overlapping run needs no second S3 pass.
+// item first: the index may lag, an artifact already tombstoned by an
+// overlapping run needs no second S3 pass, and an upload renewed or sealed
+// since is not due any more.
 func expireOne(ctx context.Context, st Store, blobs Blobs, a domain.Artifact, now time.Time, log *slog.Logger) (result, error) {
 	var r result
-	cur, err := st.GetArtifact(ctx, a.OrgID, a.ID)
-	if domain.ErrorCode(err) == domain.CodeNotFound {
-		r.already = true // TTL removed it: nothing left to do
-		return r, nil
+	var cur domain.Artifact
+	// Twice at most: a refused AbandonArtifact means the record changed, and
+	// what it became is decided once more.
+	for attempt := 0; ; attempt++ {
+		var err error
+		cur, err = st.GetArtifact(ctx, a.OrgID, a.ID)
+		if domain.ErrorCode(err) == domain.CodeNotFound {
+			r.already = true // TTL removed it: nothing left to do
+			return r, nil
+		}
+		if err != nil {
+			return r, err
+		}
+		due, ok := cur.DueAt()
+		if !ok {
+			r.already = true
+			return r, nil
+		}
+		if now.Before(due) {
+			r.notDue = true
+			return r, nil
+		}
+		if cur.State != domain.ArtifactOpen {
+			break
+		}
+		err = st.AbandonArtifact(ctx, cur.OrgID, cur.ID, cur.UploadUntil)
+		if err == nil {
+			cur.State = domain.ArtifactFailed
+			break
+		}
+		if domain.ErrorCode(err) != domain.CodeConflict || attempt == 1 {
+			return r, err
+		}
 	}
-	if err != nil {
-		return r, err
-	}
-	if cur.State == domain.ArtifactExpired {
-		r.already = true
-		return r, nil
-	}
-	if cur.State != domain.ArtifactSealed || now.Before(cur.Expires) {
-		// Only sealed artifacts are in the index and their expiry never
-		// changes; anything else is a record this job must not touch.
-		return r, fmt.Errorf("state %s, expires %s: not a due sealed artifact", cur.State, cur.Expires.Format(time.RFC3339))
-	}
+	r.unsealed = cur.State != domain.ArtifactSealed
 	prefix := blob.Prefix(cur.OrgID, cur.ID)
+	// Uploads before objects: a multipart upload completed while the abort
+	// runs becomes an object that the deletion after it still finds.
+	var abortErr error
+	r.uploads, abortErr = blobs.AbortUploads(ctx, prefix)
+	var err error
 	if r.objects, err = blobs.DeletePrefix(ctx, prefix); err != nil {
-		return r, err
+		return r, errors.Join(err, abortErr)
 	}
-	if r.uploads, err = blobs.AbortUploads(ctx, prefix); err != nil {
+	if abortErr != nil {
+		if r.unsealed {
+			// The upload is what this cleanup is for: no tombstone yet; the
+			// artifact stays failed and due, and the next run tries again.
+			return r, abortErr
+		}
 		// The objects are gone, which is what expiry promises; leftovers of
 		// an upload are not readable and the lifecycle rule removes them.
 		r.uploadsFailed = true
-		log.WarnContext(ctx, "expiry: multipart leftovers not aborted", "org", cur.OrgID, "artifact", cur.ID, "err", err)
+		log.WarnContext(ctx, "expiry: multipart leftovers not aborted", "org", cur.OrgID, "artifact", cur.ID, "err", abortErr)
 	}
 	err = st.ExpireArtifact(ctx, cur.OrgID, cur.ID, now)
 	if domain.ErrorCode(err) == domain.CodeConflict {
 		// The state changed between ExpireArtifact's read and write: only an
-		// overlapping run tombstoning it can do that.
+		// overlapping run tombstoning it can do that (a failed artifact
+		// changes no more, and a sealed one only into a tombstone).
 		r.already = true
 		return r, nil
 	}

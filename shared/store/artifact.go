@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -15,19 +16,24 @@ import (
 //
 //	ORG#<org>  ARTIFACT#<id>   the artifact, in every state
 //	  GSI1 ORG#<org>#ARTIFACTS / <created>#<id>          only while sealed: the listing, newest first
-//	  GSI2 ARTEXP / <expires>#<org>#<id>                 only while sealed: the expiry job's due index
+//	  GSI2 ARTEXP / <due>#<org>#<id>                     until it is a tombstone: the expiry job's due index,
+//	                                                     due = domain.Artifact.DueAt (sealed: expires;
+//	                                                     open, failed: uploadUntil + ArtifactUploadGrace)
 //	  ttl  expires + ArtifactTombstone (epoch seconds)
 //
-// Both index keys are written at seal time, so open and failed uploads never
-// appear in the listing or cost the expiry job anything, and the expiry job
-// removes them when it turns the item into a tombstone.
+// The listing key is written at seal time, so open and failed uploads never
+// appear in the listing. They are in the due index from the start, though:
+// an upload that is abandoned, or written to again after it failed, holds
+// bytes that nothing else would remove. Renewing the upload moves its entry
+// (RenewArtifactUpload); sealing moves it to the expiry. The expiry job
+// removes the entry when it turns the item into a tombstone.
 
 // ArtifactTombstone is how long an artifact's item outlives its expiry, so a
 // link request for it answers 410 rather than 404. DynamoDB TTL deletes it
 // some time after that.
 const ArtifactTombstone = 30 * 24 * time.Hour
 
-// ArtifactDuePK is the GSI2 partition of sealed artifacts by expiry.
+// ArtifactDuePK is the GSI2 partition of artifacts by due time.
 const ArtifactDuePK = "ARTEXP"
 
 // sortTime is the fixed-width UTC form used in sort keys, so string order is
@@ -40,10 +46,11 @@ func artifactGSI1SK(a domain.Artifact) string {
 	return a.Created.UTC().Format(sortTime) + "#" + a.ID
 }
 
-// ArtifactDueSK is the GSI2 sort key of a sealed artifact: a range query on
-// ArtifactDuePK with GSI2SK < now's sortTime form finds the due ones.
-func ArtifactDueSK(expires time.Time, org, id string) string {
-	return expires.UTC().Format(sortTime) + "#" + org + "#" + id
+// ArtifactDueSK is the GSI2 sort key of an artifact due at due (its expiry
+// once sealed): a range query on ArtifactDuePK with GSI2SK < now's sortTime
+// form finds the due ones.
+func ArtifactDueSK(due time.Time, org, id string) string {
+	return due.UTC().Format(sortTime) + "#" + org + "#" + id
 }
 
 // DueSortKey renders t as the prefix of due-index sort keys.
@@ -85,6 +92,11 @@ type artifactItem struct {
 	UploadID    string            `dynamodbav:"uploadId,omitempty"`
 	PartSize    int64             `dynamodbav:"partSize,omitempty"`
 	PartSHA256  []string          `dynamodbav:"partSha256,omitempty"`
+	// UploadUntil is in sortTime form, not the encoder's RFC 3339 (which
+	// drops trailing zeros), so condition expressions can compare it as a
+	// string: a renewal never moves it back, and the expiry job fails an
+	// open artifact only if no renewal moved it since its read.
+	UploadUntil string `dynamodbav:"uploadUntil,omitempty"`
 }
 
 func tombstoneTTL(expires time.Time) int64 { return expires.Add(ArtifactTombstone).Unix() }
@@ -98,6 +110,9 @@ func newArtifactItem(a domain.Artifact) artifactItem {
 		Expires: a.Expires.UTC(), State: a.State, Sealed: utcPtr(a.Sealed), Key: a.Key, UploadID: a.UploadID,
 		PartSize: a.PartSize, PartSHA256: a.PartSHA256,
 	}
+	if !a.UploadUntil.IsZero() {
+		it.UploadUntil = a.UploadUntil.UTC().Format(sortTime)
+	}
 	for _, s := range a.Segments {
 		it.Segments = append(it.Segments, segmentItem(s))
 	}
@@ -108,12 +123,14 @@ func newArtifactItem(a domain.Artifact) artifactItem {
 	}
 	if a.State == domain.ArtifactSealed {
 		it.GSI1PK, it.GSI1SK = artifactsGSI1PK(a.OrgID), artifactGSI1SK(a)
-		it.GSI2PK, it.GSI2SK = ArtifactDuePK, ArtifactDueSK(a.Expires, a.OrgID, a.ID)
+	}
+	if due, ok := a.DueAt(); ok {
+		it.GSI2PK, it.GSI2SK = ArtifactDuePK, ArtifactDueSK(due, a.OrgID, a.ID)
 	}
 	return it
 }
 
-func (it artifactItem) domain() domain.Artifact {
+func (it artifactItem) domain() (domain.Artifact, error) {
 	a := domain.Artifact{
 		ID: it.ID, Project: it.Project, Name: it.Name, Size: it.Size, SHA256: it.SHA256,
 		ContentType: it.ContentType, Labels: it.Labels, KeyVersion: it.KeyVersion, Manifest: it.Manifest,
@@ -124,10 +141,17 @@ func (it artifactItem) domain() domain.Artifact {
 	if a.Labels == nil {
 		a.Labels = map[string]string{}
 	}
+	if it.UploadUntil != "" {
+		t, err := time.Parse(sortTime, it.UploadUntil)
+		if err != nil {
+			return domain.Artifact{}, domain.Internal(fmt.Errorf("artifact %s/%s: uploadUntil %q: %w", it.Org, it.ID, it.UploadUntil, err))
+		}
+		a.UploadUntil = t.UTC()
+	}
 	for _, s := range it.Segments {
 		a.Segments = append(a.Segments, domain.Segment(s))
 	}
-	return a
+	return a, nil
 }
 
 // PutArtifact stores a new (open) artifact. An existing id is refused.
@@ -158,12 +182,16 @@ func (s *Store) GetArtifact(ctx context.Context, org, id string) (domain.Artifac
 	if err := unmarshal(out.Item, &it); err != nil {
 		return domain.Artifact{}, err
 	}
-	return it.domain(), nil
+	return it.domain()
 }
 
-// SealArtifact writes the verified record of an open artifact and puts it in
-// the listing and the due index. It succeeds once: an artifact that is no
-// longer open (sealed by a concurrent call, failed, expired) is a conflict.
+// SealArtifact writes the verified record of an open artifact, puts it in the
+// listing and moves its due-index entry to its expiry. It succeeds once: an
+// artifact that is no longer open (sealed by a concurrent call, failed,
+// expired) is a conflict. The state condition is what keeps a seal from
+// racing the expiry job: the job fails an open artifact (AbandonArtifact)
+// before it deletes a byte, so a seal either lands first, and the job then
+// finds a sealed artifact that is not due, or is refused.
 func (s *Store) SealArtifact(ctx context.Context, a domain.Artifact) error {
 	a.State = domain.ArtifactSealed
 	a.UploadID = ""
@@ -179,25 +207,87 @@ func (s *Store) SealArtifact(ctx context.Context, a domain.Artifact) error {
 		ExpressionAttributeValues: map[string]types.AttributeValue{":open": str(domain.ArtifactOpen)},
 	})
 	if IsConditionFailed(err) {
-		return domain.Errorf(domain.CodeConflict, "the artifact is no longer open; a sealed artifact cannot change")
+		return domain.Errorf(domain.CodeConflict, "the artifact is no longer open: it was sealed, failed or expired meanwhile")
 	}
 	return dependencyError("seal artifact", err)
 }
 
-// FailArtifact marks an open artifact whose bytes did not verify.
-func (s *Store) FailArtifact(ctx context.Context, org, id string) error {
+// FailArtifact marks an open artifact whose bytes did not verify; a is the
+// record as read. The due-index entry stays where the latest renewal put it,
+// the end of the upload window whose requests may still write bytes; a record
+// written before open artifacts were indexed gets one (a's DueAt as failed).
+func (s *Store) FailArtifact(ctx context.Context, a domain.Artifact) error {
+	a.State = domain.ArtifactFailed
+	due, _ := a.DueAt()
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(s.table),
-		Key:                       key(orgPK(org), artifactSK(id)),
-		UpdateExpression:          aws.String("SET #state = :failed REMOVE uploadId"),
-		ConditionExpression:       aws.String("#state = :open"),
-		ExpressionAttributeNames:  map[string]string{"#state": "state"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":open": str(domain.ArtifactOpen), ":failed": str(domain.ArtifactFailed)},
+		TableName: aws.String(s.table),
+		Key:       key(orgPK(a.OrgID), artifactSK(a.ID)),
+		UpdateExpression: aws.String("SET #state = :failed, GSI2PK = if_not_exists(GSI2PK, :duepk), " +
+			"GSI2SK = if_not_exists(GSI2SK, :duesk) REMOVE uploadId"),
+		ConditionExpression:      aws.String("#state = :open"),
+		ExpressionAttributeNames: map[string]string{"#state": "state"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":open": str(domain.ArtifactOpen), ":failed": str(domain.ArtifactFailed),
+			":duepk": str(ArtifactDuePK), ":duesk": str(ArtifactDueSK(due, a.OrgID, a.ID)),
+		},
 	})
 	if IsConditionFailed(err) {
 		return domain.Errorf(domain.CodeConflict, "the artifact is no longer open")
 	}
 	return dependencyError("fail artifact", err)
+}
+
+// RenewArtifactUpload records that an open artifact's upload requests now
+// work until until, and moves its due-index entry there: one conditional
+// UpdateItem, no rewrite (only SET, nothing leaves an index). The recorded
+// end never moves back, so it covers every request handed out; a renewal that
+// lost a race to a later one is a conflict like one that found the artifact
+// no longer open, and the caller tells them apart by reading the record.
+func (s *Store) RenewArtifactUpload(ctx context.Context, a domain.Artifact, until time.Time) error {
+	a.UploadUntil = until
+	due, _ := a.DueAt()
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                aws.String(s.table),
+		Key:                      key(orgPK(a.OrgID), artifactSK(a.ID)),
+		UpdateExpression:         aws.String("SET uploadUntil = :until, GSI2PK = :duepk, GSI2SK = :duesk"),
+		ConditionExpression:      aws.String("#state = :open AND (attribute_not_exists(uploadUntil) OR uploadUntil <= :until)"),
+		ExpressionAttributeNames: map[string]string{"#state": "state"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":open": str(domain.ArtifactOpen), ":until": str(until.UTC().Format(sortTime)),
+			":duepk": str(ArtifactDuePK), ":duesk": str(ArtifactDueSK(due, a.OrgID, a.ID)),
+		},
+	})
+	if IsConditionFailed(err) {
+		return domain.Errorf(domain.CodeConflict, "the artifact is no longer open, or its upload was renewed concurrently")
+	}
+	return dependencyError("renew artifact upload", err)
+}
+
+// AbandonArtifact fails an open artifact whose upload window ended without a
+// complete, for the expiry job, before it deletes anything: from then on no
+// complete can seal it and no renewal reopen it. uploadUntil is the window end
+// the job read (zero: none recorded); a renewal since then moved it, and the
+// write is refused. The due-index entry stays, so a job that dies before the
+// tombstone leaves it for the next run.
+func (s *Store) AbandonArtifact(ctx context.Context, org, id string, uploadUntil time.Time) error {
+	cond := "#state = :open AND attribute_not_exists(uploadUntil)"
+	vals := map[string]types.AttributeValue{":open": str(domain.ArtifactOpen), ":failed": str(domain.ArtifactFailed)}
+	if !uploadUntil.IsZero() {
+		cond = "#state = :open AND uploadUntil = :until"
+		vals[":until"] = str(uploadUntil.UTC().Format(sortTime))
+	}
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(s.table),
+		Key:                       key(orgPK(org), artifactSK(id)),
+		UpdateExpression:          aws.String("SET #state = :failed"),
+		ConditionExpression:       aws.String(cond),
+		ExpressionAttributeNames:  map[string]string{"#state": "state"},
+		ExpressionAttributeValues: vals,
+	})
+	if IsConditionFailed(err) {
+		return domain.Errorf(domain.CodeConflict, "the artifact changed since it was read")
+	}
+	return dependencyError("abandon artifact", err)
 }
 
 // ExpireArtifact turns an artifact into a tombstone: state expired, out of the
@@ -215,7 +305,7 @@ func (s *Store) ExpireArtifact(ctx context.Context, org, id string, now time.Tim
 	prev := a.State
 	a.State = domain.ArtifactExpired
 	a.UploadID = ""
-	it := newArtifactItem(a) // not sealed: no index keys
+	it := newArtifactItem(a) // a tombstone: no index keys
 	it.TTL = now.Add(ArtifactTombstone).Unix()
 	item, err := marshal(it)
 	if err != nil {
@@ -281,7 +371,10 @@ func (s *Store) ListArtifacts(ctx context.Context, org string, now time.Time, li
 			if err := unmarshal(raw, &it); err != nil {
 				return nil, "", err
 			}
-			a := it.domain()
+			a, err := it.domain()
+			if err != nil {
+				return nil, "", err
+			}
 			if !a.UsableAt(now) {
 				continue
 			}

@@ -16,14 +16,16 @@ import (
 )
 
 // The scheduled jobs find what is due through GSI2, whose partitions hold
-// only live environments (DuePK) and sealed artifacts (ArtifactDuePK), sorted
-// by deadline. A query for "deadline before now" reads what is due and
-// nothing else, so a run's cost grows with what is due, not with what exists.
+// only live environments (DuePK) and artifacts not yet tombstoned
+// (ArtifactDuePK), sorted by deadline. A query for "deadline before now"
+// reads what is due and nothing else, so a run's cost grows with what is due,
+// not with what exists.
 //
 // GSI2 is eventually consistent in DynamoDB: an item found there may have
-// been touched, stopped or expired since. The jobs therefore act through
-// writes conditioned on the base item (StopEnvironment's version condition,
-// ExpireArtifact's state condition), never on the index copy alone.
+// been touched, stopped, renewed, sealed or expired since. The jobs therefore
+// act through writes conditioned on the base item (StopEnvironment's version
+// condition, AbandonArtifact's upload-window condition, ExpireArtifact's
+// state condition), never on the index copy alone.
 
 // DueEnvironments returns one page of at most limit live environments whose
 // deadline, min(idleUntil, expires), is at or before now, earliest first, and
@@ -45,8 +47,10 @@ func (s *Store) DueEnvironments(ctx context.Context, now time.Time, limit int, c
 	return page, nil
 }
 
-// DueArtifacts returns one page of at most limit sealed artifacts whose
-// expiry is at or before now, earliest first, and the next page's cursor.
+// DueArtifacts returns one page of at most limit artifacts due at or before
+// now (domain.Artifact.DueAt: sealed ones past their expiry, open and failed
+// ones past their upload window and its grace), earliest first, and the next
+// page's cursor.
 func (s *Store) DueArtifacts(ctx context.Context, now time.Time, limit int, cursor string) ([]domain.Artifact, string, error) {
 	items, next, err := s.queryDue(ctx, "due artifacts", ArtifactDuePK, now, limit, cursor)
 	if err != nil {
@@ -58,7 +62,11 @@ func (s *Store) DueArtifacts(ctx context.Context, now time.Time, limit int, curs
 		if err := unmarshal(raw, &it); err != nil {
 			return nil, "", err
 		}
-		out = append(out, it.domain())
+		a, err := it.domain()
+		if err != nil {
+			return nil, "", err
+		}
+		out = append(out, a)
 	}
 	return out, next, nil
 }
