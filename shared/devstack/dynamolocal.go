@@ -18,7 +18,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -189,20 +188,7 @@ func (d *DynamoLocal) Stop() {
 	if d == nil || d.cmd == nil {
 		return
 	}
-	d.stopOnce.Do(func() {
-		pgid := d.cmd.Process.Pid
-		select {
-		case <-d.done:
-		default:
-			_ = syscall.Kill(-pgid, syscall.SIGTERM)
-			select {
-			case <-d.done:
-			case <-time.After(stopGrace):
-				_ = syscall.Kill(-pgid, syscall.SIGKILL)
-				<-d.done
-			}
-		}
-	})
+	d.stopOnce.Do(func() { stopGroup(d.cmd.Process.Pid, d.done) })
 }
 
 // Output returns the last few KiB the process wrote.

@@ -281,22 +281,29 @@ func (s *S3) Stop() {
 		return
 	}
 	s.stopOnce.Do(func() {
-		pgid := s.cmd.Process.Pid // Setpgid makes the child its group's leader
-		select {
-		case <-s.done:
-		default:
-			_ = syscall.Kill(-pgid, syscall.SIGTERM)
-			select {
-			case <-s.done:
-			case <-time.After(stopGrace):
-				_ = syscall.Kill(-pgid, syscall.SIGKILL)
-				<-s.done
-			}
-		}
+		stopGroup(s.cmd.Process.Pid, s.done)
 		if s.removeDir {
 			_ = os.RemoveAll(s.Dir)
 		}
 	})
+}
+
+// stopGroup ends the process group of a child started with childSysProcAttr
+// (Setpgid makes the child its group's leader): SIGTERM, then SIGKILL if it
+// has not exited within stopGrace; done is closed once it has been reaped.
+func stopGroup(pgid int, done <-chan struct{}) {
+	select {
+	case <-done:
+		return
+	default:
+	}
+	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(stopGrace):
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		<-done
+	}
 }
 
 // Output returns the last few KiB the gateway wrote to stdout and stderr.
