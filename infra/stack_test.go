@@ -38,6 +38,7 @@ var specEndpoints = []struct {
 	// Added by the service.
 	{"GET", "/v1/keys", "keys"},
 	{"DELETE", "/v1/keys/key_1", "keys"},
+	{"GET", "/v1/whoami", "keys"},
 	{"GET", "/v1/sandboxes/sbx_1", "sandboxes"},
 	{"POST", "/v1/artifacts", "artifacts"},
 	{"POST", "/v1/artifacts/art_1/complete", "artifacts"},

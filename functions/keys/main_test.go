@@ -22,6 +22,7 @@ func TestLambdaEvents(t *testing.T) {
 		{"keys-create.json", 201, `"kind":"org"`},
 		{"keys-list.json", 200, `"keys":[`},
 		{"keys-revoke.json", 200, `"revoked":"`},
+		{"keys-whoami.json", 200, `"organization":"acme"`},
 		{"tokens-create.json", 404, `"code":"not_found"`}, // another group's route
 	}
 	for _, c := range cases {

@@ -327,6 +327,7 @@ func endpoints(sbx string, key string) []endpoint {
 			return request{method: "POST", path: "/v1/keys", token: apitest.AliceToken, body: map[string]any{"name": "ci"}}
 		}},
 		{name: "GET /v1/keys", status: 200, prepare: get("/v1/keys")},
+		{name: "GET /v1/whoami", status: 200, prepare: get("/v1/whoami")},
 		{name: "DELETE /v1/keys/{id}", status: 200, prepare: func(s *stack) request {
 			id := s.must("POST", "/v1/tokens", apitest.BobToken, map[string]any{"name": "old"}, 201)["apiKey"].(map[string]any)["id"].(string)
 			return request{method: "DELETE", path: "/v1/keys/" + id, token: apitest.BobToken}

@@ -14,12 +14,14 @@ func TokenRoutes(s *Service) []httpapi.Route {
 	}
 }
 
-// KeyRoutes is the keys group: create, list and revoke.
+// KeyRoutes is the keys group: create, list and revoke, and who the caller's
+// own token is.
 func KeyRoutes(s *Service) []httpapi.Route {
 	return []httpapi.Route{
 		{Method: http.MethodPost, Path: "/v1/keys", Access: httpapi.Admin, Handler: s.handleCreateKey},
 		{Method: http.MethodGet, Path: "/v1/keys", Access: httpapi.Member, Handler: s.handleList},
 		{Method: http.MethodDelete, Path: "/v1/keys/{id}", Access: httpapi.Member, Handler: s.handleRevoke},
+		{Method: http.MethodGet, Path: "/v1/whoami", Access: httpapi.Member, Handler: s.handleWhoami},
 	}
 }
 
