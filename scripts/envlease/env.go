@@ -1,0 +1,104 @@
+package main
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/envlease/envlease/shared/client"
+	"github.com/envlease/envlease/shared/domain"
+)
+
+// printEnvironment writes one environment: its JSON, or its fields.
+func (a *app) printEnvironment(e domain.Environment) error {
+	if a.json() {
+		return a.printJSON(e)
+	}
+	now := time.Now()
+	readyIn := ""
+	if e.ReadyMs != nil {
+		readyIn = strconv.FormatInt(*e.ReadyMs, 10) + " ms"
+	}
+	var shares []string
+	for _, s := range e.Shares {
+		shares = append(shares, s.Name+" "+s.LocalPath+"->"+s.EnvPath)
+	}
+	stopped := ""
+	if e.Stopped != nil {
+		stopped = ago(*e.Stopped, now)
+		if e.StopReason != "" {
+			stopped += " (" + e.StopReason + ")"
+		}
+	}
+	idleUntil := ""
+	if e.State.Live() {
+		idleUntil = ago(e.IdleUntil, now)
+	}
+	return details(a.stdout,
+		"ID", e.ID,
+		"NAME", e.Name,
+		"TEMPLATE", e.Template,
+		"STATE", string(e.State),
+		"ERROR", e.Error,
+		"POOL", e.Pool,
+		"NODE", e.Node,
+		"SANDBOX", e.Sandbox,
+		"LABELS", labels(e.Labels),
+		"PROJECT", e.Project,
+		"EXPORTS", exports(e.Exports),
+		"SHARES", strings.Join(shares, ", "),
+		"CREATED", ago(e.Created, now)+" by "+e.CreatedBy,
+		"READY", readyAfter(e.Ready, readyIn, now),
+		"IDLE UNTIL", idleUntil,
+		"EXPIRES", ago(e.Expires, now),
+		"TIMEOUTS", "idle "+e.Idle.String()+", hard "+e.Hard.String(),
+		"STOPPED", stopped,
+		"SNAPSHOT", e.Snapshot,
+	)
+}
+
+func readyAfter(t *time.Time, after string, now time.Time) string {
+	if t == nil {
+		return ""
+	}
+	return ago(*t, now) + " (after " + after + ")"
+}
+
+// completeEnvironments offers the live environments' ids to the shell.
+func (a *app) completeEnvironments(cmd *cobra.Command, got []string, _ string) ([]string, cobra.ShellCompDirective) {
+	if len(got) > 0 {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	s, err := a.session()
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	page, err := s.client.ListEnvironments(cmd.Context(), client.EnvironmentQuery{Limit: 200})
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	var out []string
+	for _, e := range page.Environments {
+		out = append(out, e.ID+"\t"+e.Name+" ("+string(e.State)+")")
+	}
+	return out, cobra.ShellCompDirectiveNoFileComp
+}
+
+// completeTemplates offers the organization's template names.
+func (a *app) completeTemplates(cmd *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {
+	s, err := a.session()
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	list, err := s.client.Templates(cmd.Context())
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	var out []string
+	for _, t := range list.Templates {
+		out = append(out, t.Name+"\t"+t.Description)
+	}
+	return out, cobra.ShellCompDirectiveNoFileComp
+}

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+
+	"github.com/spf13/cobra"
+
+	"github.com/envlease/envlease/shared/client"
+)
+
+// The exit codes scripts can rely on; `envlease help exit-codes` lists them.
+const (
+	exitOK       = 0
+	exitError    = 1
+	exitUsage    = 2
+	exitAuth     = 3
+	exitNotFound = 4
+	exitQuota    = 5
+	exitTimeout  = 6
+	// exitInterrupted is the shell's convention for a command ended by
+	// Ctrl-C (128 + SIGINT).
+	exitInterrupted = 130
+)
+
+const exitCodesHelp = `Exit codes of every envlease command:
+
+  0  success
+  1  any other error (a refused request, a failed transfer, a checksum mismatch, …)
+  2  usage: an unknown command or flag, a missing or malformed argument
+  3  authentication: not logged in, the token was refused (401), the token may
+     not do this (403), or too many failed attempts from this address (429 locked)
+  4  not found: no such resource in your organization (404), or it is gone (410:
+     an expired artifact, a stopped environment that can no longer be touched)
+  5  quota: the organization runs as many environments of the template as its
+     quota allows (429 quota); delete one first
+  6  timeout: --timeout passed, or a wait (lease --wait) ran out
+130  interrupted (Ctrl-C)
+
+Errors are written to standard error; with -o json as one JSON object:
+{"error", "code", "status", "requestId", "exitCode"}.
+`
+
+func newExitCodesTopic() *cobra.Command {
+	return &cobra.Command{
+		Use:   "exit-codes",
+		Short: "What the exit codes of envlease mean",
+		Long:  exitCodesHelp,
+	}
+}
+
+// usageError is a mistake in how a command was called (exit 2).
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+// authError is a missing login (exit 3).
+type authError struct{ msg string }
+
+func (e *authError) Error() string { return e.msg }
+
+// errTimedOut is a wait that ran out before what it waited for happened.
+var errTimedOut = errors.New("timed out")
+
+// exitCode classifies an error.
+func exitCode(err error) int {
+	if err == nil {
+		return exitOK
+	}
+	var ue *usageError
+	var ae *authError
+	var ne net.Error
+	switch {
+	case errors.As(err, &ue):
+		return exitUsage
+	case errors.As(err, &ae):
+		return exitAuth
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, errTimedOut), errors.As(err, &ne) && ne.Timeout():
+		return exitTimeout
+	case errors.Is(err, context.Canceled):
+		return exitInterrupted
+	}
+	e, ok := client.AsError(err)
+	if !ok {
+		return exitError
+	}
+	switch {
+	case e.Status == http.StatusUnauthorized, e.Status == http.StatusForbidden:
+		return exitAuth
+	case e.Status == http.StatusTooManyRequests && e.Code == "locked":
+		return exitAuth
+	case e.Status == http.StatusTooManyRequests && e.Code == "quota":
+		return exitQuota
+	case e.Status == http.StatusNotFound, e.Status == http.StatusGone:
+		return exitNotFound
+	}
+	return exitError
+}

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/envlease/envlease/shared/client"
+	"github.com/envlease/envlease/shared/domain"
+)
+
+// defaultWait bounds `lease --wait` when --timeout is not given.
+const defaultWait = 5 * time.Minute
+
+// pollEvery is how often `lease --wait` reads the environment.
+const pollEvery = 500 * time.Millisecond
+
+func (a *app) leaseCommand() *cobra.Command {
+	var (
+		req        client.LeaseRequest
+		labelArgs  []string
+		wait       bool
+		noSandbox  bool
+		sandboxArg string
+	)
+	cmd := &cobra.Command{
+		Use:   "lease --template T [--label K=V]... [--idle D] [--hard D] [--name N]",
+		Short: "Lease an environment from a template",
+		Long: `Lease an environment from a template. It starts pending and becomes ready
+once a node of its pool runs it; --wait waits for that (up to --timeout, 5
+minutes by default; running out is exit code 6).
+
+Leases name the profile's sandbox (see 'envlease sandbox register'), so the
+environment's exports get listen addresses on this machine. Beyond the
+template's quota the lease is refused with exit code 5.
+
+The lease carries a fresh Idempotency-Key, so a lease retried after the
+service answered 502 or 503 never leases twice.`,
+		Example: `  envlease lease --template shell
+  envlease lease --template shell --label team=web --label pr=42 --idle 15m --wait
+  ID=$(envlease lease --template shell -o json | jq -r .environment.id)`,
+		Args: args(0),
+		RunE: a.runE(func(ctx context.Context, cmd *cobra.Command, _ []string) error {
+			var err error
+			if req.Labels, err = parseLabels(labelArgs); err != nil {
+				return err
+			}
+			for flag, v := range map[string]string{"--idle": req.Idle, "--hard": req.Hard} {
+				if v == "" {
+					continue
+				}
+				if d, err := domain.ParseDuration(v); err != nil || d <= 0 {
+					return usagef("%s %q: want a positive duration such as 30m or 6h", flag, v)
+				}
+			}
+			s, err := a.session()
+			if err != nil {
+				return err
+			}
+			switch {
+			case sandboxArg != "":
+				req.Sandbox = sandboxArg
+			case s.ownSandbox && !noSandbox:
+				req.Sandbox = s.profile.Sandbox
+			}
+			req.IdempotencyKey = newIdempotencyKey()
+			leased, err := s.client.Lease(ctx, req)
+			if err != nil {
+				return err
+			}
+			env := leased.Environment
+			if wait {
+				a.say("Leased %s; waiting for it to be ready…", env.ID)
+				if env, err = a.waitReady(ctx, s.client, env); err != nil {
+					return err
+				}
+			}
+			if a.json() {
+				leased.Environment = env
+				return a.printJSON(leased)
+			}
+			return a.printEnvironment(env)
+		}),
+	}
+	f := cmd.Flags()
+	f.StringVarP(&req.Template, "template", "t", "", "the template to lease from (required)")
+	f.StringArrayVarP(&labelArgs, "label", "l", nil, "a label KEY=VALUE (repeatable)")
+	f.StringVar(&req.Idle, "idle", "", "idle timeout, such as 15m (default and upper bound: the template's)")
+	f.StringVar(&req.Hard, "hard", "", "hard timeout, such as 2h (default and upper bound: the template's)")
+	f.StringVar(&req.Name, "name", "", "the environment's name (default: the template's)")
+	f.StringVar(&req.Project, "project", "", "a project reference")
+	f.StringVar(&req.Pool, "pool", "", "the pool to run in (default: the template's first)")
+	f.StringVar(&req.Snapshot, "snapshot", "", "an artifact id to restore the environment from")
+	f.StringVar(&sandboxArg, "sandbox", "", "the sandbox to forward exports to (default: the profile's)")
+	f.BoolVar(&noSandbox, "no-sandbox", false, "lease without a sandbox")
+	f.BoolVarP(&wait, "wait", "w", false, "wait until the environment is ready")
+	_ = cmd.MarkFlagRequired("template")
+	_ = cmd.RegisterFlagCompletionFunc("template", a.completeTemplates)
+	return cmd
+}
+
+// parseLabels reads KEY=VALUE pairs; the service checks the label rules.
+func parseLabels(pairs []string) (map[string]string, error) {
+	if len(pairs) == 0 {
+		return nil, nil
+	}
+	out := map[string]string{}
+	for _, p := range pairs {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok || k == "" {
+			return nil, usagef("--label %q: want KEY=VALUE", p)
+		}
+		if _, dup := out[k]; dup {
+			return nil, usagef("--label %q: %s given twice", p, k)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+// newIdempotencyKey is a key no other lease uses.
+func newIdempotencyKey() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b) // crypto/rand never fails on supported platforms
+	return "envlease-cli-" + hex.EncodeToString(b)
+}
+
+// waitReady reads the environment until it is ready, failed or ended, or the
+// wait runs out (--timeout, or defaultWait without one).
+func (a *app) waitReady(ctx context.Context, c *client.Client, env domain.Environment) (domain.Environment, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, defaultWait)
+		defer cancel()
+	}
+	tick := time.NewTicker(pollEvery)
+	defer tick.Stop()
+	for {
+		switch env.State {
+		case domain.StateReady:
+			return env, nil
+		case domain.StateFailed:
+			return env, fmt.Errorf("%s failed: %s", env.ID, env.Error)
+		case domain.StateStopping, domain.StateStopped:
+			return env, fmt.Errorf("%s ended before it was ready (%s)", env.ID, orDash(env.StopReason))
+		}
+		select {
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return env, fmt.Errorf("%w waiting for %s to be ready; it is %s", errTimedOut, env.ID, env.State)
+			}
+			return env, ctx.Err()
+		case <-tick.C:
+		}
+		next, err := c.GetEnvironment(ctx, env.ID)
+		if err != nil {
+			if ctx.Err() != nil {
+				continue // reported by the select above
+			}
+			return env, err
+		}
+		env = next
+	}
+}

@@ -1,0 +1,320 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/envlease/envlease/shared/domain"
+)
+
+// The response shapes are the API's; where shared/domain already has the
+// shape (environments, sandboxes, templates, keys, artifacts, links) it is
+// reused, so the client and the service cannot drift apart.
+
+// IssuedKey is a new token, shown only in this answer, and its record.
+type IssuedKey struct {
+	Token  string        `json:"token"`
+	APIKey domain.APIKey `json:"apiKey"`
+}
+
+// Identity is who the client's token acts as (GET /v1/whoami).
+type Identity struct {
+	Organization string `json:"organization"`
+	// User is the person a CLI token acts as; empty for an organization key.
+	User string        `json:"user"`
+	Role domain.Role   `json:"role"`
+	Key  domain.APIKey `json:"key"`
+}
+
+// SandboxRegistration is the body of POST /v1/sandboxes.
+type SandboxRegistration struct {
+	Name      string `json:"name"`
+	Hostname  string `json:"hostname,omitempty"`
+	PublicKey string `json:"publicKey,omitempty"`
+}
+
+// RegisteredSandbox is a new sandbox and its single-use join key.
+type RegisteredSandbox struct {
+	Sandbox domain.Sandbox `json:"sandbox"`
+	JoinKey string         `json:"joinKey"`
+}
+
+// ShareRequest asks for a template's share in a lease.
+type ShareRequest struct {
+	Name      string   `json:"name"`
+	LocalPath string   `json:"localPath,omitempty"`
+	Files     []string `json:"files,omitempty"`
+}
+
+// LeaseRequest is the body of POST /v1/environments, plus the
+// Idempotency-Key header.
+type LeaseRequest struct {
+	Template string            `json:"template"`
+	Name     string            `json:"name,omitempty"`
+	Labels   map[string]string `json:"labels,omitempty"`
+	Project  string            `json:"project,omitempty"`
+	Pool     string            `json:"pool,omitempty"`
+	Sandbox  string            `json:"sandbox,omitempty"`
+	Shares   []ShareRequest    `json:"shares,omitempty"`
+	Snapshot string            `json:"snapshot,omitempty"`
+	// Idle and Hard are durations such as "30m"; empty takes the template's.
+	Idle string `json:"idle,omitempty"`
+	Hard string `json:"hard,omitempty"`
+	// IdempotencyKey, when set, is sent as Idempotency-Key: the service
+	// answers a repeat within 24 hours with the first answer and leases
+	// nothing, which also lets this client retry the lease after a 502/503.
+	IdempotencyKey string `json:"-"`
+}
+
+// Leased is a new environment and the sandbox's new configuration.
+type Leased struct {
+	Environment domain.Environment   `json:"environment"`
+	Config      domain.SandboxConfig `json:"config"`
+	// Replayed is set when the answer is the stored one of an earlier lease
+	// with the same Idempotency-Key.
+	Replayed bool `json:"-"`
+}
+
+// EnvironmentQuery selects a page of environments. The zero value is the
+// first page of live environments, of the service's default size.
+type EnvironmentQuery struct {
+	// State is "live" (the default), or one state.
+	State  string
+	Limit  int
+	Cursor string
+}
+
+// EnvironmentPage is one page of environments, newest first.
+type EnvironmentPage struct {
+	Environments []domain.Environment `json:"environments"`
+	// Next is the cursor of the following page; empty on the last.
+	Next string `json:"next,omitempty"`
+}
+
+// TemplateList is the organization's templates and the pools that run them.
+type TemplateList struct {
+	Templates []domain.Template `json:"templates"`
+	Pools     []string          `json:"pools"`
+}
+
+// UsageEntry is the seconds of environment time of one template on one UTC day.
+type UsageEntry struct {
+	Template string `json:"template"`
+	// Day is YYYY-MM-DD.
+	Day     string `json:"day"`
+	Seconds int64  `json:"seconds"`
+}
+
+// UsageReport is usage from Since through today, by day, then template.
+type UsageReport struct {
+	Since time.Time    `json:"since"`
+	Usage []UsageEntry `json:"usage"`
+}
+
+// PageQuery selects a page of a listing.
+type PageQuery struct {
+	Limit  int
+	Cursor string
+}
+
+// ArtifactPage is one page of sealed, unexpired artifacts, newest first.
+type ArtifactPage struct {
+	Artifacts []domain.Artifact `json:"artifacts"`
+	Next      string            `json:"next,omitempty"`
+}
+
+// CreateToken issues a CLI token acting as the caller (a person).
+func (c *Client) CreateToken(ctx context.Context, name string) (IssuedKey, error) {
+	var out IssuedKey
+	_, err := c.do(ctx, call{method: http.MethodPost, path: "/v1/tokens", body: map[string]string{"name": name, "source": "cli"}}, &out)
+	return out, err
+}
+
+// CreateKey issues an organization API key (admins only).
+func (c *Client) CreateKey(ctx context.Context, name string) (IssuedKey, error) {
+	var out IssuedKey
+	_, err := c.do(ctx, call{method: http.MethodPost, path: "/v1/keys", body: map[string]string{"name": name}}, &out)
+	return out, err
+}
+
+// ListKeys lists the key records the caller may see.
+func (c *Client) ListKeys(ctx context.Context) ([]domain.APIKey, error) {
+	var out struct {
+		Keys []domain.APIKey `json:"keys"`
+	}
+	_, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/keys", retry: true}, &out)
+	return out.Keys, err
+}
+
+// RevokeKey revokes a key; revoking again returns the same record.
+func (c *Client) RevokeKey(ctx context.Context, id string) (domain.APIKey, error) {
+	var out struct {
+		APIKey domain.APIKey `json:"apiKey"`
+	}
+	_, err := c.do(ctx, call{method: http.MethodDelete, path: "/v1/keys/" + seg(id), retry: true}, &out)
+	return out.APIKey, err
+}
+
+// Whoami tells who the token acts as.
+func (c *Client) Whoami(ctx context.Context) (Identity, error) {
+	var out Identity
+	_, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/whoami", retry: true}, &out)
+	return out, err
+}
+
+// RegisterSandbox registers a machine; the join key is shown only here.
+func (c *Client) RegisterSandbox(ctx context.Context, r SandboxRegistration) (RegisteredSandbox, error) {
+	var out RegisteredSandbox
+	_, err := c.do(ctx, call{method: http.MethodPost, path: "/v1/sandboxes", body: r}, &out)
+	return out, err
+}
+
+// JoinSandbox redeems a join key, once.
+func (c *Client) JoinSandbox(ctx context.Context, joinKey string) (domain.Sandbox, error) {
+	var out struct {
+		Sandbox domain.Sandbox `json:"sandbox"`
+	}
+	_, err := c.do(ctx, call{method: http.MethodPost, path: "/v1/sandboxes/join", body: map[string]string{"joinKey": joinKey}}, &out)
+	return out.Sandbox, err
+}
+
+// ListSandboxes lists the organization's sandboxes, newest first.
+func (c *Client) ListSandboxes(ctx context.Context) ([]domain.Sandbox, error) {
+	var out struct {
+		Sandboxes []domain.Sandbox `json:"sandboxes"`
+	}
+	_, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/sandboxes", retry: true}, &out)
+	return out.Sandboxes, err
+}
+
+// GetSandbox reads a sandbox.
+func (c *Client) GetSandbox(ctx context.Context, id string) (domain.Sandbox, error) {
+	var out struct {
+		Sandbox domain.Sandbox `json:"sandbox"`
+	}
+	_, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/sandboxes/" + seg(id), retry: true}, &out)
+	return out.Sandbox, err
+}
+
+// Lease leases an environment. With an IdempotencyKey the lease is retried
+// after a 502 or 503, and a repeat gets the first answer.
+func (c *Client) Lease(ctx context.Context, r LeaseRequest) (Leased, error) {
+	cl := call{method: http.MethodPost, path: "/v1/environments", body: r}
+	if r.IdempotencyKey != "" {
+		cl.header = http.Header{"Idempotency-Key": {r.IdempotencyKey}}
+		cl.retry = true
+	}
+	var out Leased
+	h, err := c.do(ctx, cl, &out)
+	if err == nil {
+		out.Replayed = h.Get("Idempotent-Replayed") == "true"
+	}
+	return out, err
+}
+
+// ListEnvironments reads one page of environments.
+func (c *Client) ListEnvironments(ctx context.Context, q EnvironmentQuery) (EnvironmentPage, error) {
+	v := url.Values{}
+	if q.State != "" {
+		v.Set("state", q.State)
+	}
+	pageParams(v, q.Limit, q.Cursor)
+	var out EnvironmentPage
+	_, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/environments", query: v, retry: true}, &out)
+	return out, err
+}
+
+// GetEnvironment reads an environment in any state.
+func (c *Client) GetEnvironment(ctx context.Context, id string) (domain.Environment, error) {
+	var out domain.Environment
+	_, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/environments/" + seg(id), retry: true}, &out)
+	return out, err
+}
+
+// DeleteEnvironment ends a lease; deleting again returns the record as it is.
+func (c *Client) DeleteEnvironment(ctx context.Context, id string) (domain.Environment, error) {
+	var out domain.Environment
+	_, err := c.do(ctx, call{method: http.MethodDelete, path: "/v1/environments/" + seg(id), retry: true}, &out)
+	return out, err
+}
+
+// TouchEnvironment moves the idle deadline forward. A touch is safe to
+// repeat (it never moves the deadline backwards), so it is retried.
+func (c *Client) TouchEnvironment(ctx context.Context, id string) (domain.Environment, error) {
+	var out domain.Environment
+	_, err := c.do(ctx, call{method: http.MethodPost, path: "/v1/environments/" + seg(id) + "/touch", retry: true}, &out)
+	return out, err
+}
+
+// Templates lists the templates the organization can lease and their pools.
+func (c *Client) Templates(ctx context.Context) (TemplateList, error) {
+	var out TemplateList
+	_, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/templates", retry: true}, &out)
+	return out, err
+}
+
+// Quotas lists each template's limit and live count.
+func (c *Client) Quotas(ctx context.Context) ([]domain.QuotaEntry, error) {
+	var out struct {
+		Quotas []domain.QuotaEntry `json:"quotas"`
+	}
+	_, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/quotas", retry: true}, &out)
+	return out.Quotas, err
+}
+
+// Usage reports usage from the UTC day of since (the zero time: the
+// service's default, 30 days back) through today.
+func (c *Client) Usage(ctx context.Context, since time.Time) (UsageReport, error) {
+	v := url.Values{}
+	if !since.IsZero() {
+		v.Set("since", since.UTC().Format(time.DateOnly))
+	}
+	var out UsageReport
+	_, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/usage", query: v, retry: true}, &out)
+	return out, err
+}
+
+// ListArtifacts reads one page of artifacts.
+func (c *Client) ListArtifacts(ctx context.Context, q PageQuery) (ArtifactPage, error) {
+	v := url.Values{}
+	pageParams(v, q.Limit, q.Cursor)
+	var out ArtifactPage
+	_, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/artifacts", query: v, retry: true}, &out)
+	return out, err
+}
+
+// GetArtifact reads an artifact in any state but expired.
+func (c *Client) GetArtifact(ctx context.Context, id string) (domain.Artifact, error) {
+	var out domain.Artifact
+	_, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/artifacts/" + seg(id), retry: true}, &out)
+	return out, err
+}
+
+// CreateLink signs a download link; expires is a duration ("2h") or an RFC
+// 3339 time, empty for the service's default (1 hour). Nothing is stored,
+// so it is retried.
+func (c *Client) CreateLink(ctx context.Context, id, expires string) (domain.Link, error) {
+	var body any
+	if expires != "" {
+		body = map[string]string{"expires": expires}
+	}
+	var out domain.Link
+	_, err := c.do(ctx, call{method: http.MethodPost, path: "/v1/artifacts/" + seg(id) + "/links", body: body, retry: true}, &out)
+	return out, err
+}
+
+func pageParams(v url.Values, limit int, cursor string) {
+	if limit > 0 {
+		v.Set("limit", strconv.Itoa(limit))
+	}
+	if cursor != "" {
+		v.Set("cursor", cursor)
+	}
+}
+
+// seg escapes an id for use as one path segment, so an id can never reach
+// another route.
+func seg(id string) string { return url.PathEscape(id) }

@@ -1,0 +1,129 @@
+// Package clienttest runs the whole service in the test's process for tests
+// of API clients (shared/client, the envlease CLI): the local DynamoDB and S3
+// of shared/devstack, the test organizations of shared/apitest, every endpoint
+// group on a loopback port, and a node agent per pool, as the dev server runs
+// them. Time is real: clients sign, wait and download as they would against a
+// deployment. It is imported only by tests.
+package clienttest
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/envlease/envlease/shared/agent"
+	"github.com/envlease/envlease/shared/apitest"
+	"github.com/envlease/envlease/shared/artifacts"
+	"github.com/envlease/envlease/shared/auth"
+	"github.com/envlease/envlease/shared/blob"
+	"github.com/envlease/envlease/shared/clock"
+	"github.com/envlease/envlease/shared/devstack"
+	"github.com/envlease/envlease/shared/domain"
+	"github.com/envlease/envlease/shared/environments"
+	"github.com/envlease/envlease/shared/fixture"
+	"github.com/envlease/envlease/shared/httpapi"
+	"github.com/envlease/envlease/shared/keys"
+	"github.com/envlease/envlease/shared/nodes"
+	"github.com/envlease/envlease/shared/openapi"
+	"github.com/envlease/envlease/shared/sandboxes"
+	"github.com/envlease/envlease/shared/store"
+	"github.com/envlease/envlease/shared/templates"
+	"github.com/envlease/envlease/shared/usage"
+)
+
+// Tokens of the organizations the stack serves (shared/apitest's fixture):
+// acme's admin alice and member bob, and globex's admin carol.
+const (
+	AliceToken = apitest.AliceToken
+	BobToken   = apitest.BobToken
+	CarolToken = apitest.CarolToken
+)
+
+// Stack is a running service.
+type Stack struct {
+	// URL is the API's base URL, http://127.0.0.1:<port>.
+	URL   string
+	Store *store.Store
+}
+
+// nodeOptions are the dev server's: a heartbeat a second and claims that look
+// every 100 ms, so a lease is ready within moments.
+var nodeOptions = nodes.Options{HeartbeatInterval: time.Second, PollMax: 100 * time.Millisecond}
+
+// Start runs the stack until the test ends. Every answer the API gives is
+// checked against the API description, as in the dev server's own tests.
+func Start(t testing.TB) *Stack {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	dyn := devstack.NewTestDynamo(t)
+	s3 := devstack.NewTestS3(t)
+	st := store.New(dyn.Client(ctx), dyn.Table)
+	clk := clock.System{}
+	log := apitest.DiscardLogger()
+	file := apitest.Fixture(t)
+	if err := fixture.Apply(ctx, st, file, fixture.Options{WithTokens: true, Now: clk.Now()}); err != nil {
+		cancel()
+		t.Fatalf("apply fixture: %v", err)
+	}
+	blobs := blob.New(blob.Options{Client: s3.Client(ctx), Bucket: s3.Bucket, Clock: clk})
+	keySvc := keys.NewService(st, clk)
+	artifactSvc := artifacts.NewService(st, blobs, clk, artifacts.Options{})
+	tplSvc := templates.NewService(st)
+	h := httpapi.New(httpapi.Config{Logger: log, Auth: auth.New(st, clk, log)},
+		keys.TokenRoutes(keySvc), keys.KeyRoutes(keySvc),
+		sandboxes.Routes(sandboxes.NewService(st, clk)),
+		environments.Routes(environments.NewService(st, clk)),
+		templates.Routes(tplSvc), templates.QuotaRoutes(tplSvc),
+		artifacts.Routes(artifactSvc),
+		usage.Routes(usage.NewService(st, clk)),
+		nodes.Routes(nodes.NewService(st, artifactSvc, clk, nodeOptions)),
+		openapi.Routes(),
+	)
+	srv := httptest.NewServer(apitest.CheckedHandler(t, h))
+	s := &Stack{URL: srv.URL, Store: st}
+	stopAgents := startAgents(ctx, t, s, file, clk)
+	// Cleanups run last-in first-out: the agents stop (and deregister)
+	// while the API still answers, then the server closes, then the
+	// stores that NewTestDynamo and NewTestS3 registered.
+	t.Cleanup(func() {
+		cancel()
+		stopAgents()
+		srv.Close()
+	})
+	return s
+}
+
+// startAgents runs the reference node agent for every pool of every
+// organization, with a node credential issued in process as an admin would.
+func startAgents(ctx context.Context, t testing.TB, s *Stack, file fixture.File, clk clock.Clock) func() {
+	svc := nodes.NewService(s.Store, nil, clk, nodeOptions)
+	dir := t.TempDir()
+	var wg sync.WaitGroup
+	for _, o := range file.Orgs {
+		admin := domain.Principal{OrgID: o.ID, UserID: "clienttest", Role: domain.RoleAdmin, Credential: domain.CredentialCLI}
+		for _, pool := range o.Pools {
+			issued, err := svc.IssueCredential(ctx, admin, pool, "clienttest agent ("+pool+")")
+			if err != nil {
+				t.Fatalf("node credential for %s/%s: %v", o.ID, pool, err)
+			}
+			a, err := agent.New(agent.Config{
+				API: s.URL, Token: issued.Token, Address: "127.0.0.1",
+				WorkDir: filepath.Join(dir, o.ID, pool), Name: "clienttest-" + o.ID + "-" + pool,
+				Capacity: 16, Grace: 2 * time.Second, HTTP: &http.Client{}, Log: apitest.DiscardLogger(),
+			})
+			if err != nil {
+				t.Fatalf("node agent for %s/%s: %v", o.ID, pool, err)
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_ = a.Run(ctx) // returns when ctx ends, after stopping its processes
+			}()
+		}
+	}
+	return wg.Wait
+}
