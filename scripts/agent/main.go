@@ -2,17 +2,27 @@
 // pool as local processes (runtime "process"). See shared/agent and the
 // README section "Nodes and the reference agent".
 //
-//	agent -api https://api.example -address 10.0.3.7 -workdir /var/lib/envlease
+//	agent -api https://api.example -address 10.0.3.7 -workdir /var/lib/envlease \
+//	      -credential-file /etc/envlease/node-credential
 //
-// The node credential comes from -token or, better (it stays out of the
-// process list), from the ENVLEASE_NODE_TOKEN environment variable; an admin
-// issues it with POST /v1/nodes/credentials.
+// The node credential (an admin issues it with POST /v1/nodes/credentials)
+// is read from -credential-file, a file only the agent's user may read
+// (mode 0600 or 0400; anything else is refused). Without it the agent reads
+// $ENVLEASE_NODE_TOKEN, which processes of the agent's user can read in
+// /proc/<pid>/environ. It is never taken from the arguments, which every
+// user of the node sees in the process list.
+//
+// Run as root, the agent gives each environment a user of its own from
+// -uid-range; otherwise it warns at start that environments are not
+// confined.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -22,39 +32,91 @@ import (
 	"github.com/envlease/envlease/shared/platform"
 )
 
-func main() {
-	api := flag.String("api", "http://127.0.0.1:8080", "base URL of the envlease API")
-	token := flag.String("token", "", "node credential (default: $ENVLEASE_NODE_TOKEN)")
-	address := flag.String("address", "127.0.0.1", "host clients reach this node's environments at (the pool address); export targets are address:port")
-	workDir := flag.String("workdir", "", "folder for the environments' folders (default: a temporary folder)")
-	name := flag.String("name", "", "node name (default: the host name)")
-	capacity := flag.Int("capacity", 8, "environments run at once (warm processes not counted)")
-	grace := flag.Duration("grace", 10*time.Second, "time between SIGTERM and SIGKILL when an environment stops")
-	readyTimeout := flag.Duration("ready-timeout", 2*time.Minute, "how long every export has to accept connections")
-	noWarm := flag.Bool("no-warm", false, "do not keep warm processes")
-	keep := flag.Bool("keep", false, "keep an environment's folder after it ends")
-	logLevel := flag.String("log", "info", "log level: debug, info, warn, error")
-	flag.Parse()
+// tokenEnv is the environment variable the credential may come from.
+const tokenEnv = "ENVLEASE_NODE_TOKEN"
 
-	log := platform.Logger(os.Stderr, *logLevel)
-	if *token == "" {
-		*token = os.Getenv("ENVLEASE_NODE_TOKEN")
+// options are the command's flags, turned into an agent configuration.
+type options struct {
+	cfg      agent.Config
+	logLevel string
+}
+
+// errUsage is a mistake in the arguments (exit status 2).
+var errUsage = errors.New("usage")
+
+// parse reads the arguments, and the credential from the file they name or
+// from getenv.
+func parse(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
+	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	api := fs.String("api", "http://127.0.0.1:8080", "base URL of the envlease API")
+	credFile := fs.String("credential-file", "", "file holding the node credential, readable by the agent's user only (mode 0600); default: $"+tokenEnv)
+	token := fs.String("token", "", "refused: a credential in the arguments is visible to every user in the process list (use -credential-file)")
+	address := fs.String("address", "127.0.0.1", "host clients reach this node's environments at (the pool address); export targets are address:port")
+	workDir := fs.String("workdir", "", "folder for the environments' folders (default: a temporary folder)")
+	name := fs.String("name", "", "node name (default: the host name)")
+	capacity := fs.Int("capacity", 8, "environments run at once (warm processes not counted)")
+	grace := fs.Duration("grace", 10*time.Second, "time between SIGTERM and SIGKILL when an environment stops")
+	readyTimeout := fs.Duration("ready-timeout", 2*time.Minute, "how long every export has to accept connections")
+	noWarm := fs.Bool("no-warm", false, "do not keep warm processes")
+	keep := fs.Bool("keep", false, "keep an environment's folder after it ends")
+	uids := fs.String("uid-range", agent.DefaultUIDRange.String(), "user ids environments run as when the agent is root, FIRST-LAST; no other user of the node may have one")
+	logLevel := fs.String("log", "info", "log level: debug, info, warn, error")
+	if err := fs.Parse(args); err != nil {
+		return options{}, fmt.Errorf("%w: %v", errUsage, err)
 	}
-	if *workDir == "" {
+	if fs.NArg() > 0 {
+		return options{}, fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	}
+	if *token != "" {
+		return options{}, fmt.Errorf("%w: -token is not accepted: a credential in the arguments is visible to every user of the node in the process list; put it in a file only the agent's user can read and pass -credential-file", errUsage)
+	}
+	r, err := agent.ParseUIDRange(*uids)
+	if err != nil {
+		return options{}, fmt.Errorf("%w: -uid-range: %v", errUsage, err)
+	}
+	o := options{logLevel: *logLevel, cfg: agent.Config{
+		API: *api, Address: *address, WorkDir: *workDir, Name: *name, Capacity: *capacity,
+		Grace: *grace, ReadyTimeout: *readyTimeout, NoWarm: *noWarm, KeepRoots: *keep, UIDs: r,
+	}}
+	switch {
+	case *credFile != "":
+		if o.cfg.Token, err = agent.ReadCredentialFile(*credFile); err != nil {
+			return options{}, err
+		}
+	case getenv(tokenEnv) != "":
+		o.cfg.Token = getenv(tokenEnv)
+	default:
+		return options{}, fmt.Errorf("%w: a node credential is needed: -credential-file FILE (mode 0600), or $%s", errUsage, tokenEnv)
+	}
+	return o, nil
+}
+
+func main() {
+	o, err := parse(os.Args[1:], os.Getenv, os.Stderr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "agent:", err)
+		if errors.Is(err, errUsage) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+	// Nothing the agent starts inherits its environment, but drop the
+	// credential from it all the same.
+	_ = os.Unsetenv(tokenEnv)
+	o.cfg.Log = platform.Logger(os.Stderr, o.logLevel)
+	if o.cfg.WorkDir == "" {
 		dir, err := os.MkdirTemp("", "envlease-agent-")
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "agent:", err)
 			os.Exit(1)
 		}
 		defer os.RemoveAll(dir)
-		*workDir = dir
+		o.cfg.WorkDir = dir
 	}
-	a, err := agent.New(agent.Config{
-		API: *api, Token: *token, Address: *address, WorkDir: *workDir, Name: *name, Capacity: *capacity,
-		Grace: *grace, ReadyTimeout: *readyTimeout, NoWarm: *noWarm, KeepRoots: *keep, Log: log,
-	})
+	a, err := agent.New(o.cfg)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "agent:", err, "(a node credential is needed: -token or ENVLEASE_NODE_TOKEN)")
+		fmt.Fprintln(os.Stderr, "agent:", err)
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -2,7 +2,11 @@
 // with the node API, heartbeats, claims pending environments, runs each as a
 // local process (runtime "process"), and reports starting, ready, stopped
 // and failed. It keeps warm, pre-started processes of templates that ask for
-// them, and restores snapshots into an environment's folder.
+// them, and restores snapshots into an environment's folder (UnpackTar).
+// Run as root on Linux it confines each environment: a user of its own, a
+// folder only that user enters, a cgroup where the node allows, and a stop
+// that ends every process of the environment (confine.go); otherwise it
+// warns at start that environments are not confined.
 //
 // One Agent serves one node credential, so one organization's pool.
 package agent
@@ -56,8 +60,16 @@ type Config struct {
 	NoWarm bool
 	// KeepRoots leaves an environment's folder after it ends, for debugging.
 	KeepRoots bool
-	HTTP      *http.Client
-	Log       *slog.Logger
+	// UIDs is the range of user ids environments run as when the agent runs
+	// as root (default DefaultUIDRange). Every agent of the node may share
+	// one range; nothing else may use it.
+	UIDs UIDRange
+	HTTP *http.Client
+	Log  *slog.Logger
+
+	// assumeNotRoot and noCgroups let tests take the paths of a node where
+	// the agent is not root, or has no cgroup tree to write.
+	assumeNotRoot, noCgroups bool
 }
 
 // Agent is a running node agent.
@@ -68,6 +80,12 @@ type Agent struct {
 	log   *slog.Logger
 	ports portPool
 	cpu   atomic.Int64
+	// users lends each environment a user of its own; nil when the agent is
+	// not root. cgroups is the folder environments' cgroups are made in, ""
+	// when the node has none the agent may write (noCgroup says why).
+	users    *uidPool
+	cgroups  string
+	noCgroup error
 
 	mu        sync.Mutex
 	node      string
@@ -139,7 +157,62 @@ func New(cfg Config) (*Agent, error) {
 		envs: map[string]*runningEnv{}, templates: map[string]domain.Template{}, wake: make(chan struct{}, 1),
 	}
 	a.warm = newWarmPool(a)
+	if err := a.setupConfinement(); err != nil {
+		return nil, err
+	}
 	return a, nil
+}
+
+// setupConfinement decides how environments are held apart on this node:
+// as root, users of their own (from cfg.UIDs) reaching their folders
+// through envs/; wherever the agent may write a cgroup v2 tree, a cgroup
+// each (README, "Nodes and the reference agent", says what that covers).
+func (a *Agent) setupConfinement() error {
+	if a.cfg.UIDs == (UIDRange{}) {
+		a.cfg.UIDs = DefaultUIDRange
+	}
+	if err := a.cfg.UIDs.check(); err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	if canConfine() && !a.cfg.assumeNotRoot {
+		users, err := newUIDPool(a.cfg.UIDs)
+		if err != nil {
+			return fmt.Errorf("agent: %w", err)
+		}
+		a.users = users
+		if err := a.searchableByOthers(); err != nil {
+			return err
+		}
+		// A port below this one would be given to a process that cannot
+		// bind it; the export gets another free port instead.
+		a.ports.lowest = unprivilegedPortStart()
+	}
+	if a.cfg.noCgroups {
+		a.noCgroup = fmt.Errorf("%w: turned off", errNoCgroup)
+	} else {
+		a.cgroups, a.noCgroup = cgroupParent()
+	}
+	return nil
+}
+
+// logConfinement says at start how environments are held apart, and when
+// the agent is not root, in one warning, what is then not confined.
+func (a *Agent) logConfinement() {
+	if a.users != nil {
+		stop := "cgroup.kill of its cgroup under " + a.cgroups + ", then every process of its user"
+		if a.cgroups == "" {
+			stop = "every process of its user, found in /proc (" + a.noCgroup.Error() + ")"
+		}
+		a.log.Info("environments are confined: each runs as a user of its own, in a folder only that user can enter, with only its own environment variables",
+			"uids", a.cfg.UIDs.String(), "stop", stop)
+		return
+	}
+	stop := "a stop ends the environment's cgroup (cgroup.kill), but a process may move itself out of it, as the cgroup tree is its user's too"
+	if a.cgroups == "" {
+		stop = "a child that leaves its process group (setsid, a daemon) survives a stop (" + a.noCgroup.Error() + ")"
+	}
+	a.log.Warn("environments are not confined: the agent does not run as root, so every environment runs as the agent's user (uid " + strconv.Itoa(os.Geteuid()) +
+		") and can read the agent's files (its credential file among them) and the other environments' folders and logs, signal the other environments and the agent, and run as many processes as the user may (resources.pids counts the user's); " + stop)
 }
 
 // Node returns the id of the node the agent registered, once it has.
@@ -171,6 +244,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	defer unlock()
+	a.logConfinement()
 	// Connections kept for reuse (and one dialed for a request that was then
 	// cancelled) would hold the control plane's graceful shutdown open.
 	defer a.http.CloseIdleConnections()
@@ -435,7 +509,6 @@ func (a *Agent) runEnv(ctx context.Context, node string, r *runningEnv, c *nodes
 	var (
 		p        *proc
 		restored *domain.Restored
-		err      error
 	)
 	if c.Snapshot == nil {
 		p = a.warm.take(c.Template)
@@ -443,22 +516,21 @@ func (a *Agent) runEnv(ctx context.Context, node string, r *runningEnv, c *nodes
 	if p != nil {
 		log.Info("handed a warm process", "pid", p.cmd.Process.Pid, "root", p.root)
 	} else {
-		root := filepath.Join(a.cfg.WorkDir, "envs", r.id)
-		err = os.MkdirAll(root, 0o755)
+		b, err := a.newBox(filepath.Join(a.cfg.WorkDir, "envs", r.id))
 		if err == nil && c.Snapshot != nil {
-			restored, err = a.restore(ctx, c.Snapshot, root)
+			restored, err = a.restore(ctx, c.Snapshot, b)
 		}
 		if err == nil {
-			p, err = a.startProcess(c.Template, root)
+			p, err = a.startProcess(c.Template, b)
 		}
 		if err != nil {
-			a.cleanup(root)
+			a.cleanup(b)
 			a.fail(ctx, node, r.id, err, log)
 			return
 		}
-		log.Info("started", "pid", p.cmd.Process.Pid, "root", root)
+		log.Info("started", "pid", p.cmd.Process.Pid, "root", b.root, "uid", p.uid())
 	}
-	defer a.cleanup(p.root)
+	defer a.cleanup(p.box)
 	r.proc = p
 
 	switch err := a.waitReady(ctx, p, r.stop); {
@@ -515,7 +587,7 @@ func (a *Agent) finish(ctx context.Context, node string, r *runningEnv, p *proc,
 	log.Info("stopped")
 	// Remove the folder before saying stopped: whoever reads `stopped` may
 	// rely on nothing of the environment being left on the node.
-	a.cleanup(p.root)
+	a.cleanup(p.box)
 	if r.report.Load() {
 		a.report(ctx, node, r.id, nodes.Report{State: domain.StateStopped})
 	}
@@ -524,12 +596,6 @@ func (a *Agent) finish(ctx context.Context, node string, r *runningEnv, p *proc,
 func (a *Agent) fail(ctx context.Context, node, id string, err error, log *slog.Logger) {
 	log.Warn("failed", "err", err)
 	a.report(ctx, node, id, nodes.Report{State: domain.StateFailed, Error: err.Error()})
-}
-
-func (a *Agent) cleanup(root string) {
-	if !a.cfg.KeepRoots && root != "" {
-		_ = os.RemoveAll(root)
-	}
 }
 
 // report sends a report, retrying network and server errors a few times:

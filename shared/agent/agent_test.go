@@ -32,8 +32,14 @@ type stack struct {
 // organizations, plus the given templates in acme's pool "local".
 func newStack(t *testing.T, templates ...domain.Template) *stack {
 	t.Helper()
+	return newStackLinks(t, nil, templates...)
+}
+
+// newStackLinks is newStack whose claims sign snapshot links with links.
+func newStackLinks(t *testing.T, links nodes.Linker, templates ...domain.Template) *stack {
+	t.Helper()
 	e := apitest.New(t, func(e *apitest.Env) [][]httpapi.Route {
-		svc := nodes.NewService(e.Store, nil, e.Clock, nodes.Options{HeartbeatInterval: 200 * time.Millisecond, PollMax: 20 * time.Millisecond})
+		svc := nodes.NewService(e.Store, links, e.Clock, nodes.Options{HeartbeatInterval: 200 * time.Millisecond, PollMax: 20 * time.Millisecond})
 		return [][]httpapi.Route{nodes.Routes(svc), environments.Routes(environments.NewService(e.Store, e.Clock, environments.WithTemplateTTL(0)))}
 	})
 	for _, tpl := range templates {
@@ -59,16 +65,26 @@ func (s *stack) runAgent(t *testing.T, grace time.Duration) string {
 // runAgentIn is runAgent with the given work dir.
 func (s *stack) runAgentIn(t *testing.T, dir string, grace time.Duration) string {
 	t.Helper()
+	return s.runAgentWith(t, dir, grace, nil)
+}
+
+// runAgentWith is runAgentIn with the configuration tuned by tune.
+func (s *stack) runAgentWith(t *testing.T, dir string, grace time.Duration, tune func(*agent.Config)) string {
+	t.Helper()
 	svc := nodes.NewService(s.Store, nil, s.Clock, nodes.Options{})
 	admin := domain.Principal{OrgID: "acme", UserID: "alice", Role: domain.RoleAdmin, Credential: domain.CredentialCLI}
 	issued, err := svc.IssueCredential(context.Background(), admin, "local", "test agent")
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := agent.New(agent.Config{
+	cfg := agent.Config{
 		API: s.url, Token: issued.Token, Address: "127.0.0.1", WorkDir: dir, Capacity: 4,
 		Grace: grace, ReadyTimeout: 10 * time.Second, ClaimWait: time.Second, Log: s.Log,
-	})
+	}
+	if tune != nil {
+		tune(&cfg)
+	}
+	a, err := agent.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,6 +247,9 @@ func TestUnpackRefusesEscapes(t *testing.T) {
 // after the handover to refill it lives on.
 func TestWarmLeaseTakesThePreStartedProcess(t *testing.T) {
 	starts := filepath.Join(t.TempDir(), "starts")
+	// As root each warm process runs as a user of its own: the file must be
+	// one they can reach and append to.
+	writableByAll(t, starts)
 	s := newStack(t, domain.Template{
 		Name: "warm", Command: []string{"sh", "-c", `echo $$ >> "$STARTS"; exec sleep 3600`},
 		Env: map[string]string{"STARTS": starts}, Warm: 1,

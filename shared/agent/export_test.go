@@ -1,4 +1,19 @@
 package agent
 
+import "io"
+
 // Unpack exposes unpack to the external tests.
-var Unpack = unpack
+func Unpack(r io.Reader, root string) (int, error) { return unpack(r, root, nil) }
+
+// AsNotRoot makes an agent take the path of a node where it is not root.
+func AsNotRoot(c *Config) { c.assumeNotRoot = true }
+
+// WithoutCgroups makes an agent take the path of a node without a cgroup
+// tree it may write.
+func WithoutCgroups(c *Config) { c.noCgroups = true }
+
+// CgroupsWritable says whether this node lets the agent make cgroups.
+func CgroupsWritable() bool {
+	_, err := cgroupParent()
+	return err == nil
+}

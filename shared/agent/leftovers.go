@@ -12,7 +12,9 @@ import (
 // such a leftover, since the agent holds the work dir's lock (lockWorkDir).
 // Processes are recognised by ENVLEASE_ROOT naming one of those folders
 // (Linux: /proc; elsewhere none are found) and killed with their group;
-// then the folders are removed.
+// as root, every process of a folder's owner (an id of the range no agent
+// holds now) is killed too, and a cgroup of the folder's name under the
+// agent's is emptied and removed. Then the folders are removed.
 func (a *Agent) reclaim() {
 	envs := filepath.Join(a.cfg.WorkDir, "envs")
 	entries, err := os.ReadDir(envs)
@@ -23,7 +25,7 @@ func (a *Agent) reclaim() {
 	for _, e := range entries {
 		roots[filepath.Join(envs, e.Name())] = true
 	}
-	killed := killRooted(roots)
+	killed := killRooted(roots) + a.reclaimBoxes(roots)
 	for r := range roots {
 		_ = os.RemoveAll(r)
 	}

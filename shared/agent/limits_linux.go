@@ -16,9 +16,10 @@ import (
 //   - memory: RLIMIT_AS (address space), so allocations beyond it fail. It
 //     bounds virtual memory, not resident memory: runtimes that reserve large
 //     address ranges up front (Go, the JVM) need a generous figure.
-//   - pids: RLIMIT_NPROC. Linux counts it per user, not per process tree:
-//     every process of the agent's user counts, and root ignores it. Run the
-//     agent as a dedicated user for it to mean "processes of this environment".
+//   - pids: RLIMIT_NPROC. Linux counts it per user, not per process tree.
+//     When the agent is root each environment has a user of its own, so it
+//     bounds the environment's processes; otherwise every process of the
+//     agent's user counts.
 //   - cpus: CPU affinity to that many of the agent's CPUs (taken in turns so
 //     environments spread out); a share of CPU time would need cgroups.
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -22,9 +23,10 @@ import (
 const RuntimeProcess = "process"
 
 // proc is one started process of a template: its own process group, its
-// root folder, the ports its exports were given.
+// box (root folder, user, cgroup), the ports its exports were given.
 type proc struct {
 	cmd   *exec.Cmd
+	box   *box
 	root  string
 	ports map[string]int // export service -> port
 	tail  *tailBuffer
@@ -61,24 +63,25 @@ func workdirIn(root, workdir string) (string, error) {
 	return filepath.Join(root, filepath.Clean("/"+workdir)), nil
 }
 
-// startProcess starts t's command in root. Each export gets the template's
-// port when the node has it free, otherwise another free port of the node
-// (two environments of one template on one node cannot share one), passed as
-// PORT (the first export by name) and EXPORT_<SERVICE>_PORT. The process inherits the agent's
-// environment (PATH, HOME, ...) without the agent's own ENVLEASE_* settings,
-// then the template's env, then those ports and ENVLEASE_ROOT.
-func (a *Agent) startProcess(t domain.Template, root string) (*proc, error) {
+// startProcess starts t's command in the box. Each export gets the
+// template's port when the node has it free, otherwise another free port of
+// the node (two environments of one template on one node cannot share one),
+// passed as PORT (the first export by name) and EXPORT_<SERVICE>_PORT. The
+// process gets only the environment processEnv lists, runs as the box's
+// user, in its cgroup, and its own process group.
+func (a *Agent) startProcess(t domain.Template, b *box) (*proc, error) {
 	if rt := t.Runtime; rt != "" && rt != RuntimeProcess {
 		return nil, fmt.Errorf("runtime %q is not supported by this agent: it runs only runtime %q (the template's command as a local process)", rt, RuntimeProcess)
 	}
 	if len(t.Command) == 0 {
 		return nil, errors.New("the template has no command to run")
 	}
-	dir, err := workdirIn(root, t.Workdir)
+	dir, err := workdirIn(b.root, t.Workdir)
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	rel, _ := filepath.Rel(b.root, dir)
+	if err := b.mkdirIn(filepath.ToSlash(rel)); err != nil {
 		return nil, fmt.Errorf("create the workdir: %w", err)
 	}
 	services := make([]string, 0, len(t.Exports))
@@ -95,40 +98,49 @@ func (a *Agent) startProcess(t domain.Template, root string) (*proc, error) {
 		}
 		ports[s] = p
 	}
-	env := []string{}
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "ENVLEASE_") {
-			env = append(env, kv)
-		}
+	env := a.processEnv(t, b, services, ports)
+	path, err := lookPath(t.Command[0], a.searchPath(b), b)
+	if err != nil {
+		a.ports.release(ports)
+		return nil, fmt.Errorf("start %q: %w", t.Command[0], err)
 	}
-	keys := make([]string, 0, len(t.Env))
-	for k := range t.Env {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		env = append(env, k+"="+t.Env[k])
-	}
-	env = append(env, "ENVLEASE_ROOT="+root)
-	for i, s := range services {
-		if i == 0 {
-			env = append(env, "PORT="+strconv.Itoa(ports[s]))
-		}
-		env = append(env, portEnv(s)+"="+strconv.Itoa(ports[s]))
-	}
-	logs, err := os.OpenFile(filepath.Join(root, ".envlease.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	logs, err := b.openLog()
 	if err != nil {
 		a.ports.release(ports)
 		return nil, fmt.Errorf("open the log: %w", err)
 	}
-	p := &proc{root: root, ports: ports, tail: newTail(16 << 10), logs: logs, exited: make(chan struct{})}
-	cmd := exec.Command(t.Command[0], t.Command[1:]...)
-	cmd.Dir = dir
-	cmd.Env = env
-	cmd.Stdout = logs
-	cmd.Stderr = multiWriter{logs, p.tail}
-	setProcessGroup(cmd)
-	if err := cmd.Start(); err != nil {
+	// stderr goes through a pipe of the agent's rather than one of
+	// exec.Cmd's, whose Wait would wait for every holder of the pipe to exit:
+	// a child that left the group would keep the environment from ending.
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		logs.Close()
+		a.ports.release(ports)
+		return nil, err
+	}
+	p := &proc{box: b, root: b.root, ports: ports, tail: newTail(16 << 10), logs: logs, exited: make(chan struct{})}
+	start := func(intoCgroup bool) (*exec.Cmd, error) {
+		cmd := &exec.Cmd{Path: path, Args: t.Command, Dir: dir, Env: env, Stdout: logs, Stderr: pw}
+		release, err := b.procAttr(cmd, intoCgroup)
+		if err == nil {
+			err = cmd.Start()
+		}
+		release()
+		return cmd, err
+	}
+	cmd, err := start(true)
+	if err != nil && b.cgroup != "" {
+		// clone3 into a cgroup needs Linux 5.7; start it plainly and move it.
+		if cmd2, err2 := start(false); err2 == nil {
+			cmd, err = cmd2, nil
+			if jerr := b.joinCgroup(cmd.Process.Pid); jerr != nil {
+				a.log.Warn("the process runs outside its cgroup", "pid", cmd.Process.Pid, "err", jerr)
+			}
+		}
+	}
+	pw.Close()
+	if err != nil {
+		pr.Close()
 		logs.Close()
 		a.ports.release(ports)
 		return nil, fmt.Errorf("start %q: %w", t.Command[0], err)
@@ -137,15 +149,38 @@ func (a *Agent) startProcess(t domain.Template, root string) (*proc, error) {
 	if warns := applyResources(cmd.Process.Pid, t.Resources, a.cpuTurn()); len(warns) > 0 {
 		a.log.Warn("resources not fully applied", "pid", cmd.Process.Pid, "warnings", strings.Join(warns, "; "))
 	}
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		_, _ = io.Copy(multiWriter{logs, p.tail}, pr)
+	}()
 	go func() {
 		p.err = cmd.Wait()
+		// Whatever the command left behind goes with it.
+		if err := b.endAll(cmd); err != nil {
+			a.log.Warn("processes of the environment may be left", "root", b.root, "err", err)
+		}
+		// Its stderr ends once every holder is gone; one left alive (not
+		// confined) must not hold the environment.
+		select {
+		case <-copied:
+		case <-time.After(time.Second):
+		}
+		pr.Close()
+		<-copied
 		logs.Close()
-		// Whatever the command left behind in its group goes with it.
-		killGroup(cmd, true)
 		a.ports.release(ports)
 		close(p.exited)
 	}()
 	return p, nil
+}
+
+// uid is the user the process runs as.
+func (p *proc) uid() int {
+	if p.box != nil && p.box.user != nil {
+		return p.box.user.uid
+	}
+	return os.Geteuid()
 }
 
 // waitReady waits until every export's port accepts a TCP connection at the
@@ -244,6 +279,9 @@ func (p *proc) alive() bool {
 type portPool struct {
 	mu    sync.Mutex
 	inUse map[int]bool
+	// lowest is the lowest port an environment can bind: a template's port
+	// below it is not used.
+	lowest int
 }
 
 func (pp *portPool) take(preferred int) (int, error) {
@@ -252,7 +290,7 @@ func (pp *portPool) take(preferred int) (int, error) {
 	if pp.inUse == nil {
 		pp.inUse = map[int]bool{}
 	}
-	if preferred > 0 && preferred < 65536 && !pp.inUse[preferred] {
+	if preferred > 0 && preferred >= pp.lowest && preferred < 65536 && !pp.inUse[preferred] {
 		if ln, err := net.Listen("tcp", ":"+strconv.Itoa(preferred)); err == nil {
 			ln.Close()
 			pp.inUse[preferred] = true

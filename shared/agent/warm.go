@@ -83,7 +83,7 @@ func (w *warmPool) run(ctx context.Context) {
 			for _, list := range all {
 				for _, x := range list {
 					x.p.terminate(w.a.cfg.Grace)
-					w.a.cleanup(x.p.root)
+					w.a.cleanup(x.p.box)
 				}
 			}
 			return
@@ -134,7 +134,7 @@ func (w *warmPool) reconcile(ctx context.Context, wg *sync.WaitGroup) {
 	for _, x := range drop {
 		go func(x warmProc) {
 			x.p.terminate(w.a.cfg.Grace)
-			w.a.cleanup(x.p.root)
+			w.a.cleanup(x.p.box)
 		}(x)
 	}
 }
@@ -142,8 +142,11 @@ func (w *warmPool) reconcile(ctx context.Context, wg *sync.WaitGroup) {
 func (w *warmPool) start(ctx context.Context, t domain.Template) {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
-	root := filepath.Join(w.a.cfg.WorkDir, "envs", "warm-"+hex.EncodeToString(b[:]))
-	p, err := w.a.startProcess(t, root)
+	bx, err := w.a.newBox(filepath.Join(w.a.cfg.WorkDir, "envs", "warm-"+hex.EncodeToString(b[:])))
+	var p *proc
+	if err == nil {
+		p, err = w.a.startProcess(t, bx)
+	}
 	if err == nil {
 		err = w.a.waitReady(ctx, p, nil)
 	}
@@ -162,7 +165,7 @@ func (w *warmPool) start(ctx context.Context, t domain.Template) {
 	if p != nil {
 		p.terminate(w.a.cfg.Grace)
 	}
-	w.a.cleanup(root)
+	w.a.cleanup(bx)
 	if ctx.Err() == nil {
 		w.a.log.Warn("warm process did not become ready", "template", t.Name, "err", err)
 	}

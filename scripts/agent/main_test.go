@@ -1,0 +1,87 @@
+package main
+
+import (
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/envlease/envlease/shared/agent"
+)
+
+func noEnv(string) string { return "" }
+
+func credentialFile(t *testing.T, mode os.FileMode, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "node-credential")
+	if err := os.WriteFile(p, []byte(body), mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p, mode); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// The credential comes from a file only the agent's user can read, or from
+// $ENVLEASE_NODE_TOKEN; a file group or others may read or write is refused
+// with what to do, and so is a credential in the arguments.
+func TestCredentialSources(t *testing.T) {
+	const tok = "els_node_0123456789abcdef"
+	o, err := parse([]string{"-credential-file", credentialFile(t, 0o600, tok+"\n")}, noEnv, io.Discard)
+	if err != nil || o.cfg.Token != tok {
+		t.Fatalf("0600 file: %q %v", o.cfg.Token, err)
+	}
+	if o, err := parse([]string{"-credential-file", credentialFile(t, 0o400, tok)}, noEnv, io.Discard); err != nil || o.cfg.Token != tok {
+		t.Fatalf("0400 file: %q %v", o.cfg.Token, err)
+	}
+	for _, mode := range []os.FileMode{0o644, 0o640, 0o604, 0o620} {
+		p := credentialFile(t, mode, tok)
+		_, err := parse([]string{"-credential-file", p}, noEnv, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), "chmod 600") {
+			t.Errorf("mode %04o: %v", mode, err)
+		}
+	}
+	if _, err := parse([]string{"-credential-file", credentialFile(t, 0o600, tok+"\nsecond line")}, noEnv, io.Discard); err == nil {
+		t.Error("a file with more than the credential was read")
+	}
+	env := func(k string) string {
+		if k == "ENVLEASE_NODE_TOKEN" {
+			return "els_node_fromenv"
+		}
+		return ""
+	}
+	if o, err := parse(nil, env, io.Discard); err != nil || o.cfg.Token != "els_node_fromenv" {
+		t.Fatalf("from the environment: %q %v", o.cfg.Token, err)
+	}
+	if o, err := parse([]string{"-credential-file", credentialFile(t, 0o600, tok)}, env, io.Discard); err != nil || o.cfg.Token != tok {
+		t.Fatalf("the file goes first: %q %v", o.cfg.Token, err)
+	}
+	if _, err := parse([]string{"-token", tok}, env, io.Discard); !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "-credential-file") {
+		t.Fatalf("-token: %v", err)
+	}
+	if _, err := parse(nil, noEnv, io.Discard); !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "-credential-file") {
+		t.Fatalf("no credential: %v", err)
+	}
+}
+
+// -uid-range sets the users environments run as; ranges that would take in
+// root, system users or nobody are refused.
+func TestUIDRange(t *testing.T) {
+	cred := credentialFile(t, 0o600, "els_node_x")
+	o, err := parse([]string{"-credential-file", cred}, noEnv, io.Discard)
+	if err != nil || o.cfg.UIDs != agent.DefaultUIDRange {
+		t.Fatalf("default: %v %v", o.cfg.UIDs, err)
+	}
+	o, err = parse([]string{"-credential-file", cred, "-uid-range", "300000-300999"}, noEnv, io.Discard)
+	if err != nil || o.cfg.UIDs != (agent.UIDRange{First: 300000, Last: 300999}) {
+		t.Fatalf("300000-300999: %v %v", o.cfg.UIDs, err)
+	}
+	for _, bad := range []string{"0-100", "500-2000", "60000-70000", "5000-4000", "200000", "a-b", "100000-4294967295"} {
+		if _, err := parse([]string{"-credential-file", cred, "-uid-range", bad}, noEnv, io.Discard); !errors.Is(err, errUsage) {
+			t.Errorf("-uid-range %s: %v", bad, err)
+		}
+	}
+}

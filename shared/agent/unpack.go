@@ -1,0 +1,294 @@
+package agent
+
+import (
+	"archive/tar"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"strings"
+)
+
+// MaxUnpackBytes bounds what one archive may unpack to, so a small
+// compressed archive cannot fill the node's disk.
+const MaxUnpackBytes = 16 << 30
+
+// Owner is a user and group that unpacked files are given.
+type Owner struct{ UID, GID int }
+
+// UnpackOptions tune UnpackTar.
+type UnpackOptions struct {
+	// Owner, when set, owns everything the archive creates (the
+	// environment's user, when the agent runs as root). Each entry is handed
+	// over as it is created, through its own descriptor or without following
+	// links, so nothing the archive did not create changes owner.
+	Owner *Owner
+	// MaxBytes bounds the total size of the regular files (default
+	// MaxUnpackBytes).
+	MaxBytes int64
+}
+
+// UnpackTar unpacks an uncompressed tar stream into the folder dir, which
+// must exist, and says how many regular files (hard links included) it
+// wrote. It opens dir with os.OpenRoot and calls UnpackTarRoot; a caller
+// that unpacks into a folder inside an environment's folder should open that
+// one through the environment's Root (Root.OpenRoot) and call UnpackTarRoot,
+// so that a link the environment planted on the way cannot lead elsewhere.
+func UnpackTar(r io.Reader, dir string, opt UnpackOptions) (int, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return 0, err
+	}
+	defer root.Close()
+	return UnpackTarRoot(r, root, opt)
+}
+
+// UnpackTarRoot unpacks an uncompressed tar stream into root. Every write
+// goes through root, so the kernel resolves each name beneath it: no
+// symbolic link (one in the archive, a chain of them, or one already in the
+// folder) and no hard link can make a write land outside. On top of that
+// the archive's content is held to a policy, so that a refused archive says
+// which entry was refused and why:
+//
+//   - names are relative and without ".." (leading "./" is fine);
+//   - regular files replace whatever non-folder had their name (a link of
+//     that name is removed, not followed); mode bits beyond 0777 are dropped;
+//   - folders are created with 0755;
+//   - symbolic links are created as they are, provided their target is
+//     relative and, read as text from where the link stands, stays inside.
+//     That check is for the message: the confinement does not depend on it,
+//     since root never follows a link out of the folder, however it is
+//     reached;
+//   - hard links only to a regular file already in the folder;
+//   - device files, fifos and anything else are refused.
+//
+// The first refused or failing entry ends the unpacking with an error that
+// names it; what was written before stays (the caller removes the folder).
+func UnpackTarRoot(r io.Reader, root *os.Root, opt UnpackOptions) (int, error) {
+	max := opt.MaxBytes
+	if max <= 0 {
+		max = MaxUnpackBytes
+	}
+	u := unpacker{root: root, owner: opt.Owner}
+	tr := tar.NewReader(r)
+	files := 0
+	var total int64
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return files, nil
+		}
+		if err != nil {
+			return files, fmt.Errorf("not a tar archive (or a damaged one): %w", err)
+		}
+		if h.Typeflag == tar.TypeXGlobalHeader {
+			continue
+		}
+		name, err := entryName(h.Name)
+		if err == nil && name == "." && h.Typeflag != tar.TypeDir {
+			err = errors.New("only a folder can stand for the folder itself")
+		}
+		if err == nil && name != "." {
+			switch h.Typeflag {
+			case tar.TypeDir:
+				err = u.dir(name)
+			case tar.TypeReg:
+				if total += h.Size; total > max {
+					err = fmt.Errorf("the archive unpacks to more than %d bytes", max)
+				} else if err = u.file(name, h, tr); err == nil {
+					files++
+				}
+			case tar.TypeSymlink:
+				err = u.symlink(name, h.Linkname)
+			case tar.TypeLink:
+				if err = u.hardlink(name, h.Linkname); err == nil {
+					files++
+				}
+			case tar.TypeChar, tar.TypeBlock:
+				err = errors.New("device files are not unpacked")
+			case tar.TypeFifo:
+				err = errors.New("fifos are not unpacked")
+			default:
+				err = fmt.Errorf("entries of type %q are not unpacked (only files, folders, symbolic links and hard links)", string(h.Typeflag))
+			}
+		}
+		if err != nil {
+			return files, fmt.Errorf("entry %q: %w", h.Name, plain(err))
+		}
+	}
+}
+
+// entryName checks an archive name and cleans it ("./a/" -> "a").
+func entryName(name string) (string, error) {
+	if name == "" {
+		return "", errors.New("an empty name")
+	}
+	if strings.HasPrefix(name, "/") {
+		return "", errors.New("absolute paths are not unpacked")
+	}
+	for _, part := range strings.Split(name, "/") {
+		if part == ".." {
+			return "", errors.New("paths with .. are not unpacked")
+		}
+	}
+	return path.Clean(name), nil
+}
+
+// plain words os.Root's refusal, whose text ("path escapes from parent")
+// would not tell an operator what the archive did.
+func plain(err error) error {
+	if strings.Contains(err.Error(), "path escapes from parent") {
+		return fmt.Errorf("it would be written outside the folder: a symbolic link on its way leads out (%w)", err)
+	}
+	return err
+}
+
+type unpacker struct {
+	root  *os.Root
+	owner *Owner
+}
+
+// lchown hands a created folder or link to the owner without following it.
+func (u unpacker) lchown(name string) error {
+	if u.owner == nil {
+		return nil
+	}
+	return u.root.Lchown(name, u.owner.UID, u.owner.GID)
+}
+
+// mkdirAll creates the folders of dir that are missing, each handed to the
+// owner; an existing one may be a link to a folder inside.
+func (u unpacker) mkdirAll(dir string) error {
+	if dir == "." {
+		return nil
+	}
+	parts := strings.Split(dir, "/")
+	for i := range parts {
+		p := strings.Join(parts[:i+1], "/")
+		err := u.root.Mkdir(p, 0o755)
+		if err == nil {
+			if err := u.lchown(p); err != nil {
+				return err
+			}
+			continue
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return err
+		}
+		st, err := u.root.Stat(p)
+		if err != nil {
+			return err
+		}
+		if !st.IsDir() {
+			return fmt.Errorf("%s is in the way: it is not a folder", p)
+		}
+	}
+	return nil
+}
+
+// clear removes what stands at name, unless it is a folder (an error: a
+// file cannot replace a folder).
+func (u unpacker) clear(name string) error {
+	st, err := u.root.Lstat(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if st.IsDir() {
+		return errors.New("a folder of that name is in the way")
+	}
+	return u.root.Remove(name)
+}
+
+func (u unpacker) dir(name string) error {
+	if err := u.mkdirAll(path.Dir(name)); err != nil {
+		return err
+	}
+	if st, err := u.root.Lstat(name); err == nil && st.IsDir() {
+		return nil
+	}
+	if err := u.clear(name); err != nil {
+		return err
+	}
+	if err := u.root.Mkdir(name, 0o755); err != nil {
+		return err
+	}
+	return u.lchown(name)
+}
+
+func (u unpacker) file(name string, h *tar.Header, r io.Reader) error {
+	if err := u.mkdirAll(path.Dir(name)); err != nil {
+		return err
+	}
+	if err := u.clear(name); err != nil {
+		return err
+	}
+	// O_EXCL: os.Root never follows a link at the final name then, so a
+	// link put there in between cannot redirect the write.
+	f, err := u.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, os.FileMode(h.Mode)&0o777|0o600)
+	if err != nil {
+		return err
+	}
+	if u.owner != nil {
+		if err := f.Chown(u.owner.UID, u.owner.GID); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	_, err = io.CopyN(f, r, h.Size)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func (u unpacker) symlink(name, target string) error {
+	switch {
+	case target == "":
+		return errors.New("a symbolic link to nothing")
+	case strings.HasPrefix(target, "/"):
+		return fmt.Errorf("symbolic link to %q: absolute links are not unpacked (a link must stay inside the folder)", target)
+	}
+	if t := path.Join(path.Dir(name), target); t == ".." || strings.HasPrefix(t, "../") {
+		return fmt.Errorf("symbolic link to %q leads out of the folder", target)
+	}
+	if err := u.mkdirAll(path.Dir(name)); err != nil {
+		return err
+	}
+	if err := u.clear(name); err != nil {
+		return err
+	}
+	if err := u.root.Symlink(target, name); err != nil {
+		return err
+	}
+	return u.lchown(name)
+}
+
+func (u unpacker) hardlink(name, target string) error {
+	t, err := entryName(target)
+	if err != nil {
+		return fmt.Errorf("hard link to %q: %w", target, err)
+	}
+	if t == name {
+		return errors.New("a hard link to itself")
+	}
+	// Lstat: the final name is not followed, as Root.Link does not follow it.
+	st, err := u.root.Lstat(t)
+	if err != nil {
+		return fmt.Errorf("hard link to %q: %w", target, err)
+	}
+	if !st.Mode().IsRegular() {
+		return fmt.Errorf("hard link to %q: only links to a regular file unpacked before are unpacked", target)
+	}
+	if err := u.mkdirAll(path.Dir(name)); err != nil {
+		return err
+	}
+	if err := u.clear(name); err != nil {
+		return err
+	}
+	return u.root.Link(t, name)
+}
