@@ -54,9 +54,21 @@ days, at most 90 days).`,
 			if err != nil {
 				return err
 			}
-			progress, finish := a.progress("upload "+req.Name, info.Size())
-			art, err := s.client.Push(ctx, f, info.Size(), req, client.PushOptions{Progress: progress})
-			finish()
+			digest, digested := a.progress("digest "+req.Name, info.Size())
+			upload, uploaded := a.progress("upload "+req.Name, info.Size())
+			art, err := s.client.Push(ctx, f, info.Size(), req, client.PushOptions{
+				DigestProgress: func(done, total int64) {
+					if digest != nil {
+						digest(done, total)
+						if done == total {
+							digested() // its line ends before the upload's starts
+						}
+					}
+				},
+				Progress: upload,
+			})
+			digested()
+			uploaded()
 			if err != nil {
 				return err
 			}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"sync"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -11,7 +12,8 @@ import (
 
 // progress returns a progress bar on standard error when it is a terminal,
 // and nil (no output at all) when it is piped or redirected, so logs and
-// scripts never get a stream of carriage returns. finish ends the bar's line.
+// scripts never get a stream of carriage returns. finish ends the bar's line;
+// calling it again does nothing.
 func (a *app) progress(desc string, total int64) (p client.Progress, finish func()) {
 	if !isTerminal(a.stderr) {
 		return nil, func() {}
@@ -28,12 +30,13 @@ func (a *app) progress(desc string, total int64) (p client.Progress, finish func
 		progressbar.OptionEnableColorCodes(false),
 		progressbar.OptionOnCompletion(func() { _, _ = io.WriteString(a.stderr, "\n") }),
 	)
+	var once sync.Once
 	return func(done, total int64) {
 			if total >= 0 && bar.GetMax64() != total {
 				bar.ChangeMax64(total)
 			}
 			_ = bar.Set64(done)
 		}, func() {
-			_ = bar.Finish()
+			once.Do(func() { _ = bar.Finish() })
 		}
 }

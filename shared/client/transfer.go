@@ -272,7 +272,11 @@ func (c *countingReader) Read(p []byte) (int, error) {
 type PushOptions struct {
 	// PartSize is the service's part size (DefaultPartSize when zero).
 	PartSize int64
-	Progress Progress
+	// DigestProgress is told how much of the file is digested, before
+	// anything is sent (a large file takes a while); Progress how much is
+	// uploaded.
+	DigestProgress Progress
+	Progress       Progress
 }
 
 // Push uploads size bytes of src as a new artifact: it digests the file (and
@@ -285,7 +289,7 @@ func (c *Client) Push(ctx context.Context, src io.ReaderAt, size int64, r Artifa
 	if partSize <= 0 {
 		partSize = DefaultPartSize
 	}
-	whole, parts, err := Digests(src, size, partSize)
+	whole, parts, err := Digests(src, size, partSize, o.DigestProgress)
 	if err != nil {
 		return domain.Artifact{}, err
 	}
@@ -348,13 +352,19 @@ func allTagged(parts []CompletedPart) bool {
 }
 
 // Digests reads size bytes of src once and returns the hex SHA-256 of the
-// whole and of every partSize part.
-func Digests(src io.ReaderAt, size, partSize int64) (whole string, parts []string, err error) {
+// whole and of every partSize part. progress, when set, is told the bytes
+// read so far.
+func Digests(src io.ReaderAt, size, partSize int64, progress Progress) (whole string, parts []string, err error) {
 	all := sha256.New()
 	for off := int64(0); off < size || (size == 0 && off == 0); off += partSize {
 		n := min(partSize, size-off)
 		part := sha256.New()
-		if _, err := io.Copy(io.MultiWriter(all, part), io.NewSectionReader(src, off, n)); err != nil {
+		var report func(int64)
+		if progress != nil {
+			base := off
+			report = func(done int64) { progress(base+done, size) }
+		}
+		if _, err := io.Copy(io.MultiWriter(all, part), &countingReader{r: io.NewSectionReader(src, off, n), report: report}); err != nil {
 			return "", nil, fmt.Errorf("read: %w", err)
 		}
 		parts = append(parts, hex.EncodeToString(part.Sum(nil)))

@@ -229,9 +229,18 @@ func TestStorageRefusalIsATransferError(t *testing.T) {
 }
 
 func TestDigests(t *testing.T) {
-	whole, parts, err := client.Digests(strings.NewReader("abcdefghij"), 10, 4)
+	var done []int64
+	whole, parts, err := client.Digests(strings.NewReader("abcdefghij"), 10, 4, func(d, total int64) {
+		if total != 10 {
+			t.Errorf("total %d", total)
+		}
+		done = append(done, d)
+	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(done) == 0 || done[len(done)-1] != 10 {
+		t.Fatalf("digest progress %v", done)
 	}
 	hexOf := func(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToString(h[:]) }
 	if whole != hexOf("abcdefghij") || len(parts) != 3 || parts[0] != hexOf("abcd") || parts[2] != hexOf("ij") {
