@@ -530,10 +530,36 @@ func (a *Agent) runEnv(ctx context.Context, node string, r *runningEnv, c *nodes
 		}
 		log.Info("started", "pid", p.cmd.Process.Pid, "root", b.root, "uid", p.uid())
 	}
-	defer a.cleanup(p.box)
+	defer func() { a.cleanup(p.box) }() // p may be replaced below
 	r.proc = p
 
-	switch err := a.waitReady(ctx, p, r.stop); {
+	err := a.waitReady(ctx, p, r.stop)
+	if err != nil && c.Snapshot == nil && p.lostPortRace(c.Template) {
+		// A template's port was free when it was chosen and someone else
+		// bound it before the command did: start once more, in a fresh box,
+		// on ports of the node's choosing rather than fail the lease for a
+		// race it lost.
+		log.Info("a template port was taken before the command bound it; starting again on other ports", "err", err)
+		root := p.box.root
+		a.cleanup(p.box)
+		b, berr := a.newBox(root)
+		if berr != nil {
+			a.fail(ctx, node, r.id, berr, log)
+			p.box = nil
+			return
+		}
+		p2, serr := a.startProcess(withAnyPorts(c.Template), b)
+		if serr != nil {
+			a.cleanup(b)
+			p.box = nil
+			a.fail(ctx, node, r.id, serr, log)
+			return
+		}
+		p = p2
+		r.proc = p
+		err = a.waitReady(ctx, p, r.stop)
+	}
+	switch {
 	case err == nil:
 	case errors.Is(err, errStopped):
 		a.finish(ctx, node, r, p, log)

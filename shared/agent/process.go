@@ -194,11 +194,16 @@ func (a *Agent) waitReady(ctx context.Context, p *proc, stop <-chan struct{}) er
 		pending := ""
 		for s, port := range p.ports {
 			c, err := net.DialTimeout("tcp", net.JoinHostPort(a.cfg.Address, strconv.Itoa(port)), 250*time.Millisecond)
+			if err == nil {
+				c.Close()
+				if !p.listenerIsOurs(port) {
+					err = fmt.Errorf("another program listens on port %d", port)
+				}
+			}
 			if err != nil {
 				pending = fmt.Sprintf("export %s (port %d)", s, port)
 				break
 			}
-			c.Close()
 		}
 		if pending == "" {
 			// No exports: ready once it is up; a command that exits at once
@@ -272,6 +277,40 @@ func (p *proc) alive() bool {
 	default:
 		return true
 	}
+}
+
+// lostPortRace reports whether the process ended before it was ready and a
+// template port it was given is now held by another process: the port was
+// free when the agent chose it and taken before the command bound it.
+func (p *proc) lostPortRace(t domain.Template) bool {
+	select {
+	case <-p.exited:
+	default:
+		return false // still running: not ready for another reason
+	}
+	for s, port := range p.ports {
+		if port != t.Exports[s].Port {
+			continue
+		}
+		ln, err := net.Listen("tcp", ":"+strconv.Itoa(port))
+		if err != nil {
+			return true
+		}
+		ln.Close()
+	}
+	return false
+}
+
+// withAnyPorts is t with no preferred export ports, so each export gets a
+// port the node picks.
+func withAnyPorts(t domain.Template) domain.Template {
+	ex := make(map[string]domain.Export, len(t.Exports))
+	for s, e := range t.Exports {
+		e.Port = 0
+		ex[s] = e
+	}
+	t.Exports = ex
+	return t
 }
 
 // portPool hands out free TCP ports of the node, never one the agent
