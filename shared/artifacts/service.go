@@ -122,25 +122,11 @@ type CreateRequest struct {
 	Parts []string `json:"parts,omitempty"`
 }
 
-// UploadPart is one presigned upload request: PUT bytes [offset, offset+size)
-// of the file to url with exactly headers.
-type UploadPart struct {
-	PartNumber int               `json:"partNumber"`
-	Offset     int64             `json:"offset"`
-	Size       int64             `json:"size"`
-	SHA256     string            `json:"sha256"`
-	Method     string            `json:"method"`
-	URL        string            `json:"url"`
-	Headers    map[string]string `json:"headers"`
-}
-
-// Upload tells the client how to send the bytes.
-type Upload struct {
-	Multipart bool         `json:"multipart"`
-	PartSize  int64        `json:"partSize"`
-	Expires   time.Time    `json:"expires"`
-	Parts     []UploadPart `json:"parts"`
-}
+// UploadPart and Upload are the presigned upload of an open artifact.
+type (
+	UploadPart = domain.UploadPart
+	Upload     = domain.Upload
+)
 
 // Created is the response to a create.
 type Created struct {

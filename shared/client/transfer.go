@@ -41,25 +41,12 @@ type ArtifactCreate struct {
 	Parts []string `json:"parts,omitempty"`
 }
 
-// UploadPart is one presigned request: PUT bytes [Offset, Offset+Size) of
-// the file to URL with exactly Headers.
-type UploadPart struct {
-	PartNumber int               `json:"partNumber"`
-	Offset     int64             `json:"offset"`
-	Size       int64             `json:"size"`
-	SHA256     string            `json:"sha256"`
-	Method     string            `json:"method"`
-	URL        string            `json:"url"`
-	Headers    map[string]string `json:"headers"`
-}
-
-// Upload says how to send an open artifact's bytes.
-type Upload struct {
-	Multipart bool         `json:"multipart"`
-	PartSize  int64        `json:"partSize"`
-	Expires   time.Time    `json:"expires"`
-	Parts     []UploadPart `json:"parts"`
-}
+// UploadPart and Upload are the presigned upload of an open artifact, as the
+// API hands it out.
+type (
+	UploadPart = domain.UploadPart
+	Upload     = domain.Upload
+)
 
 // ArtifactUpload is an open artifact and its presigned upload.
 type ArtifactUpload struct {

@@ -112,3 +112,24 @@ func (a Artifact) DueAt() (t time.Time, ok bool) {
 func (a Artifact) UsableAt(now time.Time) bool {
 	return a.State == ArtifactSealed && !a.ExpiredAt(now)
 }
+
+// UploadPart is one presigned upload request of an artifact: PUT bytes
+// [Offset, Offset+Size) of the file to URL with exactly Headers. The service
+// hands these out and the clients follow them: one shape for both.
+type UploadPart struct {
+	PartNumber int               `json:"partNumber"`
+	Offset     int64             `json:"offset"`
+	Size       int64             `json:"size"`
+	SHA256     string            `json:"sha256"`
+	Method     string            `json:"method"`
+	URL        string            `json:"url"`
+	Headers    map[string]string `json:"headers"`
+}
+
+// Upload says how to send an open artifact's bytes.
+type Upload struct {
+	Multipart bool         `json:"multipart"`
+	PartSize  int64        `json:"partSize"`
+	Expires   time.Time    `json:"expires"`
+	Parts     []UploadPart `json:"parts"`
+}
