@@ -13,7 +13,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path"
 	"slices"
 	"sort"
 	"strings"
@@ -111,6 +110,9 @@ type ShareRequest struct {
 	Name      string   `json:"name"`
 	LocalPath string   `json:"localPath"`
 	Files     []string `json:"files"`
+	// Artifact is a sealed tar.zst of the folder's files (the client packs
+	// and uploads it) that the node unpacks at the share's path.
+	Artifact string `json:"artifact"`
 }
 
 // Leased is the body of a successful lease.
@@ -355,15 +357,17 @@ func (s *Service) newEnvironment(ctx context.Context, p domain.Principal, req Le
 		return domain.Environment{}, err
 	}
 	if req.Snapshot != "" {
-		a, err := s.store.GetArtifact(ctx, p.OrgID, req.Snapshot)
-		if domain.ErrorCode(err) == domain.CodeNotFound {
-			return domain.Environment{}, domain.Invalid("snapshot", "unknown snapshot %q: it must be an artifact of your organization", req.Snapshot)
-		}
-		if err != nil {
+		if err := s.usableArtifact(ctx, p.OrgID, "snapshot", "snapshot", req.Snapshot, now); err != nil {
 			return domain.Environment{}, err
 		}
-		if !a.UsableAt(now) {
-			return domain.Environment{}, domain.Invalid("snapshot", "snapshot %q is not a sealed, unexpired artifact", req.Snapshot)
+	}
+	for i, sh := range shares {
+		if sh.Artifact == "" {
+			continue
+		}
+		field := fmt.Sprintf("shares[%d].artifact", i)
+		if err := s.usableArtifact(ctx, p.OrgID, field, field, sh.Artifact, now); err != nil {
+			return domain.Environment{}, err
 		}
 	}
 	name := req.Name
@@ -391,6 +395,25 @@ func (s *Service) newEnvironment(ctx context.Context, p domain.Principal, req Le
 	}
 	e.Normalize()
 	return e, nil
+}
+
+// usableArtifact checks that id (a lease's snapshot, a share's files) is a
+// sealed, unexpired artifact of the organization; what names it in the 422.
+func (s *Service) usableArtifact(ctx context.Context, org, field, what, id string, now time.Time) error {
+	if err := domain.ValidateText(field, id, 100); err != nil {
+		return err
+	}
+	a, err := s.store.GetArtifact(ctx, org, id)
+	if domain.ErrorCode(err) == domain.CodeNotFound {
+		return domain.Invalid(field, "unknown %s %q: it must be an artifact of your organization", what, id)
+	}
+	if err != nil {
+		return err
+	}
+	if !a.UsableAt(now) {
+		return domain.Invalid(field, "%s %q is not a sealed, unexpired artifact", what, id)
+	}
+	return nil
 }
 
 // timeout reads a requested idle or hard duration: the template's when
@@ -452,7 +475,7 @@ func buildShares(t domain.Template, reqs []ShareRequest) ([]domain.EnvShare, err
 			if err := validateSharePath(ff, f); err != nil {
 				return nil, err
 			}
-			if !excluded(ts.Exclude, f) {
+			if !domain.Excluded(ts.Exclude, f) {
 				files = append(files, f)
 			}
 		}
@@ -460,7 +483,7 @@ func buildShares(t domain.Template, reqs []ShareRequest) ([]domain.EnvShare, err
 		if dir == "" {
 			dir = "in"
 		}
-		out = append(out, domain.EnvShare{Name: ts.Name, Direction: dir, EnvPath: ts.Path, LocalPath: r.LocalPath, Files: files})
+		out = append(out, domain.EnvShare{Name: ts.Name, Direction: dir, EnvPath: ts.Path, LocalPath: r.LocalPath, Files: files, Artifact: r.Artifact})
 	}
 	return out, nil
 }
@@ -479,27 +502,6 @@ func validateSharePath(field, f string) error {
 		}
 	}
 	return nil
-}
-
-// excluded reports whether a file matches an exclude pattern (path.Match
-// syntax) by its base name, its full path, or any leading directory, so
-// "*.log" drops logs everywhere and "node_modules" drops the whole folder.
-// A malformed pattern matches nothing.
-func excluded(patterns []string, f string) bool {
-	f = path.Clean(f)
-	candidates := []string{f, path.Base(f)}
-	parts := strings.Split(f, "/")
-	for i := 1; i < len(parts); i++ {
-		candidates = append(candidates, strings.Join(parts[:i], "/"), parts[i-1])
-	}
-	for _, p := range patterns {
-		for _, c := range candidates {
-			if ok, err := path.Match(p, c); err == nil && ok {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // allocate gives each export a listen address on the sandbox. Ports are drawn
