@@ -2,7 +2,8 @@
 // with the node API, heartbeats, claims pending environments, runs each as a
 // local process (runtime "process"), and reports starting, ready, stopped
 // and failed. It keeps warm, pre-started processes of templates that ask for
-// them, and restores snapshots into an environment's folder (UnpackTar).
+// them, and restores snapshots and shares' files into an environment's
+// folder (UnpackTarRoot).
 // Run as root on Linux it confines each environment: a user of its own, a
 // folder only that user enters, a cgroup where the node allows, and a stop
 // that ends every process of the environment (confine.go); otherwise it
@@ -510,7 +511,8 @@ func (a *Agent) runEnv(ctx context.Context, node string, r *runningEnv, c *nodes
 		p        *proc
 		restored *domain.Restored
 	)
-	if c.Snapshot == nil {
+	// A warm process started before its files could arrive.
+	if c.Snapshot == nil && len(c.Shares) == 0 {
 		p = a.warm.take(c.Template)
 	}
 	if p != nil {
@@ -519,6 +521,9 @@ func (a *Agent) runEnv(ctx context.Context, node string, r *runningEnv, c *nodes
 		b, err := a.newBox(filepath.Join(a.cfg.WorkDir, "envs", r.id))
 		if err == nil && c.Snapshot != nil {
 			restored, err = a.restore(ctx, c.Snapshot, b)
+		}
+		if err == nil {
+			err = a.unpackShares(ctx, c.Shares, b)
 		}
 		if err == nil {
 			p, err = a.startProcess(c.Template, b)

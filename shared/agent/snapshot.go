@@ -13,68 +13,114 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/klauspost/compress/zstd"
+
 	"github.com/envlease/envlease/shared/domain"
 	"github.com/envlease/envlease/shared/nodes"
 )
 
-// restore downloads a snapshot through its signed link, checks its SHA-256,
-// and unpacks it (tar, or gzip-compressed tar) into the environment's folder
-// under UnpackTarRoot's policy, everything owned by the environment's user.
-// A refused entry fails the restore rather than being skipped silently.
+// restore downloads a snapshot (fetch), and unpacks it (a tar, plain, gzip-
+// or zstd-compressed) into the environment's folder under UnpackTarRoot's
+// policy, everything owned by the environment's user. A refused entry fails
+// the restore rather than being skipped silently.
 func (a *Agent) restore(ctx context.Context, s *nodes.Snapshot, b *box) (*domain.Restored, error) {
-	tmp, err := os.CreateTemp(a.cfg.WorkDir, "snapshot-*.download")
+	f, err := a.fetch(ctx, s, "snapshot "+s.ID)
 	if err != nil {
-		return nil, fmt.Errorf("snapshot: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	defer tmp.Close()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL, nil)
-	if err != nil {
-		return nil, fmt.Errorf("snapshot link: %w", err)
-	}
-	res, err := a.http.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("download snapshot %s: %w", s.ID, err)
-	}
-	defer res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("download snapshot %s: HTTP %d", s.ID, res.StatusCode)
-	}
-	sum := sha256.New()
-	n, err := io.Copy(io.MultiWriter(tmp, sum), res.Body)
-	if err != nil {
-		return nil, fmt.Errorf("download snapshot %s: %w", s.ID, err)
-	}
-	if got := hex.EncodeToString(sum.Sum(nil)); s.SHA256 != "" && got != s.SHA256 {
-		return nil, fmt.Errorf("snapshot %s: downloaded %d bytes with SHA-256 %s, want %s", s.ID, n, got, s.SHA256)
-	}
-	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
 		return nil, err
 	}
-	files, err := unpack(tmp, b.root, b.owner())
+	defer f.Close()
+	files, err := unpack(f, b.root, b.owner())
 	if err != nil {
 		return nil, fmt.Errorf("unpack snapshot %s: %w", s.ID, err)
 	}
 	return &domain.Restored{Key: s.ID, Root: b.root, Files: files, Created: s.Created}, nil
 }
 
-// unpack extracts a tar or tar.gz stream into root (created if missing) and
-// counts regular files.
-func unpack(r io.Reader, root string, owner *Owner) (int, error) {
-	br := bufio.NewReader(r)
-	var src io.Reader = br
-	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
-		zr, err := gzip.NewReader(br)
-		if err != nil {
-			return 0, err
-		}
-		defer zr.Close()
-		src = zr
+// fetch downloads an artifact a claim links to (what names it in errors)
+// into a file of the work dir, and checks its size and SHA-256 before
+// anything of it is used. The file is already unlinked: closing it frees it.
+func (a *Agent) fetch(ctx context.Context, s *nodes.Snapshot, what string) (*os.File, error) {
+	tmp, err := os.CreateTemp(a.cfg.WorkDir, "download-*")
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
+	_ = os.Remove(tmp.Name())
+	f, err := a.download(ctx, s, what, tmp)
+	if err != nil {
+		tmp.Close()
+	}
+	return f, err
+}
+
+func (a *Agent) download(ctx context.Context, s *nodes.Snapshot, what string, tmp *os.File) (*os.File, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%s: link: %w", what, err)
+	}
+	res, err := a.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("download %s: %w", what, err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("download %s: HTTP %d", what, res.StatusCode)
+	}
+	sum := sha256.New()
+	// One byte past the declared size is enough to tell a wrong download,
+	// and a wrong one must not fill the node's disk.
+	n, err := io.Copy(io.MultiWriter(tmp, sum), io.LimitReader(res.Body, s.Size+1))
+	if err != nil {
+		return nil, fmt.Errorf("download %s: %w", what, err)
+	}
+	got := hex.EncodeToString(sum.Sum(nil))
+	if n != s.Size || (s.SHA256 != "" && !strings.EqualFold(got, s.SHA256)) {
+		return nil, fmt.Errorf("%s: downloaded %d bytes with SHA-256 %s, want %d bytes with %s", what, n, got, s.Size, s.SHA256)
+	}
+	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+		return nil, err
+	}
+	return tmp, nil
+}
+
+// unpack extracts a tar stream (plain or compressed) into root (created if
+// missing) and counts regular files.
+func unpack(r io.Reader, root string, owner *Owner) (int, error) {
+	src, done, err := decompressed(r)
+	if err != nil {
+		return 0, err
+	}
+	defer done()
 	if err := os.MkdirAll(root, 0o700); err != nil {
 		return 0, err
 	}
 	return UnpackTar(src, root, UnpackOptions{Owner: owner})
+}
+
+// maxZstdWindow bounds the memory a zstd frame may make the decoder take;
+// 128 MiB still reads archives made with `zstd --long`.
+const maxZstdWindow = 128 << 20
+
+// decompressed undoes gzip or zstd compression, told by the stream's magic
+// number; anything else is passed on as it is (a plain tar). done frees the
+// decoder.
+func decompressed(r io.Reader) (src io.Reader, done func(), err error) {
+	br := bufio.NewReader(r)
+	magic, _ := br.Peek(4)
+	switch {
+	case len(magic) >= 2 && magic[0] == 0x1f && magic[1] == 0x8b:
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return nil, nil, err
+		}
+		return zr, func() { zr.Close() }, nil
+	case len(magic) == 4 && magic[0] == 0x28 && magic[1] == 0xb5 && magic[2] == 0x2f && magic[3] == 0xfd:
+		zr, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(maxZstdWindow))
+		if err != nil {
+			return nil, nil, err
+		}
+		return zr, zr.Close, nil
+	}
+	return br, func() {}, nil
 }
 
 // parseSize reads a size: plain bytes, or with K, M, G, T (powers of 1000)

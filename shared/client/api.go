@@ -47,6 +47,9 @@ type ShareRequest struct {
 	Name      string   `json:"name"`
 	LocalPath string   `json:"localPath,omitempty"`
 	Files     []string `json:"files,omitempty"`
+	// Artifact is a sealed artifact holding the share's files (a tar,
+	// zstd-compressed), unpacked at the share's path before the command starts.
+	Artifact string `json:"artifact,omitempty"`
 }
 
 // LeaseRequest is the body of POST /v1/environments, plus the

@@ -69,6 +69,10 @@ type EnvShare struct {
 	EnvPath   string   `json:"envPath"`
 	LocalPath string   `json:"localPath"`
 	Files     []string `json:"files"`
+	// Artifact is the sealed tar.zst of the share's files that the node
+	// unpacks at EnvPath before the command starts; empty when the lease
+	// sent names only.
+	Artifact string `json:"artifact"`
 }
 
 // Restored describes the snapshot an environment was restored from.

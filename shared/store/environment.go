@@ -85,6 +85,7 @@ type shareItem struct {
 	EnvPath   string   `dynamodbav:"envPath"`
 	LocalPath string   `dynamodbav:"localPath"`
 	Files     []string `dynamodbav:"files,omitempty"`
+	Artifact  string   `dynamodbav:"artifact,omitempty"`
 }
 
 type restoredItem struct {

@@ -1,0 +1,72 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/envlease/envlease/shared/nodes"
+)
+
+// unpackShares puts the files of every share that carries them at the
+// share's path in the box, before the command starts, so the command never
+// sees a half-filled folder. The first refused archive fails the
+// environment, naming the share, the entry and why.
+func (a *Agent) unpackShares(ctx context.Context, shares []nodes.ClaimedShare, b *box) error {
+	for _, sh := range shares {
+		if err := a.unpackShare(ctx, sh, b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// unpackShare fetches one share's archive (size and SHA-256 checked) and
+// unpacks it under UnpackTarRoot's policy, everything owned by the
+// environment's user. The share's path is placed in the folder as the
+// workdir is (workdirIn: /workspace/src -> <root>/workspace/src), and it is
+// opened through the environment's Root, so a link a snapshot or an earlier
+// share left on the way cannot lead the files elsewhere.
+func (a *Agent) unpackShare(ctx context.Context, sh nodes.ClaimedShare, b *box) error {
+	what := fmt.Sprintf("share %q (artifact %s)", sh.Name, sh.Archive.ID)
+	dir, err := workdirIn(b.root, sh.EnvPath)
+	if err != nil {
+		return fmt.Errorf("%s: path: %w", what, err)
+	}
+	rel, err := filepath.Rel(b.root, dir)
+	if err != nil {
+		return fmt.Errorf("%s: path: %w", what, err)
+	}
+	rel = filepath.ToSlash(rel)
+	f, err := a.fetch(ctx, &sh.Archive, what)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	root, err := os.OpenRoot(b.root)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	owner := b.owner()
+	if err := (unpacker{root: root, owner: owner}).mkdirAll(rel); err != nil {
+		return fmt.Errorf("unpack %s at %s: %w", what, sh.EnvPath, plain(err))
+	}
+	into, err := root.OpenRoot(rel)
+	if err != nil {
+		return fmt.Errorf("unpack %s at %s: %w", what, sh.EnvPath, plain(err))
+	}
+	defer into.Close()
+	src, done, err := decompressed(f)
+	if err != nil {
+		return fmt.Errorf("unpack %s: %w", what, err)
+	}
+	defer done()
+	files, err := UnpackTarRoot(src, into, UnpackOptions{Owner: owner})
+	if err != nil {
+		return fmt.Errorf("unpack %s at %s: %w", what, sh.EnvPath, err)
+	}
+	a.log.Debug("share unpacked", "share", sh.Name, "artifact", sh.Archive.ID, "files", files, "dir", dir)
+	return nil
+}
