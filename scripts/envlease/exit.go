@@ -38,7 +38,12 @@ const exitCodesHelp = `Exit codes of every envlease command:
   5  quota: the organization runs as many environments of the template as its
      quota allows (429 quota); delete one first
   6  timeout: --timeout passed, or a wait (lease --wait) ran out
-130  interrupted (Ctrl-C)
+130  interrupted (Ctrl-C or SIGTERM)
+
+'envlease run' exits with its command's exit code once the command ran (128
+plus the signal's number when a signal ended it), and with the codes above
+when it could not run it, when it was interrupted (130), and when the
+environment ended under the command (4).
 
 Errors are written to standard error; with -o json as one JSON object:
 {"error", "code", "status", "requestId", "exitCode"}.
@@ -66,6 +71,21 @@ type authError struct{ msg string }
 
 func (e *authError) Error() string { return e.msg }
 
+// codedError is an error whose exit code was decided where it happened.
+type codedError struct {
+	code int
+	err  error
+}
+
+func (e *codedError) Error() string { return e.err.Error() }
+func (e *codedError) Unwrap() error { return e.err }
+
+// commandExit is the exit code of the command 'envlease run' ran, which
+// envlease exits with and adds nothing to: the command spoke for itself.
+type commandExit struct{ code int }
+
+func (e *commandExit) Error() string { return fmt.Sprintf("the command exited with status %d", e.code) }
+
 // errTimedOut is a wait that ran out before what it waited for happened.
 var errTimedOut = errors.New("timed out")
 
@@ -77,7 +97,13 @@ func exitCode(err error) int {
 	var ue *usageError
 	var ae *authError
 	var ne net.Error
+	var ce *codedError
+	var cx *commandExit
 	switch {
+	case errors.As(err, &cx):
+		return cx.code
+	case errors.As(err, &ce):
+		return ce.code
 	case errors.As(err, &ue):
 		return exitUsage
 	case errors.As(err, &ae):

@@ -18,8 +18,13 @@ import (
 // defaultWait bounds `lease --wait` when --timeout is not given.
 const defaultWait = 5 * time.Minute
 
-// pollEvery is how often `lease --wait` reads the environment.
-const pollEvery = 500 * time.Millisecond
+// pollFirst and pollEvery pace the reads of a wait for ready: the first
+// soon, as a warm environment is ready within a tenth of a second, then
+// doubling up to every half second.
+const (
+	pollFirst = 25 * time.Millisecond
+	pollEvery = 500 * time.Millisecond
+)
 
 func (a *app) leaseCommand() *cobra.Command {
 	var (
@@ -28,9 +33,11 @@ func (a *app) leaseCommand() *cobra.Command {
 		wait       bool
 		noSandbox  bool
 		sandboxArg string
+		shareArgs  []string
+		excludes   []string
 	)
 	cmd := &cobra.Command{
-		Use:   "lease --template T [--label K=V]... [--idle D] [--hard D] [--name N]",
+		Use:   "lease --template T [--share NAME=DIR]... [--label K=V]... [--idle D] [--hard D] [--name N]",
 		Short: "Lease an environment from a template",
 		Long: `Lease an environment from a template. It starts pending and becomes ready
 once a node of its pool runs it; --wait waits for that (up to --timeout, 5
@@ -40,9 +47,16 @@ Leases name the profile's sandbox (see 'envlease sandbox register'), so the
 environment's exports get listen addresses on this machine. Beyond the
 template's quota the lease is refused with exit code 5.
 
+--share NAME=DIR sends the files of the local folder DIR into the template's
+share NAME: they are packed (the share's exclude patterns and --exclude
+applied; regular files, folders and symbolic links that stay inside) into a
+tar.zst, uploaded as an artifact that expires an hour after the lease's hard
+timeout, and unpacked at the share's path before the command starts.
+
 The lease carries a fresh Idempotency-Key, so a lease retried after the
 service answered 502 or 503 never leases twice.`,
 		Example: `  envlease lease --template shell
+  envlease lease --template shell --share src=. --exclude node_modules --wait
   envlease lease --template shell --label team=web --label pr=42 --idle 15m --wait
   ID=$(envlease lease --template shell -o json | jq -r .environment.id)`,
 		Args: args(0),
@@ -51,13 +65,12 @@ service answered 502 or 503 never leases twice.`,
 			if req.Labels, err = parseLabels(labelArgs); err != nil {
 				return err
 			}
-			for flag, v := range map[string]string{"--idle": req.Idle, "--hard": req.Hard} {
-				if v == "" {
-					continue
-				}
-				if d, err := domain.ParseDuration(v); err != nil || d <= 0 {
-					return usagef("%s %q: want a positive duration such as 30m or 6h", flag, v)
-				}
+			shares, err := parseShares(shareArgs)
+			if err != nil {
+				return err
+			}
+			if err := checkTimeouts(req.Idle, req.Hard); err != nil {
+				return err
 			}
 			s, err := a.session()
 			if err != nil {
@@ -69,6 +82,15 @@ service answered 502 or 503 never leases twice.`,
 			case s.ownSandbox && !noSandbox:
 				req.Sandbox = s.profile.Sandbox
 			}
+			if len(shares) > 0 {
+				t, err := findTemplate(ctx, s.client, req.Template)
+				if err != nil {
+					return err
+				}
+				if req.Shares, err = a.uploadShares(ctx, s.client, t, req.Hard, shares, excludes); err != nil {
+					return err
+				}
+			}
 			req.IdempotencyKey = newIdempotencyKey()
 			leased, err := s.client.Lease(ctx, req)
 			if err != nil {
@@ -77,7 +99,7 @@ service answered 502 or 503 never leases twice.`,
 			env := leased.Environment
 			if wait {
 				a.say("Leased %s; waiting for it to be ready…", env.ID)
-				if env, err = a.waitReady(ctx, s.client, env); err != nil {
+				if env, err = a.waitReady(ctx, s.client, env, nil); err != nil {
 					return err
 				}
 			}
@@ -91,6 +113,8 @@ service answered 502 or 503 never leases twice.`,
 	f := cmd.Flags()
 	f.StringVarP(&req.Template, "template", "t", "", "the template to lease from (required)")
 	f.StringArrayVarP(&labelArgs, "label", "l", nil, "a label KEY=VALUE (repeatable)")
+	f.StringArrayVar(&shareArgs, "share", nil, "send the files of the local folder DIR into the template's share NAME, as NAME=DIR (repeatable)")
+	f.StringArrayVar(&excludes, "exclude", nil, "leave out of every --share what matches this pattern, besides the template's excludes (repeatable)")
 	f.StringVar(&req.Idle, "idle", "", "idle timeout, such as 15m (default and upper bound: the template's)")
 	f.StringVar(&req.Hard, "hard", "", "hard timeout, such as 2h (default and upper bound: the template's)")
 	f.StringVar(&req.Name, "name", "", "the environment's name (default: the template's)")
@@ -103,6 +127,20 @@ service answered 502 or 503 never leases twice.`,
 	_ = cmd.MarkFlagRequired("template")
 	_ = cmd.RegisterFlagCompletionFunc("template", a.completeTemplates)
 	return cmd
+}
+
+// checkTimeouts checks --idle and --hard before anything is sent; the
+// service checks them against the template's.
+func checkTimeouts(idle, hard string) error {
+	for _, f := range []struct{ flag, v string }{{"--idle", idle}, {"--hard", hard}} {
+		if f.v == "" {
+			continue
+		}
+		if d, err := domain.ParseDuration(f.v); err != nil || d <= 0 {
+			return usagef("%s %q: want a positive duration such as 30m or 6h", f.flag, f.v)
+		}
+	}
+	return nil
 }
 
 // parseLabels reads KEY=VALUE pairs; the service checks the label rules.
@@ -132,15 +170,18 @@ func newIdempotencyKey() string {
 }
 
 // waitReady reads the environment until it is ready, failed or ended, or the
-// wait runs out (--timeout, or defaultWait without one).
-func (a *app) waitReady(ctx context.Context, c *client.Client, env domain.Environment) (domain.Environment, error) {
+// wait runs out (--timeout, or defaultWait without one). changed, when set,
+// is told every state the environment is read in that differs from the one
+// before.
+func (a *app) waitReady(ctx context.Context, c *client.Client, env domain.Environment, changed func(domain.Environment)) (domain.Environment, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, defaultWait)
 		defer cancel()
 	}
-	tick := time.NewTicker(pollEvery)
-	defer tick.Stop()
+	wait := pollFirst
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
 	for {
 		switch env.State {
 		case domain.StateReady:
@@ -156,14 +197,19 @@ func (a *app) waitReady(ctx context.Context, c *client.Client, env domain.Enviro
 				return env, fmt.Errorf("%w waiting for %s to be ready; it is %s", errTimedOut, env.ID, env.State)
 			}
 			return env, ctx.Err()
-		case <-tick.C:
+		case <-timer.C:
 		}
+		wait = min(2*wait, pollEvery)
+		timer.Reset(wait)
 		next, err := c.GetEnvironment(ctx, env.ID)
 		if err != nil {
 			if ctx.Err() != nil {
 				continue // reported by the select above
 			}
 			return env, err
+		}
+		if changed != nil && next.State != env.State {
+			changed(next)
 		}
 		env = next
 	}

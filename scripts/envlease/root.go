@@ -51,6 +51,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(s
 	if err == nil {
 		return exitOK
 	}
+	var cx *commandExit
+	if errors.As(err, &cx) {
+		return cx.code
+	}
 	code := exitCode(err)
 	if !a.started && code == exitError {
 		code = exitUsage
@@ -97,7 +101,7 @@ ENVLEASE_PROFILE selects a profile like --profile.`,
 
 	root.AddGroup(&cobra.Group{ID: "env", Title: "Environments:"}, &cobra.Group{ID: "account", Title: "Account:"},
 		&cobra.Group{ID: "org", Title: "Organization:"})
-	for _, c := range []*cobra.Command{a.leaseCommand(), a.lsCommand(), a.getCommand(), a.touchCommand(), a.rmCommand(), a.sandboxCommand()} {
+	for _, c := range []*cobra.Command{a.leaseCommand(), a.runCommand(), a.lsCommand(), a.getCommand(), a.touchCommand(), a.rmCommand(), a.sandboxCommand()} {
 		c.GroupID = "env"
 		root.AddCommand(c)
 	}

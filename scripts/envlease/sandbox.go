@@ -48,38 +48,50 @@ that already has a sandbox keeps it unless --force registers a new one.`,
 				}
 				return a.printSandbox(sb)
 			}
-			host, _ := os.Hostname()
-			if name == "" {
-				name = host
-			}
-			if name == "" {
-				return usagef("this machine has no host name: give --name")
-			}
-			reg, err := s.client.RegisterSandbox(ctx, client.SandboxRegistration{Name: name, Hostname: host})
+			sb, err := a.registerSandbox(ctx, s, name)
 			if err != nil {
 				return err
 			}
-			// The join key is shown only in that answer: redeem it now,
-			// before anything else can lose it.
-			sb, err := s.client.JoinSandbox(ctx, reg.JoinKey)
-			if err != nil {
-				return fmt.Errorf("redeeming the join key of %s: %w", reg.Sandbox.ID, err)
-			}
-			if !s.profileAPI {
-				// The profile is another API's: its sandbox would not be this one.
-				a.say("Registered this machine as sandbox %s (%s) at %s; not saved in profile %q, which is for %s.", sb.ID, sb.Name, s.client.BaseURL(), s.name, orDash(s.profile.URL))
-				return a.printSandbox(sb)
-			}
-			if err := updateProfile(s.name, func(_ *Config, p *Profile) { p.Sandbox, p.SandboxName = sb.ID, sb.Name }); err != nil {
-				return fmt.Errorf("sandbox %s registered, but saving it in profile %q failed: %w", sb.ID, s.name, err)
-			}
-			a.say("Registered this machine as sandbox %s (%s); profile %q leases with it.", sb.ID, sb.Name, s.name)
 			return a.printSandbox(sb)
 		}),
 	}
 	cmd.Flags().StringVar(&name, "name", "", "the sandbox's name (default: the host name)")
 	cmd.Flags().BoolVar(&force, "force", false, "register anew even if the profile has a sandbox")
 	return cmd
+}
+
+// registerSandbox registers this machine as a sandbox named name (default:
+// the host name), redeems its join key at once, and remembers it in the
+// profile when the profile is for the API in use; s then leases with it.
+func (a *app) registerSandbox(ctx context.Context, s *session, name string) (domain.Sandbox, error) {
+	host, _ := os.Hostname()
+	if name == "" {
+		name = host
+	}
+	if name == "" {
+		return domain.Sandbox{}, usagef("this machine has no host name: give --name")
+	}
+	reg, err := s.client.RegisterSandbox(ctx, client.SandboxRegistration{Name: name, Hostname: host})
+	if err != nil {
+		return domain.Sandbox{}, err
+	}
+	// The join key is shown only in that answer: redeem it now, before
+	// anything else can lose it.
+	sb, err := s.client.JoinSandbox(ctx, reg.JoinKey)
+	if err != nil {
+		return domain.Sandbox{}, fmt.Errorf("redeeming the join key of %s: %w", reg.Sandbox.ID, err)
+	}
+	if !s.profileAPI {
+		// The profile is another API's: its sandbox would not be this one.
+		a.say("Registered this machine as sandbox %s (%s) at %s; not saved in profile %q, which is for %s.", sb.ID, sb.Name, s.client.BaseURL(), s.name, orDash(s.profile.URL))
+		return sb, nil
+	}
+	if err := updateProfile(s.name, func(_ *Config, p *Profile) { p.Sandbox, p.SandboxName = sb.ID, sb.Name }); err != nil {
+		return sb, fmt.Errorf("sandbox %s registered, but saving it in profile %q failed: %w", sb.ID, s.name, err)
+	}
+	s.profile.Sandbox, s.profile.SandboxName, s.ownSandbox = sb.ID, sb.Name, true
+	a.say("Registered this machine as sandbox %s (%s); profile %q leases with it.", sb.ID, sb.Name, s.name)
+	return sb, nil
 }
 
 func (a *app) sandboxListCommand() *cobra.Command {

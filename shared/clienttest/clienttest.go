@@ -54,9 +54,31 @@ type Stack struct {
 // every 100 ms, so a lease is ready within moments.
 var nodeOptions = nodes.Options{HeartbeatInterval: time.Second, PollMax: 100 * time.Millisecond}
 
+// Option changes the stack Start runs.
+type Option func(*fixture.File)
+
+// WithTemplates adds templates to the organization org (acme, globex) of
+// the test fixture, run by its first pool unless they name pools; the
+// fixture itself stays as other tests count it.
+func WithTemplates(org string, ts ...domain.Template) Option {
+	return func(f *fixture.File) {
+		for i := range f.Orgs {
+			if f.Orgs[i].ID != org {
+				continue
+			}
+			for _, t := range ts {
+				if len(t.Pools) == 0 {
+					t.Pools = f.Orgs[i].Pools[:1]
+				}
+				f.Orgs[i].Templates = append(f.Orgs[i].Templates, t)
+			}
+		}
+	}
+}
+
 // Start runs the stack until the test ends. Every answer the API gives is
 // checked against the API description, as in the dev server's own tests.
-func Start(t testing.TB) *Stack {
+func Start(t testing.TB, opts ...Option) *Stack {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	dyn := devstack.NewTestDynamo(t)
@@ -65,6 +87,13 @@ func Start(t testing.TB) *Stack {
 	clk := clock.System{}
 	log := apitest.DiscardLogger()
 	file := apitest.Fixture(t)
+	for _, o := range opts {
+		o(&file)
+	}
+	if err := file.Validate(); err != nil {
+		cancel()
+		t.Fatalf("fixture with the test's templates: %v", err)
+	}
 	if err := fixture.Apply(ctx, st, file, fixture.Options{WithTokens: true, Now: clk.Now()}); err != nil {
 		cancel()
 		t.Fatalf("apply fixture: %v", err)
