@@ -91,7 +91,9 @@ var Groups = []Group{
 		MemoryMB: apiMemoryMB, Timeout: apiTimeout, Table: TableReadWrite},
 	// Leasing from a snapshot only checks the artifact in the table; the
 	// node that runs the environment gets the signed link (nodes signs).
-	{Name: "environments", Description: "leasing, reading, touching and releasing environments",
+	// Tunnel tickets are signed with a node's key read from the table, and
+	// the tunnels themselves go to the nodes, never through the API.
+	{Name: "environments", Description: "leasing, reading, touching and releasing environments, and their tunnel tickets",
 		Routes:   []Route{{Path: "/v1/environments", Proxy: true}},
 		MemoryMB: apiMemoryMB, Timeout: apiTimeout, Table: TableReadWrite},
 	{Name: "templates", Description: "templates and pools the organization can lease",

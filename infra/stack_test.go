@@ -42,6 +42,7 @@ var specEndpoints = []struct {
 	{"GET", "/v1/sandboxes/sbx_1", "sandboxes"},
 	{"POST", "/v1/artifacts", "artifacts"},
 	{"POST", "/v1/artifacts/art_1/complete", "artifacts"},
+	{"POST", "/v1/environments/env_1/tunnel", "environments"},
 	{"POST", "/v1/nodes/node_1/claim", "nodes"},
 	{"GET", "/v1/nodes", "nodes"},
 	{"GET", "/v1/openapi.json", "docs"},

@@ -1,4 +1,5 @@
-// Command environments is the Lambda for the environments group: lease, read, list, delete, touch.
+// Command environments is the Lambda for the environments group: lease, read, list, delete, touch,
+// and tunnel tickets.
 package main
 
 import (

@@ -26,10 +26,16 @@ type Node struct {
 	// Deadline is when the node is lost unless it heartbeats first.
 	Deadline time.Time  `json:"deadline"`
 	Left     *time.Time `json:"left"`
+	// TunnelURL is where the node's agent serves tunnels to its
+	// environments' exports (ws:// or wss://); empty when it serves none.
+	TunnelURL string `json:"tunnelURL"`
 
 	OrgID string `json:"-"`
 	// KeyID is the node credential that registered it; only that credential
 	// may act as the node.
 	KeyID   string `json:"-"`
 	Version int64  `json:"-"`
+	// TunnelKey signs the node's tunnel tickets. The service made it at
+	// registration and told only the registering agent; it is never listed.
+	TunnelKey []byte `json:"-"`
 }

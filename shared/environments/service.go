@@ -33,6 +33,8 @@ type Store interface {
 	StopEnvironment(ctx context.Context, e domain.Environment, to domain.State, reason string, now time.Time) (domain.Environment, bool, error)
 	TouchEnvironment(ctx context.Context, e domain.Environment, idleUntil time.Time) (domain.Environment, bool, error)
 	GetIdempotency(ctx context.Context, org, key string, now time.Time) (*domain.IdempotencyRecord, error)
+	// GetNode reads the node an environment runs on, for its tunnel URL and key.
+	GetNode(ctx context.Context, org, id string) (domain.Node, error)
 }
 
 // Limits of a lease request and of listings.

@@ -62,7 +62,8 @@ func (s *Service) handleRegister(w http.ResponseWriter, r *http.Request, p domai
 		return err
 	}
 	w.Header().Set("Location", "/v1/nodes/"+out.Node.ID)
-	httpapi.WriteJSON(w, http.StatusCreated, out)
+	// The answer carries the node's tunnel key.
+	httpapi.WriteSecret(w, http.StatusCreated, out)
 	return nil
 }
 

@@ -13,9 +13,12 @@ package nodes
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,6 +29,7 @@ import (
 	"github.com/envlease/envlease/shared/clock"
 	"github.com/envlease/envlease/shared/domain"
 	"github.com/envlease/envlease/shared/keys"
+	"github.com/envlease/envlease/shared/tunnel/ticket"
 )
 
 // Store is what the nodes service needs from persistence.
@@ -173,6 +177,9 @@ type RegisterRequest struct {
 	Address  string `json:"address"`
 	Capacity int    `json:"capacity"`
 	Agent    string `json:"agent"`
+	// TunnelURL is where the agent serves tunnels (ws:// or wss://, ending
+	// in its path); empty when it serves none.
+	TunnelURL string `json:"tunnelURL"`
 }
 
 // Registered is the answer to a registration: the node, what its pool runs,
@@ -186,6 +193,12 @@ type Registered struct {
 	LostAfter         domain.Duration `json:"lostAfter"`
 	// ClaimWait is the longest a claim long-polls.
 	ClaimWait domain.Duration `json:"claimWait"`
+	// Organization is the node's organization, which tunnel tickets name.
+	Organization string `json:"organization"`
+	// TunnelKey (base64url, no padding) is the key the service signs this
+	// node's tunnel tickets with; the agent checks them with it. Only this
+	// answer ever carries it.
+	TunnelKey string `json:"tunnelKey"`
 }
 
 // Register records a new node of the credential's pool. Each registration
@@ -207,11 +220,19 @@ func (s *Service) Register(ctx context.Context, p domain.Principal, req Register
 	if err := domain.ValidateText("agent", req.Agent, 200); err != nil {
 		return Registered{}, err
 	}
+	if err := validateTunnelURL(req.TunnelURL); err != nil {
+		return Registered{}, err
+	}
+	key := make([]byte, ticket.KeySize)
+	if _, err := rand.Read(key); err != nil {
+		return Registered{}, domain.Internal(fmt.Errorf("tunnel key: %w", err))
+	}
 	now := s.clock.Now()
 	n := domain.Node{
 		ID: domain.SortableID("node_", now), Name: req.Name, Pool: p.Pool, Address: req.Address,
 		Capacity: req.Capacity, State: domain.NodeActive, Agent: req.Agent, Registered: now,
 		LastHeartbeat: now, Deadline: now.Add(s.opt.LostAfter), OrgID: p.OrgID, KeyID: p.KeyID, Version: 1,
+		TunnelURL: req.TunnelURL, TunnelKey: key,
 	}
 	if err := s.store.PutNode(ctx, n); err != nil {
 		return Registered{}, err
@@ -223,7 +244,26 @@ func (s *Service) Register(ctx context.Context, p domain.Principal, req Register
 	return Registered{
 		Node: n, Templates: ts, HeartbeatInterval: domain.Duration(s.opt.HeartbeatInterval),
 		LostAfter: domain.Duration(s.opt.LostAfter), ClaimWait: domain.Duration(MaxClaimWait),
+		Organization: p.OrgID, TunnelKey: base64.RawURLEncoding.EncodeToString(key),
 	}, nil
+}
+
+// validateTunnelURL accepts an empty URL (no tunnels) or a ws:// or wss://
+// URL with a host and no credentials, query or fragment: clients dial it as
+// given, with their ticket in a header.
+func validateTunnelURL(v string) error {
+	if v == "" {
+		return nil
+	}
+	if err := domain.ValidateText("tunnelURL", v, 300); err != nil {
+		return err
+	}
+	u, err := url.Parse(v)
+	if err != nil || (u.Scheme != "ws" && u.Scheme != "wss") || u.Host == "" || u.User != nil ||
+		u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
+		return domain.Invalid("tunnelURL", "tunnelURL must be a ws:// or wss:// URL with a host, such as ws://10.0.3.7:7443/tunnel, without credentials, query or fragment")
+	}
+	return nil
 }
 
 func validateAddress(a string) error {

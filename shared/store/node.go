@@ -43,6 +43,8 @@ type nodeItem struct {
 	Left          *time.Time `dynamodbav:"left,omitempty"`
 	Version       int64      `dynamodbav:"version"`
 	TTL           int64      `dynamodbav:"ttl,omitempty"`
+	TunnelURL     string     `dynamodbav:"tunnelUrl,omitempty"`
+	TunnelKey     []byte     `dynamodbav:"tunnelKey,omitempty"`
 }
 
 // NodeDuePK is the one GSI2 partition of active nodes, ordered by the time
@@ -60,6 +62,7 @@ func newNodeItem(n domain.Node) nodeItem {
 		Org: n.OrgID, ID: n.ID, Name: n.Name, Pool: n.Pool, Address: n.Address, Capacity: n.Capacity,
 		State: n.State, Agent: n.Agent, KeyID: n.KeyID, Registered: n.Registered,
 		LastHeartbeat: n.LastHeartbeat, Deadline: n.Deadline, Left: n.Left, Version: n.Version,
+		TunnelURL: n.TunnelURL, TunnelKey: n.TunnelKey,
 	}
 	if n.State == domain.NodeActive {
 		it.GSI2PK, it.GSI2SK = NodeDuePK, DueSK(n.Deadline, n.OrgID, n.ID)
@@ -78,6 +81,7 @@ func (it nodeItem) domain() domain.Node {
 		OrgID: it.Org, ID: it.ID, Name: it.Name, Pool: it.Pool, Address: it.Address, Capacity: it.Capacity,
 		State: it.State, Agent: it.Agent, KeyID: it.KeyID, Registered: it.Registered.UTC(),
 		LastHeartbeat: it.LastHeartbeat.UTC(), Deadline: it.Deadline.UTC(), Left: utcPtr(it.Left), Version: it.Version,
+		TunnelURL: it.TunnelURL, TunnelKey: it.TunnelKey,
 	}
 }
 
@@ -160,6 +164,8 @@ func (s *Store) EndNode(ctx context.Context, n domain.Node, state string, now ti
 	at := now.UTC()
 	after.Left = &at
 	after.Version = n.Version + 1
+	// No ticket can be signed for an ended node, so its key goes with it.
+	after.TunnelKey = nil
 	item, err := marshal(newNodeItem(after))
 	if err != nil {
 		return false, err
