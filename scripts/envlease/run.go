@@ -341,7 +341,10 @@ func (w *watcher) check(ctx context.Context) string {
 			return ce.Message
 		}
 		if e.State == domain.StateReady {
-			return fmt.Sprintf("its hard timeout (%s) passed", e.Hard)
+			if !time.Now().Before(e.Expires) {
+				return fmt.Sprintf("its hard timeout (%s) passed", e.Hard)
+			}
+			return fmt.Sprintf("its idle deadline passed (%s idle) before a touch reached it", e.Idle)
 		}
 	}
 	if err != nil {

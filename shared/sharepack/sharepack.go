@@ -67,6 +67,10 @@ func List(dir string, exclude []string) (Listing, error) {
 	if err != nil {
 		return Listing{}, err
 	}
+	// WalkDir does not enter a root that is a link: walk where it leads.
+	if abs, err = filepath.EvalSymlinks(abs); err != nil {
+		return Listing{}, err
+	}
 	st, err := os.Stat(abs)
 	if err != nil {
 		return Listing{}, err

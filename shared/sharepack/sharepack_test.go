@@ -114,6 +114,19 @@ func TestListAppliesExcludesAndKeepsOnlyInsideLinks(t *testing.T) {
 	}
 }
 
+// A folder given through a symbolic link is the folder it leads to.
+func TestListFollowsALinkToTheFolder(t *testing.T) {
+	dir := tree{"a.txt": "alpha"}.make(t, []string{"a.txt"})
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(dir, link); err != nil {
+		t.Fatal(err)
+	}
+	l, err := sharepack.List(link, nil)
+	if err != nil || !slices.Equal(pathsOf(l), []string{"a.txt"}) {
+		t.Fatalf("listing through a link: %q %v", pathsOf(l), err)
+	}
+}
+
 func TestListRefusesAFile(t *testing.T) {
 	dir := tree{"f": "x"}.make(t, []string{"f"})
 	if _, err := sharepack.List(filepath.Join(dir, "f"), nil); err == nil || !strings.Contains(err.Error(), "not a folder") {
