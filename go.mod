@@ -17,7 +17,9 @@ require (
 	github.com/aws/smithy-go v1.28.8
 	github.com/awslabs/aws-lambda-go-api-proxy v0.16.2
 	github.com/cdklabs/cdk-nag-go/cdknag/v2 v2.35.0
+	github.com/coder/websocket v1.8.15
 	github.com/getkin/kin-openapi v0.133.0
+	github.com/hashicorp/yamux v0.1.2
 	github.com/klauspost/compress v1.19.2
 	github.com/schollz/progressbar/v3 v3.19.1
 	github.com/spf13/cobra v1.10.2

@@ -15,6 +15,12 @@
 // Run as root, the agent gives each environment a user of its own from
 // -uid-range; otherwise it warns at start that environments are not
 // confined.
+//
+// The agent serves tunnels to its environments' exports (envlease
+// port-forward) on a WebSocket endpoint of its own, by default an ephemeral
+// port of -address (-tunnel-addr chooses it, -tunnel-url overrides the URL
+// registered when clients reach it through a proxy or NAT, -no-tunnel turns
+// it off); clients must be able to reach it.
 package main
 
 import (
@@ -61,6 +67,9 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 	noWarm := fs.Bool("no-warm", false, "do not keep warm processes")
 	keep := fs.Bool("keep", false, "keep an environment's folder after it ends")
 	uids := fs.String("uid-range", agent.DefaultUIDRange.String(), "user ids environments run as when the agent is root, FIRST-LAST; no other user of the node may have one")
+	tunnelAddr := fs.String("tunnel-addr", "", "where the tunnel endpoint listens, host:port (default: an ephemeral port of -address)")
+	tunnelURL := fs.String("tunnel-url", "", "the tunnel URL clients are told to dial, when it is not ws://<address>:<port>/tunnel (a proxy or NAT in front)")
+	noTunnel := fs.Bool("no-tunnel", false, "serve no tunnels (envlease port-forward cannot reach this node's environments)")
 	logLevel := fs.String("log", "info", "log level: debug, info, warn, error")
 	if err := fs.Parse(args); err != nil {
 		return options{}, fmt.Errorf("%w: %v", errUsage, err)
@@ -78,6 +87,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 	o := options{logLevel: *logLevel, cfg: agent.Config{
 		API: *api, Address: *address, WorkDir: *workDir, Name: *name, Capacity: *capacity,
 		Grace: *grace, ReadyTimeout: *readyTimeout, NoWarm: *noWarm, KeepRoots: *keep, UIDs: r,
+		TunnelAddr: *tunnelAddr, TunnelURL: *tunnelURL, NoTunnel: *noTunnel,
 	}}
 	switch {
 	case *credFile != "":

@@ -105,6 +105,7 @@ ENVLEASE_PROFILE selects a profile like --profile.`,
 		c.GroupID = "env"
 		root.AddCommand(c)
 	}
+	root.AddCommand(a.portForwardCommand())
 	for _, c := range []*cobra.Command{a.loginCommand(), a.logoutCommand(), a.whoamiCommand(), a.tokensCommand()} {
 		c.GroupID = "account"
 		root.AddCommand(c)

@@ -61,6 +61,13 @@ type Config struct {
 	NoWarm bool
 	// KeepRoots leaves an environment's folder after it ends, for debugging.
 	KeepRoots bool
+	// TunnelAddr is where the tunnel endpoint listens (default: an
+	// ephemeral port of Address); TunnelURL is the URL clients are told to
+	// dial (default ws://Address:<that port>/tunnel), for a node behind a
+	// proxy or NAT; NoTunnel serves no tunnels (tickets are then refused by
+	// the API).
+	TunnelAddr, TunnelURL string
+	NoTunnel              bool
 	// UIDs is the range of user ids environments run as when the agent runs
 	// as root (default DefaultUIDRange). Every agent of the node may share
 	// one range; nothing else may use it.
@@ -101,6 +108,8 @@ type Agent struct {
 	claimEpoch atomic.Int64
 
 	warm *warmPool
+	// tun is the tunnel endpoint; nil with NoTunnel.
+	tun *tunnels
 }
 
 // runningEnv is one environment the agent runs.
@@ -113,6 +122,8 @@ type runningEnv struct {
 	stopOnce sync.Once
 	stop     chan struct{}
 	report   atomic.Bool
+	// targets are the export targets once ready, which tunnels may reach.
+	targets atomic.Pointer[[]string]
 }
 
 func (r *runningEnv) requestStop(report bool) {
@@ -250,6 +261,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	// cancelled) would hold the control plane's graceful shutdown open.
 	defer a.http.CloseIdleConnections()
 	a.reclaim()
+	if err := a.startTunnels(); err != nil {
+		return err
+	}
+	defer a.stopTunnels()
 	warmDone := make(chan struct{})
 	go func() { defer close(warmDone); a.warm.run(ctx) }()
 	defer func() { <-warmDone }()
@@ -275,6 +290,7 @@ func (a *Agent) session(ctx context.Context) error {
 	a.mu.Lock()
 	a.node = reg.Node.ID
 	a.mu.Unlock()
+	a.setTunnelIdentity(reg)
 	a.setTemplates(reg.Templates)
 	a.log.Info("node registered", "node", reg.Node.ID, "pool", reg.Node.Pool, "address", a.cfg.Address, "capacity", a.cfg.Capacity)
 
@@ -317,6 +333,7 @@ func (a *Agent) register(ctx context.Context) (nodes.Registered, error) {
 	for {
 		reg, err := a.api.Register(ctx, nodes.RegisterRequest{
 			Name: a.cfg.Name, Address: a.cfg.Address, Capacity: a.cfg.Capacity, Agent: Version,
+			TunnelURL: a.tunnelURL(),
 		})
 		if err == nil {
 			return reg, nil
@@ -582,6 +599,7 @@ func (a *Agent) runEnv(ctx context.Context, node string, r *runningEnv, c *nodes
 		exports = append(exports, nodes.ExportTarget{Service: s, Target: net.JoinHostPort(a.cfg.Address, strconv.Itoa(port))})
 	}
 	sort.Slice(exports, func(i, j int) bool { return exports[i].Service < exports[j].Service })
+	r.setTargets(exports) // before the API says ready, so a ticket never comes first
 	if err := a.reportErr(ctx, node, r.id, nodes.Report{State: domain.StateReady, Exports: exports, Restored: restored}); err != nil {
 		// 409: it was deleted or timed out while starting; anything else
 		// (the API unreachable after retries): the heartbeat decides.
