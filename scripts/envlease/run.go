@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 
 	"github.com/envlease/envlease/shared/client"
 	"github.com/envlease/envlease/shared/domain"
+	"github.com/envlease/envlease/shared/tunnel"
 )
 
 // stopGrace is how long the command has to end after envlease passed it a
@@ -46,7 +48,7 @@ In order: register this machine as a sandbox if the profile has none; send
 every --share folder (as 'lease --share' does); lease with an
 Idempotency-Key, so a retried lease leases once; wait until the environment
 is ready, saying on standard error how it goes and, if it fails, why; forward
-its exports; run CMD with standard input, output and error passed through,
+its exports (as port-forward does); run CMD with standard input, output and error passed through,
 and in its environment
 
   ENVLEASE_ENV=<environment id>
@@ -148,7 +150,6 @@ func (a *app) runIn(ctx context.Context, c *client.Client, env domain.Environmen
 		return err
 	}
 	a.say("%s is ready (%s after the lease).", env.ID, time.Since(leasedAt).Round(time.Millisecond))
-	// TUNNEL: the one call site of export forwarding (see forwardExports).
 	stopForwarding, err := a.forwardExports(ctx, c, env)
 	if err != nil {
 		return err
@@ -158,36 +159,55 @@ func (a *app) runIn(ctx context.Context, c *client.Client, env domain.Environmen
 }
 
 // forwardExports makes each export's listen address on this machine carry
-// connections to its target on the node, until stop is called.
-//
-// TUNNEL: the tunnel (shared/tunnel, tunnel.Forward) had not landed when
-// run was written, so nothing is forwarded yet. Wiring it in is this
-// function alone: run tunnel.Forward(fctx, c, env.ID, onEvent,
-// tunnel.Options{}) in a goroutine on a context stop cancels, return once
-// onEvent has seen a Listening event for every export (or Forward returned
-// an error), and let a later error say so on standard error.
-func (a *app) forwardExports(_ context.Context, _ *client.Client, env domain.Environment) (stop func(), err error) {
-	if len(env.Exports) > 0 {
-		a.say("Exports are not forwarded by this envlease yet: nothing listens on %s; the targets on the node are %s.",
-			listens(env.Exports), targets(env.Exports))
+// connections to its target on the node (tunnel.Forward, as port-forward
+// does), and returns once every listener is open and the tunnel is up, so
+// the command can connect at once. Forwarding outlives an interrupt until
+// stop: the command is stopped first and may still be talking to the
+// environment. A tunnel that drops is redialled by Forward; one that ends
+// for good is said, and the environment check tells whether it ended.
+func (a *app) forwardExports(ctx context.Context, c *client.Client, env domain.Environment) (stop func(), err error) {
+	if len(env.Exports) == 0 {
+		return func() {}, nil
 	}
-	return func() {}, nil
-}
-
-func listens(es []domain.EnvExport) string {
-	out := make([]string, 0, len(es))
-	for _, e := range es {
-		out = append(out, e.Listen)
+	fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	up := make(chan struct{})
+	var upOnce sync.Once
+	done := make(chan error, 1)
+	go func() {
+		done <- tunnel.Forward(fctx, c, env.ID, func(e tunnel.Event) {
+			switch e.Kind {
+			case tunnel.Listening:
+				a.say("  %s -> %s (%s)", e.Listen, e.Service, e.Target)
+			case tunnel.Forwarding:
+				upOnce.Do(func() { close(up) })
+			case tunnel.Retrying:
+				a.say("tunnel to %s: %v; trying again", env.ID, e.Err)
+			case tunnel.StreamFailed:
+				a.say("%s: a connection to %s was not forwarded: %v", e.Listen, e.Service, e.Err)
+			}
+		}, tunnel.Options{})
+	}()
+	select {
+	case <-up:
+	case err := <-done:
+		cancel()
+		return nil, fmt.Errorf("forward the exports of %s: %w", env.ID, err)
+	case <-ctx.Done():
+		cancel()
+		<-done
+		return nil, ctx.Err()
 	}
-	return strings.Join(out, ", ")
-}
-
-func targets(es []domain.EnvExport) string {
-	out := make([]string, 0, len(es))
-	for _, e := range es {
-		out = append(out, e.Service+"="+e.Target)
-	}
-	return strings.Join(out, ", ")
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		if err := <-done; fctx.Err() == nil {
+			a.say("envlease: the exports of %s are no longer forwarded: %v", env.ID, err)
+		}
+	}()
+	return func() {
+		cancel()
+		<-finished
+	}, nil
 }
 
 // commandEnv is what the command gets besides this process's environment.
