@@ -377,6 +377,7 @@ func endpoints(sbx string, key string) []endpoint {
 			return request{method: "POST", path: "/v1/nodes/" + node + "/heartbeat", token: s.nodeToken, body: map[string]any{"environments": []string{}}}
 		}, cleanup: deleteHeartbeatEnvs},
 		claimEndpoint(),
+		tunnelEndpoint(),
 		{name: "POST /v1/nodes/{id}/environments/{env}/report (ready)", status: 200, cleanup: deleteReported, prepare: func(s *stack) request {
 			node, env := s.claimed()
 			return request{method: "POST", path: "/v1/nodes/" + node + "/environments/" + env + "/report", token: s.nodeToken, body: map[string]any{"state": "ready"}}
@@ -422,6 +423,33 @@ func deleteReported(s *stack, res *apitest.Response) { deleteLeased(s, res) }
 func deleteHeartbeatEnvs(s *stack, res *apitest.Response) {
 	for _, e := range res.Map(s.T)["environments"].([]any) {
 		s.must(http.MethodDelete, "/v1/environments/"+e.(map[string]any)["id"].(string), apitest.BobToken, nil, 200)
+	}
+}
+
+// tunnelEndpoint asks for a tunnel to a ready environment with an export, on
+// a node that serves tunnels; it reads and writes nothing else, so a retry
+// after a fault is the same request.
+func tunnelEndpoint() endpoint {
+	var env string
+	return endpoint{
+		name: "POST /v1/environments/{id}/tunnel", status: 200,
+		prepare: func(s *stack) request {
+			body := map[string]any{"tunnelURL": "ws://127.0.0.1:1/tunnel"}
+			for k, v := range registerBody {
+				body[k] = v
+			}
+			node := s.must(http.MethodPost, "/v1/nodes", s.nodeToken, body, 201)["node"].(map[string]any)["id"].(string)
+			env = s.must(http.MethodPost, "/v1/environments", apitest.BobToken, map[string]any{"template": "shell"}, 201)["environment"].(map[string]any)["id"].(string)
+			if got := s.must(http.MethodPost, "/v1/nodes/"+node+"/claim?wait=0s", s.nodeToken, nil, 200)["environment"].(map[string]any)["id"]; got != env {
+				s.T.Fatalf("node %s claimed %v, want %s", node, got, env)
+			}
+			s.must(http.MethodPost, "/v1/nodes/"+node+"/environments/"+env+"/report", s.nodeToken,
+				map[string]any{"state": "ready", "exports": []map[string]any{{"service": "web", "target": "127.0.0.1:8080"}}}, 200)
+			return request{method: http.MethodPost, path: "/v1/environments/" + env + "/tunnel", token: apitest.BobToken}
+		},
+		cleanup: func(s *stack, _ *apitest.Response) {
+			s.must(http.MethodDelete, "/v1/environments/"+env, apitest.BobToken, nil, 200)
+		},
 	}
 }
 
