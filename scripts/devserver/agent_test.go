@@ -241,9 +241,9 @@ func TestLeaseFromSnapshot(t *testing.T) {
 	base := startDevserver(t)
 	c := api{t: t, base: base, token: apitest.BobToken}
 	art := uploadArtifact(t, c, "tree.tar.gz", snapshotTar(t, map[string]string{
-		"work/hello.txt":     "hello from the snapshot\n",
-		"work/sub/notes.txt": "two\n",
-		"README":             "at the root\n",
+		"workspace/hello.txt":     "hello from the snapshot\n",
+		"workspace/sub/notes.txt": "two\n",
+		"README":                  "at the root\n",
 	}))
 
 	var leased envAnswer
