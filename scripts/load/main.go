@@ -14,8 +14,7 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -31,6 +30,8 @@ import (
 	"time"
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
+
+	"github.com/envlease/envlease/shared/client"
 )
 
 func main() {
@@ -240,12 +241,20 @@ func run(base, fixture string, rate int, duration time.Duration, maxReq int, wor
 	if err != nil {
 		return fmt.Errorf("demo tokens: %w", err)
 	}
-	client := &http.Client{Timeout: 10 * time.Second}
-	capacity, err := leaseCapacity(client, base, member)
+	ctx := context.Background()
+	asMember, err := client.New(base, member)
 	if err != nil {
 		return err
 	}
-	art, err := sealedArtifact(client, base, admin)
+	asAdmin, err := client.New(base, admin)
+	if err != nil {
+		return err
+	}
+	capacity, err := leaseCapacity(ctx, asMember, base)
+	if err != nil {
+		return err
+	}
+	art, err := sealedArtifact(ctx, asAdmin)
 	if err != nil {
 		return fmt.Errorf("create the artifact links are made for: %w", err)
 	}
@@ -293,7 +302,7 @@ func run(base, fixture string, rate int, duration time.Duration, maxReq int, wor
 	live := append([]string(nil), m.live...)
 	m.mu.Unlock()
 	for _, id := range live {
-		if _, err := call(client, "DELETE", base+"/v1/environments/"+id, member, nil); err != nil {
+		if _, err := asMember.DeleteEnvironment(ctx, id); err != nil {
 			return fmt.Errorf("clean up %s: %w", id, err)
 		}
 	}
@@ -318,91 +327,30 @@ func codes(m map[string]int) string {
 	return strings.Join(parts, " ")
 }
 
-func call(c *http.Client, method, url, token string, body []byte) ([]byte, error) {
-	req, err := http.NewRequest(method, url, bytes.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	res, err := c.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer res.Body.Close()
-	out, err := io.ReadAll(res.Body)
-	if err != nil {
-		return nil, err
-	}
-	if res.StatusCode >= 300 {
-		return out, fmt.Errorf("%s %s: %d %s", method, url, res.StatusCode, out)
-	}
-	return out, nil
-}
-
 // leaseCapacity is how many environments the member may have live at once:
 // the sum of the quotas' free places.
-func leaseCapacity(c *http.Client, base, token string) (int, error) {
-	raw, err := call(c, "GET", base+"/v1/quotas", token, nil)
+func leaseCapacity(ctx context.Context, c *client.Client, base string) (int, error) {
+	qs, err := c.Quotas(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("is the dev server running at %s? %w", base, err)
 	}
-	var q struct {
-		Quotas []struct{ MaxLeases, Running int } `json:"quotas"`
-	}
-	if err := json.Unmarshal(raw, &q); err != nil {
-		return 0, err
-	}
 	n := 0
-	for _, e := range q.Quotas {
-		n += e.MaxLeases - e.Running
+	for _, q := range qs {
+		n += q.MaxLeases - q.Running
 	}
 	return n, nil
 }
 
-// sealedArtifact creates one small artifact through the API (create, the
+// sealedArtifact pushes one small artifact through the API (create, the
 // presigned PUT, complete), so the run can make links for it.
-func sealedArtifact(c *http.Client, base, token string) (string, error) {
+func sealedArtifact(ctx context.Context, c *client.Client) (string, error) {
 	data := []byte("envlease load test artifact\n")
-	sum := sha256.Sum256(data)
-	body, _ := json.Marshal(map[string]any{"name": "load.txt", "contentType": "text/plain", "size": len(data), "sha256": hex.EncodeToString(sum[:]), "expires": "1h"})
-	raw, err := call(c, "POST", base+"/v1/artifacts", token, body)
+	a, err := c.Push(ctx, bytes.NewReader(data), int64(len(data)),
+		client.ArtifactCreate{Name: "load.txt", ContentType: "text/plain", Expires: "1h"}, client.PushOptions{})
 	if err != nil {
 		return "", err
 	}
-	var created struct {
-		Artifact struct{ ID string } `json:"artifact"`
-		Upload   struct {
-			Parts []struct {
-				Method, URL string
-				Headers     map[string]string
-			} `json:"parts"`
-		} `json:"upload"`
-	}
-	if err := json.Unmarshal(raw, &created); err != nil || len(created.Upload.Parts) != 1 {
-		return "", fmt.Errorf("create: %v %s", err, raw)
-	}
-	p := created.Upload.Parts[0]
-	req, err := http.NewRequest(p.Method, p.URL, bytes.NewReader(data))
-	if err != nil {
-		return "", err
-	}
-	for k, v := range p.Headers {
-		req.Header.Set(k, v)
-	}
-	res, err := c.Do(req)
-	if err != nil {
-		return "", err
-	}
-	res.Body.Close()
-	if res.StatusCode != 200 {
-		return "", fmt.Errorf("upload: %d", res.StatusCode)
-	}
-	if _, err := call(c, "POST", base+"/v1/artifacts/"+created.Artifact.ID+"/complete", token, nil); err != nil {
-		return "", err
-	}
-	return created.Artifact.ID, nil
+	return a.ID, nil
 }
 
 // ddbCalls prints, per route, the requests the server logged and their
