@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/envlease/envlease/shared/domain"
@@ -35,6 +36,9 @@ type proc struct {
 	// Wait's result.
 	exited chan struct{}
 	err    error
+	// foreign is set when, while it started, another program was found
+	// listening on one of its ports: it lost the race for that port.
+	foreign atomic.Bool
 }
 
 // portEnv is the environment variable that carries an export's port:
@@ -197,6 +201,7 @@ func (a *Agent) waitReady(ctx context.Context, p *proc, stop <-chan struct{}) er
 			if err == nil {
 				c.Close()
 				if !p.listenerIsOurs(port) {
+					p.foreign.Store(true)
 					err = fmt.Errorf("another program listens on port %d", port)
 				}
 			}
@@ -279,9 +284,10 @@ func (p *proc) alive() bool {
 	}
 }
 
-// lostPortRace reports whether the process ended before it was ready and a
-// template port it was given is now held by another process: the port was
-// free when the agent chose it and taken before the command bound it.
+// lostPortRace reports whether the process ended before it was ready while
+// a template port it was given was held by another program (seen listening
+// there while it started, or holding it now): the port was free when the
+// agent chose it and taken before the command bound it.
 func (p *proc) lostPortRace(t domain.Template) bool {
 	select {
 	case <-p.exited:
@@ -291,6 +297,9 @@ func (p *proc) lostPortRace(t domain.Template) bool {
 	for s, port := range p.ports {
 		if port != t.Exports[s].Port {
 			continue
+		}
+		if p.foreign.Load() {
+			return true
 		}
 		ln, err := net.Listen("tcp", ":"+strconv.Itoa(port))
 		if err != nil {
