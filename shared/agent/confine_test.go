@@ -294,7 +294,7 @@ func TestNotRootWarnsAndRuns(t *testing.T) {
 	marker := "agent-secret-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	t.Setenv("AGENT_SECRET_MARKER", marker)
 	s := newStack(t, domain.Template{
-		Name: "plain", Command: []string{"sh", "-c", `id -u > uid.tmp && mv uid.tmp uid; env > env.txt; exec sleep 3600`},
+		Name: "plain", Command: []string{"sh", "-c", `env > env.tmp && mv env.tmp env.txt; id -u > uid.tmp && mv uid.tmp uid; exec sleep 3600`},
 	})
 	logs := &lockedBuffer{}
 	dir := s.runAgentWith(t, t.TempDir(), 300*time.Millisecond, func(c *agent.Config) {

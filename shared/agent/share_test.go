@@ -89,6 +89,13 @@ func TestShareIsUnpackedBeforeTheCommand(t *testing.T) {
 	good := s.leaseShare(t, "art_share")
 	s.wait(t, good, domain.StateReady)
 	root := filepath.Join(work, "envs", good)
+	// Ready (no exports) means up for 50 ms, not that the command has
+	// written what it saw: wait for the file, then judge its content.
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(root, "workspace", "seen")); err == nil {
+			break
+		}
+	}
 	if b, err := os.ReadFile(filepath.Join(root, "workspace", "seen")); err != nil || string(b) != "hello" {
 		t.Fatalf("the command saw %q (%v): the files were not there when it started", b, err)
 	}
