@@ -58,10 +58,11 @@ func Routes(opts Options) []httpapi.Route {
 	csp := Policy(opts.S3Origin)
 	serve := func(name string) httpapi.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request, _ domain.Principal) error {
-			if name == "" {
-				name = "console/" + r.PathValue("file")
+			n := name
+			if n == "" {
+				n = "console/" + r.PathValue("file")
 			}
-			f, ok := byName[name]
+			f, ok := byName[n]
 			if !ok {
 				return domain.Errorf(domain.CodeNotFound, "no such endpoint: %s", r.URL.Path)
 			}

@@ -14,6 +14,9 @@ const pages = {
 
 const $ = (id) => document.getElementById(id);
 let cleanup = null;
+// Quick successive navigations load pages concurrently; only the latest
+// may draw.
+let routeSeq = 0;
 
 // A token handed over in the fragment (envlease console) never reaches a
 // server: fragments are not sent, and it is removed from the address bar
@@ -55,8 +58,10 @@ async function signedIn() {
 }
 
 async function route() {
+  const seq = ++routeSeq;
   if (!session.token) { showSignIn(); return; }
   if (!ctx.whoami && !(await signedIn())) return;
+  if (seq !== routeSeq) return;
   const [path, query] = (location.hash.replace(/^#\/?/, '') || 'environments').split('?');
   const [name, ...rest] = path.split('/');
   const load = pages[name] || pages.environments;
@@ -67,6 +72,7 @@ async function route() {
   if (cleanup) { cleanup(); cleanup = null; }
   $('notice').replaceChildren();
   const page = await load();
+  if (seq !== routeSeq) return;
   const root = $('page');
   root.replaceChildren();
   document.title = `${page.title} · envlease console`;
@@ -94,6 +100,11 @@ $('signout').addEventListener('click', () => {
   showSignIn();
 });
 
-window.addEventListener('hashchange', () => { route(); $('main').focus(); });
+window.addEventListener('hashchange', () => {
+  const fresh = location.hash.startsWith('#token=');
+  if (fresh) { takeFragmentToken(); ctx.whoami = null; }
+  route();
+  $('main').focus();
+});
 takeFragmentToken();
 route();

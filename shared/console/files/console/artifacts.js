@@ -12,6 +12,7 @@ const FORBIDDEN = new Set(['content-length', 'host', 'connection']);
 export function render(root) {
   const list = h('div', {}, h('p', { text: 'Loading…' }));
   const out = h('div', { id: 'artifact-result' });
+  const linkOut = h('div', { id: 'artifact-link', 'aria-live': 'polite' });
   const refresh = () => guard(list, async () => {
     const arts = await all('/v1/artifacts?limit=200', 'artifacts');
     arts.sort((a, b) => (a.created < b.created ? 1 : -1));
@@ -21,17 +22,16 @@ export function render(root) {
         h('td', {}, h('span', { text: a.name }), h('div', { class: 'hint' }, h('code', { text: a.id }))),
         h('td', { class: 'num', text: bytes(a.size) }), h('td', {}, labels(a.labels)),
         h('td', {}, timeEl(a.created)), h('td', {}, timeEl(a.expires)),
-        h('td', {}, linkForm(a))))));
+        h('td', {}, linkForm(a, linkOut))))));
   });
-  root.append(h('h1', { text: 'Artifacts' }), uploadForm(out, refresh), out, list);
+  root.append(h('h1', { text: 'Artifacts' }), uploadForm(out, refresh), out, linkOut, list);
   refresh();
 }
 
-function linkForm(a) {
+function linkForm(a, res) {
   const expiry = h('select', { name: 'expires' },
     [['15m', '15 minutes'], ['1h', '1 hour'], ['24h', '1 day'], ['168h', '7 days']].map(([v, t]) => h('option', { value: v, text: t })));
   expiry.value = '1h';
-  const res = h('div', { class: 'link-result' });
   return h('form', {
     class: 'row', 'aria-label': `Signed link for ${a.name}`,
     onsubmit: async (e) => {
@@ -40,13 +40,14 @@ function linkForm(a) {
         const l = await post(`/v1/artifacts/${enc(a.id)}/links`, { expires: expiry.value });
         const status = h('span', { role: 'status', class: 'hint' });
         res.replaceChildren(h('div', { class: 'panel' },
+          h('strong', { text: `Signed link to ${a.name}` }),
           h('code', { class: 'link-url', text: l.url }),
           h('div', { class: 'actions' }, copyButton(l.url, status, 'Copy link'),
             h('a', { class: 'button secondary', href: l.url, download: a.name, rel: 'noreferrer', text: 'Download' }), status),
           h('div', { class: 'hint' }, 'Valid until ', timeEl(l.expires))));
       } catch (err) { res.replaceChildren(errorBox(err)); }
     },
-  }, field('Link valid for', expiry), h('button', { type: 'submit', class: 'secondary', text: 'Create link' }), res);
+  }, field('Valid for', expiry), h('button', { type: 'submit', class: 'secondary', text: 'Create link' }));
 }
 
 function uploadForm(out, done) {

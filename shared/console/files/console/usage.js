@@ -43,8 +43,11 @@ function draw(body, report, from) {
   const by = {};
   for (const u of report.usage) by[`${u.day}|${u.template}`] = u.seconds;
   const dayTotal = days.map((d) => templates.reduce((s, t) => s + (by[`${d}|${t}`] || 0), 0));
-  const max = Math.max(3600, ...dayTotal);
-  const W = 800, H = 300, L = 48, B = 40, T = 10;
+  // The axis unit follows the data, so a quiet range still shows its bars.
+  const peak = Math.max(1, ...dayTotal);
+  const [unit, per] = peak >= 3600 ? ['hours', 3600] : peak >= 60 ? ['minutes', 60] : ['seconds', 1];
+  const max = niceCeil(peak / per) * per;
+  const W = 800, H = 300, L = 56, B = 40, T = 26;
   const bw = (W - L - 10) / Math.max(days.length, 1);
   const y = (s) => H - B - (s / max) * (H - B - T);
   const defs = svg('defs', {}, templates.map((t, i) => PATTERNS[i % PATTERNS.length](`pat-${i}`)));
@@ -55,18 +58,18 @@ function draw(body, report, from) {
       const s = by[`${d}|${t}`] || 0;
       if (!s) return;
       bars.push(svg('rect', { x: L + di * bw + 1, y: y(acc + s), width: Math.max(bw - 2, 1), height: y(acc) - y(acc + s), fill: `url(#pat-${ti})`, stroke: '#1b1f24', 'stroke-width': 0.5 },
-        svg('title', { text: `${d} ${t}: ${hours(s)} h` })));
+        svg('title', { text: `${d} ${t}: ${hours(s)} hours` })));
       acc += s;
     });
   });
   const ticks = [0, 0.25, 0.5, 0.75, 1].map((f) => svg('g', {},
     svg('line', { x1: L, x2: W - 10, y1: y(max * f), y2: y(max * f), stroke: '#c9d1d9' }),
-    svg('text', { x: L - 4, y: y(max * f) + 4, 'text-anchor': 'end', text: hours(max * f) })));
+    svg('text', { x: L - 4, y: y(max * f) + 4, 'text-anchor': 'end', text: fmt(max * f / per) })));
   const every = Math.ceil(days.length / 10);
   const xlabels = days.map((d, i) => (i % every ? null : svg('text', { x: L + i * bw + bw / 2, y: H - B + 14, 'text-anchor': 'middle', text: d.slice(5) })));
   const chart = svg('svg', { class: 'chart', viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-labelledby': 'usage-title' },
-    svg('title', { id: 'usage-title', text: `Environment hours per day by template from ${from}` }), defs, ticks, bars, xlabels,
-    svg('text', { x: 4, y: 12, text: 'hours' }));
+    svg('title', { id: 'usage-title', text: `Environment ${unit} per day by template from ${from}; the table below has the figures` }), defs, ticks, bars, xlabels,
+    svg('text', { x: 4, y: 14, text: unit }));
   const legend = h('ul', { class: 'legend', 'aria-label': 'Legend' }, templates.map((t, i) => h('li', {},
     svg('svg', { width: 18, height: 18, 'aria-hidden': 'true' }, svg('defs', {}, PATTERNS[i % PATTERNS.length](`leg-${i}`)), svg('rect', { width: 18, height: 18, fill: `url(#leg-${i})` })),
     ` ${t}`)));
@@ -82,6 +85,15 @@ function draw(body, report, from) {
       ...totals.map(([t, s]) => h('tr', {}, h('td', { text: t }), h('td', { class: 'num', text: hours(s) }), h('td', { class: 'num', text: s }))),
       h('tr', {}, h('th', { scope: 'row', text: 'All' }), h('td', { class: 'num', text: hours(all) }), h('td', { class: 'num', text: all }))]),
     h('p', {}, h('a', { class: 'button', href, download: `envlease-usage-${from}.csv`, text: 'Download CSV' })));
+}
+
+function niceCeil(v) {
+  const p = 10 ** Math.floor(Math.log10(v));
+  return [1, 2, 2.5, 5, 10].map((m) => m * p).find((n) => n >= v);
+}
+
+function fmt(v) {
+  return Number.isInteger(v) ? String(v) : v.toFixed(1);
 }
 
 function csvCell(s) {
