@@ -92,9 +92,11 @@ func TestConsoleInBrowser(t *testing.T) {
 	stack := clienttest.Start(t)
 	b := newBrowser(t)
 	// An environment leased elsewhere (the CLI, say) with a label that is
-	// markup: the page must show it as text.
+	// markup: the page must show it as text. Only the sleeper template is
+	// leased here: the fixture's shell listens on a fixed port that other
+	// packages' tests use at the same time.
 	apiCall(t, stack.URL, clienttest.AliceToken, "POST", "/v1/environments",
-		map[string]any{"template": "shell", "name": "review-42", "labels": map[string]string{"team": "web", "note": xssLabel}}, nil)
+		map[string]any{"template": "sleeper", "name": "review-42", "labels": map[string]string{"team": "web", "note": xssLabel}}, nil)
 
 	b.do(t, "open the console", chromedp.Navigate(stack.URL+"/"), chromedp.WaitVisible(chromedp.CSS("#signin-form")))
 	b.shot(t, "signin")
@@ -143,7 +145,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	secret := eval[string](t, b, `document.querySelector('[data-secret]').textContent`)
 	b.until(t, "the key listed", `[...document.querySelectorAll('tr[data-key]')].some(r => r.textContent.includes('ci-bot'))`)
 	b.shot(t, "keys")
-	b.do(t, "leave and come back", chromedp.Navigate(stack.URL+"/#/usage"), chromedp.Navigate(stack.URL+"/#/keys"))
+	b.do(t, "leave", chromedp.Navigate(stack.URL+"/#/usage"))
+	b.until(t, "the usage page", `document.querySelector('#page h1')?.textContent === 'Usage'`)
+	b.do(t, "come back", chromedp.Navigate(stack.URL+"/#/keys"))
 	b.until(t, "the keys listed again", `[...document.querySelectorAll('tr[data-key]')].some(r => r.textContent.includes('ci-bot'))`)
 	if eval[bool](t, b, `document.body.textContent.includes(`+jsString(secret)+`)`) {
 		t.Errorf("the key's secret is shown again")
