@@ -61,6 +61,9 @@ type Group struct {
 	// SignsLinks functions read the link-signing secret and get
 	// LINK_SIGNER_SECRET_ARN.
 	SignsLinks bool
+	// S3Origin functions get S3_ORIGIN, the artifact bucket's endpoint that
+	// presigned URLs point at (the console's policy lets the page connect).
+	S3Origin bool
 }
 
 // IsJob reports whether the group is a scheduled function.
@@ -121,6 +124,10 @@ var Groups = []Group{
 		Routes:   []Route{{Path: "/v1/openapi.json"}, {Path: "/v1/openapi.yaml"}},
 		CatchAll: true,
 		MemoryMB: 128, Timeout: 5 * time.Second, Table: TableNone},
+	// The web console: embedded static files, public, no data access.
+	{Name: "console", Description: "the web console's page and files",
+		Routes:   []Route{{Path: "/"}, {Path: "/console", Proxy: true}},
+		MemoryMB: 128, Timeout: 5 * time.Second, Table: TableNone, S3Origin: true},
 	// Runs every minute: finishes well inside the minute.
 	{Name: "timeouts", Description: "stops environments past their idle or hard deadline",
 		Schedule: time.Minute,

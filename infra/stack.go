@@ -214,6 +214,19 @@ func newArtifactBucket(stack awscdk.Stack, logs awss3.Bucket) awss3.Bucket {
 				AbortIncompleteMultipartUploadAfter: awscdk.Duration_Days(jsii.Number(1)),
 			},
 		},
+		// The web console uploads and downloads through presigned URLs from
+		// the browser, which asks the bucket first. Any origin: the API's
+		// own origin is only known once the API exists, and the API's
+		// functions need the bucket (a cycle); a presigned URL carries its
+		// own authorization and nothing here uses cookies, so an origin
+		// gains nothing the URL's holder does not already have.
+		Cors: &[]*awss3.CorsRule{{
+			AllowedOrigins: jsii.Strings("*"),
+			AllowedMethods: &[]awss3.HttpMethods{awss3.HttpMethods_GET, awss3.HttpMethods_PUT, awss3.HttpMethods_HEAD},
+			AllowedHeaders: jsii.Strings("*"),
+			ExposedHeaders: jsii.Strings("ETag"),
+			MaxAge:         jsii.Number(3600),
+		}},
 		RemovalPolicy: awscdk.RemovalPolicy_RETAIN,
 	})
 }
@@ -316,6 +329,9 @@ func (s *EnvleaseStack) newFunction(g Group, assetDir, logLevel string, tracing,
 	}
 	if g.SignsLinks {
 		env["LINK_SIGNER_SECRET_ARN"] = s.LinkSecret.SecretArn()
+	}
+	if g.S3Origin {
+		env["S3_ORIGIN"] = jsii.String("https://" + *s.Bucket.BucketRegionalDomainName())
 	}
 	if samLocal {
 		env["AWS_ENDPOINT_URL"] = jsii.String("")
@@ -493,7 +509,7 @@ func (s *EnvleaseStack) newHTTPAPI(groups []Group, rate, burst float64) awsapiga
 	for _, child := range *api.Node().Children() {
 		if res, ok := child.Node().DefaultChild().(awscdk.CfnResource); ok && *res.CfnResourceType() == "AWS::ApiGatewayV2::Route" {
 			suppress(child, nagRule{"AwsSolutions-APIG4",
-				"Clients authenticate with the service's own bearer tokens, which the shared auth middleware in each function hashes and looks up in the table, with per-address lockout (spec section 5); an API Gateway authorizer would repeat that lookup on every request. The API description and the catch-all 404 are public by design.", nil})
+				"Clients authenticate with the service's own bearer tokens, which the shared auth middleware in each function hashes and looks up in the table, with per-address lockout (spec section 5); an API Gateway authorizer would repeat that lookup on every request. The API description, the catch-all 404 and the web console's static files are public by design.", nil})
 		}
 	}
 

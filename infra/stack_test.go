@@ -47,9 +47,12 @@ var specEndpoints = []struct {
 	{"GET", "/v1/nodes", "nodes"},
 	{"GET", "/v1/openapi.json", "docs"},
 	{"GET", "/v1/openapi.yaml", "docs"},
+	{"GET", "/", "console"},
+	{"GET", "/console/app.js", "console"},
 	// Paths nobody owns reach the catch-all, which answers the JSON 404.
 	{"GET", "/v1/unknown", "docs"},
-	{"GET", "/", "docs"},
+	{"GET", "/unknown", "docs"},
+	{"GET", "/consoles", "docs"},
 }
 
 // route is one AWS::ApiGatewayV2::Route, resolved to its function.
@@ -346,6 +349,9 @@ func TestFunctions(t *testing.T) {
 		if g.SignsLinks {
 			want = append(want, "LINK_SIGNER_SECRET_ARN")
 		}
+		if g.S3Origin {
+			want = append(want, "S3_ORIGIN")
+		}
 		var got []string
 		for k := range env {
 			got = append(got, k)
@@ -360,6 +366,14 @@ func TestFunctions(t *testing.T) {
 		}
 		if g.SignsLinks && ref(env["LINK_SIGNER_SECRET_ARN"]) != logicalID(s.Stack.LinkSecret) {
 			t.Errorf("%s: LINK_SIGNER_SECRET_ARN = %v", g.Name, env["LINK_SIGNER_SECRET_ARN"])
+		}
+		if g.S3Origin {
+			// The console's policy names the bucket's endpoint, the host
+			// presigned URLs point at.
+			b, _ := json.Marshal(env["S3_ORIGIN"])
+			if !strings.Contains(string(b), "https://") || !strings.Contains(string(b), logicalID(s.Stack.Bucket)) || !strings.Contains(string(b), "RegionalDomainName") {
+				t.Errorf("%s: S3_ORIGIN = %s, want https:// and the bucket's regional domain name", g.Name, b)
+			}
 		}
 		lc, _ := p["LoggingConfig"].(map[string]any)
 		lg := logGroups[ref(lc["LogGroup"])]

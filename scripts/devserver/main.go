@@ -36,14 +36,16 @@ var demoFixture []byte
 
 // deps is what the route groups and background jobs are built from.
 type deps struct {
-	ctx     context.Context
-	store   *store.Store
-	clock   clock.Clock
-	log     *slog.Logger
-	s3      *s3.Client
-	bucket  string
-	baseURL string
-	sweep   time.Duration
+	ctx    context.Context
+	store  *store.Store
+	clock  clock.Clock
+	log    *slog.Logger
+	s3     *s3.Client
+	bucket string
+	// s3Endpoint is where presigned URLs point: the console may connect there.
+	s3Endpoint string
+	baseURL    string
+	sweep      time.Duration
 	// fixture is the loaded configuration: the node agent serves its pools.
 	fixture fixture.File
 }
@@ -123,8 +125,13 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	}
 
 	d := deps{
-		ctx: ctx, store: st, clock: clk, log: log, s3: be.s3, bucket: be.bucket,
+		ctx: ctx, store: st, clock: clk, log: log, s3: be.s3, bucket: be.bucket, s3Endpoint: be.s3Endpoint,
 		baseURL: "http://" + ln.Addr().String(), sweep: sweep, fixture: file,
+	}
+	if err := devstack.AllowBrowserOrigin(ctx, be.s3, be.bucket, d.baseURL); err != nil {
+		// Only the console's uploads and downloads need it; the API and
+		// the CLI work without.
+		fmt.Fprintf(o.progress, "warning: %v; the console cannot upload or download artifacts\n", err)
 	}
 	var h http.Handler = httpapi.New(httpapi.Config{Logger: log, Auth: auth.New(st, clk, log)}, routes(d)...)
 	if o.wrap != nil {
@@ -169,6 +176,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 
 func printBanner(w io.Writer, base string, be backends, f fixture.File) {
 	fmt.Fprintf(w, "\nenvlease is running at %s\n", base)
+	fmt.Fprintf(w, "  Console:       %s/  (sign in with a demo token below)\n", base)
 	fmt.Fprintf(w, "  DynamoDB (%s): %s  table %s\n", be.dynamoKind, be.dynamoEndpoint, be.table)
 	fmt.Fprintf(w, "  S3 (%s):     %s  bucket %s\n\n", be.s3Kind, be.s3Endpoint, be.bucket)
 	fmt.Fprintln(w, "Demo tokens:")

@@ -3,6 +3,8 @@ package main
 import (
 	"github.com/envlease/envlease/shared/artifacts"
 	"github.com/envlease/envlease/shared/blob"
+	"github.com/envlease/envlease/shared/console"
+	"github.com/envlease/envlease/shared/devstack"
 	"github.com/envlease/envlease/shared/environments"
 	"github.com/envlease/envlease/shared/httpapi"
 	"github.com/envlease/envlease/shared/keys"
@@ -31,5 +33,6 @@ func routes(d deps) [][]httpapi.Route {
 		openapi.Routes(),
 		usage.Routes(usage.NewService(d.store, d.clock)),
 		nodes.Routes(nodes.NewService(d.store, artifactSvc, d.clock, devNodeOptions)),
+		console.Routes(console.Options{S3Origin: devstack.Origin(d.s3Endpoint)}),
 	}
 }

@@ -114,6 +114,7 @@ ENVLEASE_PROFILE selects a profile like --profile.`,
 		c.GroupID = "org"
 		root.AddCommand(c)
 	}
+	root.AddCommand(a.consoleCommand())
 	root.AddCommand(newExitCodesTopic())
 	return root
 }

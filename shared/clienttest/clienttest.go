@@ -21,6 +21,7 @@ import (
 	"github.com/envlease/envlease/shared/auth"
 	"github.com/envlease/envlease/shared/blob"
 	"github.com/envlease/envlease/shared/clock"
+	"github.com/envlease/envlease/shared/console"
 	"github.com/envlease/envlease/shared/devstack"
 	"github.com/envlease/envlease/shared/domain"
 	"github.com/envlease/envlease/shared/environments"
@@ -111,8 +112,23 @@ func Start(t testing.TB, opts ...Option) *Stack {
 		usage.Routes(usage.NewService(st, clk)),
 		nodes.Routes(nodes.NewService(st, artifactSvc, clk, nodeOptions)),
 		openapi.Routes(),
+		console.Routes(console.Options{S3Origin: devstack.Origin(s3.Endpoint)}),
 	)
-	srv := httptest.NewServer(apitest.CheckedHandler(t, h))
+	// The console's files are not the API: the API description does not
+	// hold them, so only API answers are checked against it.
+	checked := apitest.CheckedHandler(t, h)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if console.Serves(r.URL.Path) {
+			h.ServeHTTP(w, r)
+			return
+		}
+		checked.ServeHTTP(w, r)
+	}))
+	if err := devstack.AllowBrowserOrigin(ctx, s3.Client(ctx), s3.Bucket, srv.URL); err != nil {
+		cancel()
+		srv.Close()
+		t.Fatal(err)
+	}
 	s := &Stack{URL: srv.URL, Store: st}
 	stopAgents := startAgents(ctx, t, s, file, clk)
 	// Cleanups run last-in first-out: the agents stop (and deregister)

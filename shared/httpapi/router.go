@@ -36,6 +36,9 @@ const (
 	Admin
 	// Node routes take a node credential.
 	Node
+	// Static routes serve files that are not part of the API (the web
+	// console): no token, and the API description does not list them.
+	Static
 )
 
 // HandlerFunc serves one route for an authenticated caller (the zero
@@ -139,7 +142,7 @@ func allowHeader(methods map[string]Route) string {
 func serveRoute(cfg Config, rt Route, w http.ResponseWriter, r *http.Request) {
 	log := logger(r.Context(), cfg.Logger)
 	var p domain.Principal
-	if rt.Access != Public {
+	if rt.Access != Public && rt.Access != Static {
 		var err error
 		p, err = cfg.Auth.Authenticate(r.Context(), r.Header.Get("Authorization"), PeerAddr(r))
 		if err != nil {

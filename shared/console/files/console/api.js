@@ -1,0 +1,72 @@
+// The console's only way to the service: the public API, with the person's
+// token, from the browser. Nothing here is privileged.
+
+const KEY = 'envlease.token';
+
+export const session = {
+  // sessionStorage only: the token lives as long as the tab and is never
+  // sent anywhere but in the Authorization header of API calls.
+  get token() { return sessionStorage.getItem(KEY) || ''; },
+  set(token) { sessionStorage.setItem(KEY, token); },
+  forget() { sessionStorage.removeItem(KEY); },
+};
+
+export class ApiError extends Error {
+  constructor(status, body, requestId) {
+    super((body && body.error) || `HTTP ${status}`);
+    this.status = status;
+    this.code = (body && body.code) || '';
+    this.field = (body && body.field) || '';
+    this.requestId = requestId || '';
+  }
+}
+
+const listeners = new Set();
+// onUnauthorized registers what happens when the token stops working.
+export function onUnauthorized(f) { listeners.add(f); }
+
+export async function api(method, path, body) {
+  const init = { method, headers: { Authorization: `Bearer ${session.token}` }, cache: 'no-store' };
+  if (body !== undefined) {
+    init.headers['Content-Type'] = 'application/json';
+    init.body = JSON.stringify(body);
+  }
+  let res;
+  try {
+    res = await fetch(path, init);
+  } catch (e) {
+    throw new ApiError(0, { error: `the API could not be reached: ${e.message}` }, '');
+  }
+  const rid = res.headers.get('X-Request-Id') || '';
+  let data = null;
+  if (res.status !== 204) {
+    const text = await res.text();
+    try { data = text ? JSON.parse(text) : null; } catch { data = { error: text.slice(0, 200) }; }
+  }
+  if (!res.ok) {
+    const err = new ApiError(res.status, data, rid);
+    if (res.status === 401) listeners.forEach((f) => f(err));
+    throw err;
+  }
+  return data;
+}
+
+export const get = (p) => api('GET', p);
+export const post = (p, b) => api('POST', p, b === undefined ? {} : b);
+export const del = (p) => api('DELETE', p);
+
+// all follows `next` cursors to the end of a list.
+export async function all(path, key) {
+  const out = [];
+  let cursor = '';
+  for (let i = 0; i < 50; i++) {
+    const sep = path.includes('?') ? '&' : '?';
+    const page = await get(cursor ? `${path}${sep}cursor=${encodeURIComponent(cursor)}` : path);
+    out.push(...(page[key] || []));
+    if (!page.next) break;
+    cursor = page.next;
+  }
+  return out;
+}
+
+export const enc = encodeURIComponent;

@@ -1,0 +1,49 @@
+// Keys and tokens: create (shown once), list with last use, revoke.
+import { h, field, timeEl, table, secretBox } from './dom.js';
+import { get, post, del, enc } from './api.js';
+import { ctx, errorBox, guard } from './ui.js';
+
+export const title = 'Keys and tokens';
+
+export function render(root) {
+  const admin = ctx.whoami && ctx.whoami.role === 'admin';
+  const list = h('div', {}, h('p', { text: 'Loading…' }));
+  const out = h('div', { id: 'key-result' });
+  const name = h('input', { name: 'name', required: true, maxlength: 100 });
+  const kind = h('select', { name: 'kind' },
+    h('option', { value: 'token', text: 'My CLI token' }),
+    admin ? h('option', { value: 'key', text: 'Organization API key' }) : null);
+  const refresh = () => guard(list, async () => {
+    const { keys } = await get('/v1/keys');
+    keys.sort((a, b) => (a.created < b.created ? 1 : -1));
+    list.replaceChildren(table(['Name', 'Owner', 'Prefix', 'Source', 'Created', 'Last used', 'Status', ''],
+      keys.map((k) => h('tr', { 'data-key': k.id },
+        h('td', { text: k.name }), h('td', { text: `${k.owner.kind} ${k.owner.id}` }), h('td', {}, h('code', { text: `${k.prefix}…` })),
+        h('td', { text: k.source }), h('td', {}, timeEl(k.created)), h('td', {}, k.lastUsed ? timeEl(k.lastUsed) : 'never'),
+        h('td', {}, k.revoked ? ['revoked ', timeEl(k.revoked)] : 'active'),
+        h('td', {}, k.revoked || k.id === ctx.whoami.key.id ? null : h('button', {
+          type: 'button', class: 'danger', text: 'Revoke', 'aria-label': `Revoke ${k.name}`,
+          onclick: async () => {
+            try { await del(`/v1/keys/${enc(k.id)}`); out.replaceChildren(h('p', { class: 'panel', role: 'status', text: `Revoked ${k.name}.` })); refresh(); } catch (err) { out.replaceChildren(errorBox(err)); }
+          },
+        }))))));
+  });
+  const form = h('form', {
+    class: 'row', 'aria-label': 'Create a key',
+    onsubmit: async (e) => {
+      e.preventDefault();
+      try {
+        const r = kind.value === 'key'
+          ? await post('/v1/keys', { name: name.value.trim() })
+          : await post('/v1/tokens', { name: name.value.trim(), source: 'console' });
+        out.replaceChildren(secretBox(`New ${kind.value === 'key' ? 'organization key' : 'token'} "${r.apiKey.name}"`, r.token));
+        name.value = '';
+        refresh();
+      } catch (err) { out.replaceChildren(errorBox(err)); }
+    },
+  }, field('Kind', kind), field('Name', name), h('button', { type: 'submit', text: 'Create' }));
+  root.append(h('h1', { text: 'Keys and tokens' }),
+    h('p', { class: 'hint', text: admin ? 'As an admin you see every key of the organization.' : 'You see your own CLI tokens.' }),
+    form, out, list);
+  refresh();
+}

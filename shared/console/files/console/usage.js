@@ -1,0 +1,101 @@
+// Usage: environment time per template per day as a stacked bar chart that
+// reads without colour (each template has its own pattern and the legend and
+// table name them), with totals and a CSV download.
+import { h, svg, field, hours, table } from './dom.js';
+import { get, enc } from './api.js';
+import { guard } from './ui.js';
+
+export const title = 'Usage';
+
+const PATTERNS = [
+  (id) => svg('pattern', { id, width: 6, height: 6, patternUnits: 'userSpaceOnUse' }, svg('rect', { width: 6, height: 6, fill: '#1d3557' })),
+  (id) => svg('pattern', { id, width: 6, height: 6, patternUnits: 'userSpaceOnUse', patternTransform: 'rotate(45)' },
+    svg('rect', { width: 6, height: 6, fill: '#fff' }), svg('rect', { width: 3, height: 6, fill: '#2a6f4e' })),
+  (id) => svg('pattern', { id, width: 6, height: 6, patternUnits: 'userSpaceOnUse' },
+    svg('rect', { width: 6, height: 6, fill: '#fff' }), svg('circle', { cx: 3, cy: 3, r: 1.8, fill: '#8a3b12' })),
+  (id) => svg('pattern', { id, width: 8, height: 8, patternUnits: 'userSpaceOnUse' },
+    svg('rect', { width: 8, height: 8, fill: '#fff' }), svg('path', { d: 'M0 0L8 8M8 0L0 8', stroke: '#5b2a86', 'stroke-width': 1.5 })),
+  (id) => svg('pattern', { id, width: 6, height: 6, patternUnits: 'userSpaceOnUse' },
+    svg('rect', { width: 6, height: 6, fill: '#fff' }), svg('rect', { width: 6, height: 2.5, fill: '#7a4b00' })),
+];
+
+function isoDay(d) { return d.toISOString().slice(0, 10); }
+
+export function render(root) {
+  const since = h('input', { type: 'date', name: 'since' });
+  const start = new Date(Date.now() - 13 * 86400000);
+  since.value = isoDay(start);
+  const body = h('div', { id: 'usage' });
+  const form = h('form', { class: 'row', 'aria-label': 'Usage range', onsubmit: (e) => { e.preventDefault(); load(); } },
+    field('From (UTC day)', since, 'to today; at most 400 days back'), h('button', { type: 'submit', text: 'Show' }));
+  const load = () => guard(body, async () => {
+    const r = await get(`/v1/usage?since=${enc(since.value)}`);
+    draw(body, r, since.value);
+  });
+  root.append(h('h1', { text: 'Usage' }), form, body);
+  load();
+}
+
+function draw(body, report, from) {
+  const days = [];
+  for (let d = new Date(`${from}T00:00:00Z`); isoDay(d) <= isoDay(new Date()); d = new Date(d.getTime() + 86400000)) days.push(isoDay(d));
+  const templates = [...new Set(report.usage.map((u) => u.template))].sort();
+  const by = {};
+  for (const u of report.usage) by[`${u.day}|${u.template}`] = u.seconds;
+  const dayTotal = days.map((d) => templates.reduce((s, t) => s + (by[`${d}|${t}`] || 0), 0));
+  // The axis unit follows the data, so a quiet range still shows its bars.
+  const peak = Math.max(1, ...dayTotal);
+  const [unit, per] = peak >= 3600 ? ['hours', 3600] : peak >= 60 ? ['minutes', 60] : ['seconds', 1];
+  const max = niceCeil(peak / per) * per;
+  const W = 800, H = 300, L = 56, B = 40, T = 26;
+  const bw = (W - L - 10) / Math.max(days.length, 1);
+  const y = (s) => H - B - (s / max) * (H - B - T);
+  const defs = svg('defs', {}, templates.map((t, i) => PATTERNS[i % PATTERNS.length](`pat-${i}`)));
+  const bars = [];
+  days.forEach((d, di) => {
+    let acc = 0;
+    templates.forEach((t, ti) => {
+      const s = by[`${d}|${t}`] || 0;
+      if (!s) return;
+      bars.push(svg('rect', { x: L + di * bw + 1, y: y(acc + s), width: Math.max(bw - 2, 1), height: y(acc) - y(acc + s), fill: `url(#pat-${ti})`, stroke: '#1b1f24', 'stroke-width': 0.5 },
+        svg('title', { text: `${d} ${t}: ${hours(s)} hours` })));
+      acc += s;
+    });
+  });
+  const ticks = [0, 0.25, 0.5, 0.75, 1].map((f) => svg('g', {},
+    svg('line', { x1: L, x2: W - 10, y1: y(max * f), y2: y(max * f), stroke: '#c9d1d9' }),
+    svg('text', { x: L - 4, y: y(max * f) + 4, 'text-anchor': 'end', text: fmt(max * f / per) })));
+  const every = Math.ceil(days.length / 10);
+  const xlabels = days.map((d, i) => (i % every ? null : svg('text', { x: L + i * bw + bw / 2, y: H - B + 14, 'text-anchor': 'middle', text: d.slice(5) })));
+  const chart = svg('svg', { class: 'chart', viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-labelledby': 'usage-title' },
+    svg('title', { id: 'usage-title', text: `Environment ${unit} per day by template from ${from}; the table below has the figures` }), defs, ticks, bars, xlabels,
+    svg('text', { x: 4, y: 14, text: unit }));
+  const legend = h('ul', { class: 'legend', 'aria-label': 'Legend' }, templates.map((t, i) => h('li', {},
+    svg('svg', { width: 18, height: 18, 'aria-hidden': 'true' }, svg('defs', {}, PATTERNS[i % PATTERNS.length](`leg-${i}`)), svg('rect', { width: 18, height: 18, fill: `url(#leg-${i})` })),
+    ` ${t}`)));
+  const totals = templates.map((t) => [t, report.usage.filter((u) => u.template === t).reduce((s, u) => s + u.seconds, 0)]);
+  const all = totals.reduce((s, [, v]) => s + v, 0);
+  const csv = ['day,template,seconds', ...report.usage.map((u) => `${u.day},${csvCell(u.template)},${u.seconds}`)].join('\n');
+  const href = URL.createObjectURL(new Blob([csv], { type: 'text/csv' }));
+  body.replaceChildren(
+    templates.length ? chart : h('p', { text: 'No environment time in this range.' }),
+    legend,
+    h('h2', { text: 'Totals' }),
+    table(['Template', ['Hours', 'num'], ['Seconds', 'num']], [
+      ...totals.map(([t, s]) => h('tr', {}, h('td', { text: t }), h('td', { class: 'num', text: hours(s) }), h('td', { class: 'num', text: s }))),
+      h('tr', {}, h('th', { scope: 'row', text: 'All' }), h('td', { class: 'num', text: hours(all) }), h('td', { class: 'num', text: all }))]),
+    h('p', {}, h('a', { class: 'button', href, download: `envlease-usage-${from}.csv`, text: 'Download CSV' })));
+}
+
+function niceCeil(v) {
+  const p = 10 ** Math.floor(Math.log10(v));
+  return [1, 2, 2.5, 5, 10].map((m) => m * p).find((n) => n >= v);
+}
+
+function fmt(v) {
+  return Number.isInteger(v) ? String(v) : v.toFixed(1);
+}
+
+function csvCell(s) {
+  return /[",\n]/.test(s) ? `"${s.replaceAll('"', '""')}"` : s;
+}

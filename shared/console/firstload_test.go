@@ -1,0 +1,38 @@
+package console_test
+
+import (
+	"testing"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/envlease/envlease/shared/clienttest"
+)
+
+// The first load of a fresh browser, signed in through the fragment, up to
+// the environments list drawn: what it transfers and how long it took are
+// logged as figures (never asserted: the machine's load is not the
+// console's).
+func TestConsoleFirstLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives Chromium against the whole stack")
+	}
+	stack := clienttest.Start(t)
+	apiCall(t, stack.URL, clienttest.BobToken, "POST", "/v1/environments", map[string]any{"template": "sleeper"}, nil)
+	b := newBrowser(t)
+	b.do(t, "open signed in", chromedp.Navigate(stack.URL+"/#token="+clienttest.BobToken))
+	b.until(t, "the list drawn", `!!document.querySelector('#env-list tr[data-id]') && !!(window.__drawn = window.__drawn || performance.now())`)
+	type figures struct {
+		Drawn    float64 `json:"drawn"`
+		Transfer float64 `json:"transfer"`
+		Decoded  float64 `json:"decoded"`
+		Files    int     `json:"files"`
+	}
+	f := eval[figures](t, b, `(() => {
+		const es = [...performance.getEntriesByType('navigation'), ...performance.getEntriesByType('resource')];
+		return { drawn: window.__drawn, files: es.length,
+			transfer: es.reduce((s, e) => s + e.transferSize, 0),
+			decoded: es.reduce((s, e) => s + e.decodedBodySize, 0) };
+	})()`)
+	t.Logf("first load: %d requests, %.1f KB transferred (%.1f KB decoded), environments drawn %.0f ms after navigation start",
+		f.Files, f.Transfer/1024, f.Decoded/1024, f.Drawn)
+}
