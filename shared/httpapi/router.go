@@ -156,6 +156,8 @@ func serveRoute(cfg Config, rt Route, w http.ResponseWriter, r *http.Request) {
 		if ri, ok := r.Context().Value(reqInfoKey{}).(*reqInfo); ok {
 			ri.org = p.OrgID
 		}
+		// The store stamps this on the events the request's writes record.
+		r = r.WithContext(domain.WithActor(r.Context(), domain.ActorOf(p)))
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
 	if err := rt.Handler(w, r, p); err != nil {

@@ -199,17 +199,20 @@ func (s *Store) SealArtifact(ctx context.Context, a domain.Artifact) error {
 	if err != nil {
 		return err
 	}
-	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
+	reasons, err := s.transactWithEvent(ctx, "seal artifact", types.TransactWriteItem{Put: &types.Put{
 		TableName:                 aws.String(s.table),
 		Item:                      item,
 		ConditionExpression:       aws.String("#state = :open"),
 		ExpressionAttributeNames:  map[string]string{"#state": "state"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":open": str(domain.ArtifactOpen)},
-	})
-	if IsConditionFailed(err) {
+	}}, artifactEvent(ctx, domain.EventArtSealed, a, a.Sealed))
+	if err != nil {
+		return err
+	}
+	if reasons != nil {
 		return domain.Errorf(domain.CodeConflict, "the artifact is no longer open: it was sealed, failed or expired meanwhile")
 	}
-	return dependencyError("seal artifact", err)
+	return nil
 }
 
 // FailArtifact marks an open artifact whose bytes did not verify; a is the
@@ -311,17 +314,20 @@ func (s *Store) ExpireArtifact(ctx context.Context, org, id string, now time.Tim
 	if err != nil {
 		return err
 	}
-	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
+	reasons, err := s.transactWithEvent(ctx, "expire artifact", types.TransactWriteItem{Put: &types.Put{
 		TableName:                 aws.String(s.table),
 		Item:                      item,
 		ConditionExpression:       aws.String("#state = :prev"),
 		ExpressionAttributeNames:  map[string]string{"#state": "state"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":prev": str(prev)},
-	})
-	if IsConditionFailed(err) {
+	}}, artifactExpiredEvent(ctx, a, prev, now))
+	if err != nil {
+		return err
+	}
+	if reasons != nil {
 		return domain.Errorf(domain.CodeConflict, "the artifact changed while it was being expired; retry")
 	}
-	return dependencyError("expire artifact", err)
+	return nil
 }
 
 func encodeArtifactCursor(a domain.Artifact) string {

@@ -281,6 +281,11 @@ func (s *Store) LeaseEnvironment(ctx context.Context, l domain.Lease) error {
 	items = append(items, types.TransactWriteItem{Put: &types.Put{
 		TableName: aws.String(s.table), Item: envAV, ConditionExpression: aws.String("attribute_not_exists(PK)"),
 	}})
+	evPut, err := s.eventPut(domain.EnvEvent(ctx, e, e.Created))
+	if err != nil {
+		return err
+	}
+	items = append(items, evPut)
 	portsFrom := len(items)
 	for _, p := range e.Ports {
 		items = append(items, types.TransactWriteItem{Put: &types.Put{
@@ -302,7 +307,7 @@ func (s *Store) LeaseEnvironment(ctx context.Context, l domain.Lease) error {
 	case conditionFailed(reasons, sandboxAt):
 		return domain.Invalid("sandbox", "sandbox %q is not registered in your organization", e.Sandbox)
 	case conditionFailed(reasons, quotaAt):
-		return quotaError(e.Template, reasons[quotaAt].Item)
+		return s.quotaRefused(ctx, e, reasons[quotaAt].Item)
 	case conditionFailed(reasons, envAt):
 		return domain.Internal(fmt.Errorf("lease environment: id %s already exists", e.ID))
 	}
@@ -438,7 +443,7 @@ func (s *Store) StopEnvironment(ctx context.Context, e domain.Environment, to do
 	if to.Live() || !to.Valid() {
 		return domain.Environment{}, false, domain.Internal(fmt.Errorf("stop environment to %q", to))
 	}
-	items, after, err := s.stopItems(e, to, reason, now)
+	items, after, err := s.stopItems(ctx, e, to, reason, now)
 	if err != nil {
 		return domain.Environment{}, false, err
 	}
@@ -459,7 +464,7 @@ func (s *Store) StopEnvironment(ctx context.Context, e domain.Environment, to do
 // stopItems builds the stop transaction. Item 0 must stay the environment's
 // conditional put; anything else a stop must record exactly once (the usage
 // ledger, for one) is appended here, in this one place.
-func (s *Store) stopItems(e domain.Environment, to domain.State, reason string, now time.Time) ([]types.TransactWriteItem, domain.Environment, error) {
+func (s *Store) stopItems(ctx context.Context, e domain.Environment, to domain.State, reason string, now time.Time) ([]types.TransactWriteItem, domain.Environment, error) {
 	after := e
 	after.State = to
 	after.StopReason = reason
@@ -496,6 +501,11 @@ func (s *Store) stopItems(e domain.Environment, to domain.State, reason string, 
 			TableName: aws.String(s.table), Key: key(orgPK(e.OrgID), portSK(e.Sandbox, p)),
 		}})
 	}
+	evPut, err := s.eventPut(domain.EnvEvent(ctx, after, stopped))
+	if err != nil {
+		return nil, after, err
+	}
+	items = append(items, evPut)
 	// The usage ledger: seconds created -> stopped, per UTC day. Inside this
 	// transaction, so it is added exactly once, whatever the cause of the
 	// stop and however often a stop is retried or raced.

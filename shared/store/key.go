@@ -72,7 +72,7 @@ func utcPtr(t *time.Time) *time.Time {
 
 // PutKey stores a new key record. Hash collisions are refused, not overwritten.
 func (s *Store) PutKey(ctx context.Context, k domain.APIKey) error {
-	return s.putNew(ctx, "put key", newKeyItem(k), "a key with this token already exists")
+	return s.putNewWithEvent(ctx, "put key", newKeyItem(k), "a key with this token already exists", keyEvent(ctx, domain.EventKeyCreated, k, k.Created))
 }
 
 // ListKeys returns an organization's key records, newest first.
@@ -129,6 +129,25 @@ func (s *Store) GetKey(ctx context.Context, org, id string) (domain.APIKey, erro
 
 // RevokeKey sets revoked on a key once; revoking again keeps the first time.
 func (s *Store) RevokeKey(ctx context.Context, k domain.APIKey, now time.Time) (domain.APIKey, error) {
+	// The first revocation writes the key.revoked event with it; a repeated
+	// one (the condition fails) changes nothing and falls through to the read below.
+	if k.Revoked == nil {
+		at := now.UTC()
+		reasons, err := s.transactWithEvent(ctx, "revoke key", types.TransactWriteItem{Update: &types.Update{
+			TableName:                 aws.String(s.table),
+			Key:                       key(tokenPK(k.Hash), "TOKEN"),
+			UpdateExpression:          aws.String("SET revoked = :now"),
+			ConditionExpression:       aws.String("attribute_exists(PK) AND attribute_not_exists(revoked)"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":now": str(FormatTime(now))},
+		}}, keyEvent(ctx, domain.EventKeyRevoked, k, at))
+		if err != nil {
+			return domain.APIKey{}, err
+		}
+		if reasons == nil {
+			k.Revoked = &at
+			return k, nil
+		}
+	}
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(s.table),
 		Key:                       key(tokenPK(k.Hash), "TOKEN"),

@@ -87,7 +87,9 @@ func (it nodeItem) domain() domain.Node {
 
 // PutNode writes a newly registered node.
 func (s *Store) PutNode(ctx context.Context, n domain.Node) error {
-	return s.putNew(ctx, "put node", newNodeItem(n), "a node with this id already exists")
+	ev := domain.NewEvent(ctx, domain.EventNodeRegister, n.OrgID, domain.Subject{Kind: "node", ID: n.ID}, n.Registered,
+		map[string]any{"name": n.Name, "pool": n.Pool, "capacity": n.Capacity})
+	return s.putNewWithEvent(ctx, "put node", newNodeItem(n), "a node with this id already exists", ev)
 }
 
 // GetNode reads a node of org, strongly consistent.
@@ -170,21 +172,18 @@ func (s *Store) EndNode(ctx context.Context, n domain.Node, state string, now ti
 	if err != nil {
 		return false, err
 	}
-	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
+	reasons, err := s.transactWithEvent(ctx, "end node", types.TransactWriteItem{Put: &types.Put{
 		TableName: aws.String(s.table), Item: item,
 		ConditionExpression:      aws.String("attribute_exists(PK) AND version = :v AND #state = :active"),
 		ExpressionAttributeNames: map[string]string{"#state": "state"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":v": num(n.Version), ":active": str(domain.NodeActive),
 		},
-	})
-	if IsConditionFailed(err) {
-		return false, nil
-	}
+	}}, nodeEndEvent(ctx, after, at))
 	if err != nil {
-		return false, dependencyError("end node", err)
+		return false, err
 	}
-	return true, nil
+	return reasons == nil, nil
 }
 
 // DueNodes returns up to limit active nodes whose heartbeat deadline is at or
@@ -326,6 +325,11 @@ func (s *Store) ClaimEnvironment(ctx context.Context, e domain.Environment, n do
 			ExpressionAttributeValues: map[string]types.AttributeValue{":active": str(domain.NodeActive)},
 		}},
 	}
+	evPut, err := s.eventPut(domain.EnvEvent(ctx, after, now))
+	if err != nil {
+		return domain.Environment{}, false, err
+	}
+	items = append(items, evPut)
 	reasons, err := s.transact(ctx, "claim environment", items)
 	if err != nil {
 		return domain.Environment{}, false, err
@@ -356,20 +360,21 @@ func (s *Store) ReplaceEnvironment(ctx context.Context, before, after domain.Env
 	if err != nil {
 		return domain.Environment{}, false, err
 	}
-	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
+	put := types.TransactWriteItem{Put: &types.Put{
 		TableName: aws.String(s.table), Item: item,
 		ConditionExpression:      aws.String("attribute_exists(PK) AND version = :v AND #state = :from"),
 		ExpressionAttributeNames: map[string]string{"#state": "state"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":v": num(before.Version), ":from": str(string(before.State)),
 		},
-	})
-	if IsConditionFailed(err) {
+	}}
+	reasons, err := s.replaceWithEvent(ctx, put, before, after)
+	if err != nil {
+		return domain.Environment{}, false, err
+	}
+	if reasons != nil {
 		cur, err := s.GetEnvironment(ctx, before.OrgID, before.ID)
 		return cur, false, err
-	}
-	if err != nil {
-		return domain.Environment{}, false, dependencyError("replace environment", err)
 	}
 	return after, true, nil
 }

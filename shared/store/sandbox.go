@@ -66,9 +66,15 @@ func (s *Store) PutSandbox(ctx context.Context, sb domain.Sandbox) error {
 		return err
 	}
 	cond := aws.String("attribute_not_exists(PK)")
+	evPut, err := s.eventPut(domain.NewEvent(ctx, domain.EventSbxRegister, sb.OrgID, domain.Subject{Kind: "sandbox", ID: sb.ID}, sb.Created,
+		map[string]any{"name": sb.Name, "hostname": sb.Hostname}))
+	if err != nil {
+		return err
+	}
 	reasons, err := s.transact(ctx, "put sandbox", []types.TransactWriteItem{
 		{Put: &types.Put{TableName: aws.String(s.table), Item: sbAV, ConditionExpression: cond}},
 		{Put: &types.Put{TableName: aws.String(s.table), Item: jkAV, ConditionExpression: cond}},
+		evPut,
 	})
 	if err != nil {
 		return err
@@ -137,7 +143,13 @@ func (s *Store) RedeemJoinKey(ctx context.Context, org, hash string, now time.Ti
 		return domain.Sandbox{}, err
 	}
 	at := str(FormatTime(now))
+	evPut, err := s.eventPut(domain.NewEvent(ctx, domain.EventSbxJoined, org, domain.Subject{Kind: "sandbox", ID: sb.ID}, now,
+		map[string]any{"name": sb.Name, "hostname": sb.Hostname}))
+	if err != nil {
+		return domain.Sandbox{}, err
+	}
 	reasons, err := s.transact(ctx, "redeem join key", []types.TransactWriteItem{
+		evPut,
 		{Update: &types.Update{
 			TableName: aws.String(s.table), Key: key(joinKeyPK(hash), "JOINKEY"),
 			UpdateExpression:          aws.String("SET redeemed = :now"),
@@ -155,9 +167,9 @@ func (s *Store) RedeemJoinKey(ctx context.Context, org, hash string, now time.Ti
 		return domain.Sandbox{}, err
 	}
 	switch {
-	case conditionFailed(reasons, 0):
-		return domain.Sandbox{}, usedJoinKey()
 	case conditionFailed(reasons, 1):
+		return domain.Sandbox{}, usedJoinKey()
+	case conditionFailed(reasons, 2):
 		return domain.Sandbox{}, domain.NotFound("sandbox")
 	case reasons != nil:
 		return domain.Sandbox{}, domain.Internal(fmt.Errorf("redeem join key cancelled: %v", reasons))

@@ -26,6 +26,7 @@ import (
 	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/middleware"
 
+	"github.com/envlease/envlease/shared/clock"
 	"github.com/envlease/envlease/shared/metrics"
 
 	"github.com/envlease/envlease/shared/domain"
@@ -35,6 +36,8 @@ import (
 type Store struct {
 	db    *dynamodb.Client
 	table string
+	// clock stamps the events of the few writes not given a time (see SetClock).
+	clock clock.Clock
 }
 
 // New returns a store over table. Every call it makes is counted against the

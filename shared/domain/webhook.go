@@ -1,0 +1,81 @@
+package domain
+
+import "time"
+
+// Webhook states. A webhook whose deliveries keep failing is disabled by the
+// delivery job, with a webhook.disabled event.
+const (
+	WebhookEnabled  = "enabled"
+	WebhookDisabled = "disabled"
+)
+
+// Webhook is an organization's receiver of events. Secret is shown once, in
+// the answer to its creation, and otherwise only used to sign deliveries.
+type Webhook struct {
+	ID        string    `json:"id"`
+	URL       string    `json:"url"`
+	Types     []string  `json:"types"`
+	State     string    `json:"state"`
+	Created   time.Time `json:"created"`
+	CreatedBy string    `json:"createdBy"`
+	// Disabled says when and why the delivery job disabled it.
+	Disabled       *time.Time `json:"disabled,omitempty"`
+	DisabledReason string     `json:"disabledReason,omitempty"`
+	SecretPrefix   string     `json:"secretPrefix"`
+
+	OrgID  string `json:"-"`
+	Secret string `json:"-"`
+}
+
+// Wants reports whether the webhook takes events of type t: an exact type
+// or a kind prefix ("environment.") among its types, or "*".
+func (w Webhook) Wants(t string) bool {
+	for _, x := range w.Types {
+		if x == "*" || x == t || (len(x) > 0 && x[len(x)-1] == '.' && EventKind(t)+"." == x) {
+			return true
+		}
+	}
+	return false
+}
+
+// Delivery states.
+const (
+	DeliveryPending   = "pending"   // waiting for its next try
+	DeliverySucceeded = "succeeded" // a 2xx came back
+	DeliveryFailed    = "failed"    // retries ran out (24 h), or the webhook was disabled or deleted
+)
+
+// Attempt is one POST of a delivery.
+type Attempt struct {
+	At         time.Time `json:"at"`
+	StatusCode int       `json:"statusCode"`
+	DurationMs int64     `json:"durationMs"`
+	Error      string    `json:"error,omitempty"`
+}
+
+// Delivery is one event on its way to one webhook: every attempt is kept.
+type Delivery struct {
+	ID        string     `json:"id"`
+	Webhook   string     `json:"webhook"`
+	Event     string     `json:"event"`
+	Type      string     `json:"type"`
+	State     string     `json:"state"`
+	Created   time.Time  `json:"created"`
+	NextTry   *time.Time `json:"nextTry"`
+	Attempts  []Attempt  `json:"attempts"`
+	LastCode  int        `json:"statusCode"`
+	LastMs    int64      `json:"durationMs"`
+	LastError string     `json:"error,omitempty"`
+
+	OrgID string `json:"-"`
+	// Body is the event as delivered (its JSON), fixed at fan-out so every
+	// attempt sends the same bytes.
+	Body    []byte `json:"-"`
+	Version int64  `json:"-"`
+}
+
+// DeliveryPage is one page of a webhook's deliveries, newest first.
+type DeliveryPage struct {
+	Deliveries []Delivery `json:"deliveries"`
+	Next       string     `json:"next"`
+}
