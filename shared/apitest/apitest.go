@@ -79,6 +79,7 @@ func New(t testing.TB, routes func(e *Env) [][]httpapi.Route) *Env {
 	if testing.Verbose() {
 		e.Log = slog.New(slog.NewJSONHandler(testWriter{t}, nil))
 	}
+	e.Store.SetClock(e.Clock)
 	e.Auth = auth.New(e.Store, e.Clock, e.Log)
 	if err := fixture.Apply(context.Background(), e.Store, Fixture(t), fixture.Options{WithTokens: true, Now: Start}); err != nil {
 		t.Fatalf("apply fixture: %v", err)

@@ -4,12 +4,14 @@ import (
 	"github.com/envlease/envlease/shared/artifacts"
 	"github.com/envlease/envlease/shared/blob"
 	"github.com/envlease/envlease/shared/environments"
+	"github.com/envlease/envlease/shared/events"
 	"github.com/envlease/envlease/shared/httpapi"
 	"github.com/envlease/envlease/shared/keys"
 	"github.com/envlease/envlease/shared/nodes"
 	"github.com/envlease/envlease/shared/sandboxes"
 	"github.com/envlease/envlease/shared/templates"
 	"github.com/envlease/envlease/shared/usage"
+	"github.com/envlease/envlease/shared/webhooks"
 )
 
 // AllRoutes is every endpoint group of the API over e's store and clock, with
@@ -25,5 +27,7 @@ func AllRoutes(e *Env, blobs *blob.Store) [][]httpapi.Route {
 		artifacts.Routes(artifacts.NewService(e.Store, blobs, e.Clock, artifacts.Options{})),
 		usage.Routes(usage.NewService(e.Store, e.Clock)),
 		nodes.Routes(nodes.NewService(e.Store, nil, e.Clock, nodes.Options{})),
+		events.Routes(events.NewService(e.Store, e.Clock)),
+		webhooks.Routes(webhooks.NewService(e.Store, e.Clock, webhooks.Guard{})),
 	}
 }

@@ -55,13 +55,16 @@ type Attempt struct {
 
 // Delivery is one event on its way to one webhook: every attempt is kept.
 type Delivery struct {
-	ID        string     `json:"id"`
-	Webhook   string     `json:"webhook"`
-	Event     string     `json:"event"`
-	Type      string     `json:"type"`
-	State     string     `json:"state"`
-	Created   time.Time  `json:"created"`
-	NextTry   *time.Time `json:"nextTry"`
+	ID      string     `json:"id"`
+	Webhook string     `json:"webhook"`
+	Event   string     `json:"event"`
+	Type    string     `json:"type"`
+	State   string     `json:"state"`
+	Created time.Time  `json:"created"`
+	NextTry *time.Time `json:"nextTry"`
+	// Retried is when it was last put back in the queue by hand: its 24
+	// hours of retries count from then.
+	Retried   *time.Time `json:"retried,omitempty"`
 	Attempts  []Attempt  `json:"attempts"`
 	LastCode  int        `json:"statusCode"`
 	LastMs    int64      `json:"durationMs"`
@@ -78,4 +81,11 @@ type Delivery struct {
 type DeliveryPage struct {
 	Deliveries []Delivery `json:"deliveries"`
 	Next       string     `json:"next"`
+}
+
+// OutboxEntry is one due entry of the webhook outbox: an event to fan out to
+// the organization's webhooks, or a delivery to try.
+type OutboxEntry struct {
+	Event    *Event
+	Delivery *Delivery
 }

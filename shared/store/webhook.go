@@ -1,0 +1,378 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/envlease/envlease/shared/domain"
+)
+
+// Webhooks and their deliveries:
+//
+//	ORG#<org>          WEBHOOK#<id>     the webhook (URL, types, signing secret, state)
+//	WHD#<org>#<hook>   <delivery id>    one event on its way to one webhook, every attempt in it
+//	  GSI2 WHDUE#<n>   <next try>#D#<org>#<hook>#<delivery id>   pending only: the delivery job's index
+//	  ttl              created + domain.EventRetention
+//
+// A delivery's id is its event's id with "dlv_" for "evt_": one delivery per
+// event and webhook, sorted by time, so its webhook's deliveries list newest
+// first from one partition.
+type webhookItem struct {
+	PK             string     `dynamodbav:"PK"`
+	SK             string     `dynamodbav:"SK"`
+	Org            string     `dynamodbav:"org"`
+	ID             string     `dynamodbav:"id"`
+	URL            string     `dynamodbav:"url"`
+	Types          []string   `dynamodbav:"types"`
+	State          string     `dynamodbav:"state"`
+	Created        time.Time  `dynamodbav:"created"`
+	CreatedBy      string     `dynamodbav:"createdBy"`
+	Disabled       *time.Time `dynamodbav:"disabled,omitempty"`
+	DisabledReason string     `dynamodbav:"disabledReason,omitempty"`
+	Secret         string     `dynamodbav:"secret"`
+	SecretPrefix   string     `dynamodbav:"secretPrefix"`
+}
+
+func webhookSK(id string) string { return "WEBHOOK#" + id }
+
+func newWebhookItem(w domain.Webhook) webhookItem {
+	return webhookItem{
+		PK: orgPK(w.OrgID), SK: webhookSK(w.ID), Org: w.OrgID, ID: w.ID, URL: w.URL, Types: w.Types,
+		State: w.State, Created: w.Created, CreatedBy: w.CreatedBy, Disabled: w.Disabled,
+		DisabledReason: w.DisabledReason, Secret: w.Secret, SecretPrefix: w.SecretPrefix,
+	}
+}
+
+func (it webhookItem) domain() domain.Webhook {
+	return domain.Webhook{
+		OrgID: it.Org, ID: it.ID, URL: it.URL, Types: it.Types, State: it.State, Created: it.Created.UTC(),
+		CreatedBy: it.CreatedBy, Disabled: utcPtr(it.Disabled), DisabledReason: it.DisabledReason,
+		Secret: it.Secret, SecretPrefix: it.SecretPrefix,
+	}
+}
+
+// PutWebhook writes a new webhook.
+func (s *Store) PutWebhook(ctx context.Context, w domain.Webhook) error {
+	return s.putNew(ctx, "put webhook", newWebhookItem(w), "a webhook with this id already exists")
+}
+
+// ListWebhooks returns an organization's webhooks, newest first (ids sort by time).
+func (s *Store) ListWebhooks(ctx context.Context, org string) ([]domain.Webhook, error) {
+	in := s.inPartition(orgPK(org), "WEBHOOK#")
+	in.ConsistentRead = aws.Bool(true)
+	items, err := queryAll[webhookItem](ctx, s, "list webhooks", in)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]domain.Webhook, len(items))
+	for i, it := range items {
+		out[i] = it.domain()
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].Created.Equal(out[j].Created) {
+			return out[i].Created.After(out[j].Created)
+		}
+		return out[i].ID > out[j].ID
+	})
+	return out, nil
+}
+
+// GetWebhook reads one webhook of org.
+func (s *Store) GetWebhook(ctx context.Context, org, id string) (domain.Webhook, error) {
+	if !idOK(id) {
+		return domain.Webhook{}, domain.NotFound("webhook")
+	}
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(s.table), Key: key(orgPK(org), webhookSK(id)), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return domain.Webhook{}, dependencyError("get webhook", err)
+	}
+	if out.Item == nil {
+		return domain.Webhook{}, domain.NotFound("webhook")
+	}
+	var it webhookItem
+	if err := unmarshal(out.Item, &it); err != nil {
+		return domain.Webhook{}, err
+	}
+	return it.domain(), nil
+}
+
+// DeleteWebhook removes a webhook. Its pending deliveries are failed by the
+// delivery job when their turn comes (it finds no webhook); its delivery
+// records stay until their ttl.
+func (s *Store) DeleteWebhook(ctx context.Context, org, id string) error {
+	if !idOK(id) {
+		return domain.NotFound("webhook")
+	}
+	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName: aws.String(s.table), Key: key(orgPK(org), webhookSK(id)),
+		ConditionExpression: aws.String("attribute_exists(PK)"),
+	})
+	if IsConditionFailed(err) {
+		return domain.NotFound("webhook")
+	}
+	return dependencyError("delete webhook", err)
+}
+
+type deliveryItem struct {
+	PK     string `dynamodbav:"PK"`
+	SK     string `dynamodbav:"SK"`
+	GSI2PK string `dynamodbav:"GSI2PK,omitempty"`
+	GSI2SK string `dynamodbav:"GSI2SK,omitempty"`
+
+	Org       string           `dynamodbav:"org"`
+	ID        string           `dynamodbav:"id"`
+	Webhook   string           `dynamodbav:"webhook"`
+	Event     string           `dynamodbav:"event"`
+	Type      string           `dynamodbav:"type"`
+	State     string           `dynamodbav:"state"`
+	Created   time.Time        `dynamodbav:"created"`
+	NextTry   *time.Time       `dynamodbav:"nextTry,omitempty"`
+	Retried   *time.Time       `dynamodbav:"retried,omitempty"`
+	Attempts  []domain.Attempt `dynamodbav:"attempts,omitempty"`
+	LastCode  int              `dynamodbav:"lastCode"`
+	LastMs    int64            `dynamodbav:"lastMs"`
+	LastError string           `dynamodbav:"lastError"`
+	Body      []byte           `dynamodbav:"body"`
+	Version   int64            `dynamodbav:"version"`
+	TTL       int64            `dynamodbav:"ttl"`
+}
+
+func deliveryPK(org, hook string) string { return "WHD#" + org + "#" + hook }
+
+// DeliveryID is the id of the delivery of event evID.
+func DeliveryID(evID string) string { return "dlv_" + strings.TrimPrefix(evID, "evt_") }
+
+func newDeliveryItem(d domain.Delivery) deliveryItem {
+	it := deliveryItem{
+		PK: deliveryPK(d.OrgID, d.Webhook), SK: d.ID,
+		Org: d.OrgID, ID: d.ID, Webhook: d.Webhook, Event: d.Event, Type: d.Type, State: d.State,
+		Created: d.Created, NextTry: d.NextTry, Retried: d.Retried, Attempts: d.Attempts, LastCode: d.LastCode, LastMs: d.LastMs,
+		LastError: d.LastError, Body: d.Body, Version: d.Version, TTL: d.Created.Add(domain.EventRetention).Unix(),
+	}
+	if d.State == domain.DeliveryPending && d.NextTry != nil {
+		it.GSI2PK = WebhookDuePK(shardOf(d.OrgID + d.ID + d.Webhook))
+		it.GSI2SK = FormatTime(*d.NextTry) + "#D#" + d.OrgID + "#" + d.Webhook + "#" + d.ID
+	}
+	return it
+}
+
+func (it deliveryItem) domain() domain.Delivery {
+	d := domain.Delivery{
+		OrgID: it.Org, ID: it.ID, Webhook: it.Webhook, Event: it.Event, Type: it.Type, State: it.State,
+		Created: it.Created.UTC(), NextTry: utcPtr(it.NextTry), Retried: utcPtr(it.Retried), Attempts: it.Attempts, LastCode: it.LastCode,
+		LastMs: it.LastMs, LastError: it.LastError, Body: it.Body, Version: it.Version,
+	}
+	if d.Attempts == nil {
+		d.Attempts = []domain.Attempt{}
+	}
+	for i := range d.Attempts {
+		d.Attempts[i].At = d.Attempts[i].At.UTC()
+	}
+	return d
+}
+
+// DueOutbox returns up to limit entries of shard n due at or before now,
+// oldest first. Like the other due indexes, GSI2 is eventually consistent:
+// every action on an entry is a write conditioned on its base item.
+func (s *Store) DueOutbox(ctx context.Context, shard int, now time.Time, limit int) ([]domain.OutboxEntry, error) {
+	items, _, err := s.queryDue(ctx, "due outbox", WebhookDuePK(shard), now, limit, "")
+	if err != nil {
+		return nil, err
+	}
+	out := make([]domain.OutboxEntry, 0, len(items))
+	for _, raw := range items {
+		pk, _ := raw[AttrPK].(*types.AttributeValueMemberS)
+		switch {
+		case pk != nil && strings.HasPrefix(pk.Value, "EVT#"):
+			var it eventItem
+			if err := unmarshal(raw, &it); err != nil {
+				return nil, err
+			}
+			ev, err := it.domain()
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, domain.OutboxEntry{Event: &ev})
+		case pk != nil && strings.HasPrefix(pk.Value, "WHD#"):
+			var it deliveryItem
+			if err := unmarshal(raw, &it); err != nil {
+				return nil, err
+			}
+			d := it.domain()
+			out = append(out, domain.OutboxEntry{Delivery: &d})
+		}
+	}
+	return out, nil
+}
+
+// FanOut takes an event out of the outbox and, in the same transaction,
+// creates its delivery to each of hooks, due at now. It happens once: the
+// event's write is conditioned on it still being in the outbox, so a second
+// run (or a racing one) changes nothing and reports false.
+func (s *Store) FanOut(ctx context.Context, ev domain.Event, deliveries []domain.Delivery) (bool, error) {
+	if len(deliveries)+1 > maxTransactItems {
+		return false, domain.Internal(fmt.Errorf("fan out %s: %d deliveries", ev.ID, len(deliveries)))
+	}
+	it, err := newEventItem(ev, false)
+	if err != nil {
+		return false, err
+	}
+	av, err := marshal(it)
+	if err != nil {
+		return false, err
+	}
+	items := []types.TransactWriteItem{{Put: &types.Put{
+		TableName: aws.String(s.table), Item: av,
+		ConditionExpression: aws.String("attribute_exists(GSI2PK)"),
+	}}}
+	for _, d := range deliveries {
+		dav, err := marshal(newDeliveryItem(d))
+		if err != nil {
+			return false, err
+		}
+		items = append(items, types.TransactWriteItem{Put: &types.Put{
+			TableName: aws.String(s.table), Item: dav, ConditionExpression: aws.String("attribute_not_exists(PK)"),
+		}})
+	}
+	reasons, err := s.transact(ctx, "fan out event", items)
+	if err != nil {
+		return false, err
+	}
+	return reasons == nil, nil
+}
+
+// SaveDelivery replaces a delivery with after, if it is still the version
+// read (before.Version): an attempt's record, a retry asked by hand. With
+// disable set, the same transaction disables the webhook and writes the
+// webhook.disabled event, once (the webhook must still be enabled).
+// It reports whether the write happened.
+func (s *Store) SaveDelivery(ctx context.Context, before, after domain.Delivery, disable *domain.Event) (bool, error) {
+	after.Version = before.Version + 1
+	av, err := marshal(newDeliveryItem(after))
+	if err != nil {
+		return false, err
+	}
+	items := []types.TransactWriteItem{{Put: &types.Put{
+		TableName: aws.String(s.table), Item: av,
+		ConditionExpression:       aws.String("attribute_exists(PK) AND version = :v"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":v": num(before.Version)},
+	}}}
+	if disable != nil {
+		items = append(items, types.TransactWriteItem{Update: &types.Update{
+			TableName: aws.String(s.table), Key: key(orgPK(after.OrgID), webhookSK(after.Webhook)),
+			UpdateExpression:         aws.String("SET #state = :off, disabled = :at, disabledReason = :why"),
+			ConditionExpression:      aws.String("attribute_exists(PK) AND #state = :on"),
+			ExpressionAttributeNames: map[string]string{"#state": "state"},
+			ExpressionAttributeValues: map[string]types.AttributeValue{
+				":off": str(domain.WebhookDisabled), ":on": str(domain.WebhookEnabled),
+				":at": str(FormatTime(disable.Time)), ":why": str(fmt.Sprint(disable.Data["reason"])),
+			},
+		}})
+		evPut, err := s.eventPut(*disable)
+		if err != nil {
+			return false, err
+		}
+		items = append(items, evPut)
+	}
+	reasons, err := s.transact(ctx, "save delivery", items)
+	if err != nil {
+		return false, err
+	}
+	if reasons != nil && disable != nil && !conditionFailed(reasons, 0) {
+		// The webhook was disabled or deleted meanwhile: record the attempt alone.
+		return s.SaveDelivery(ctx, before, after, nil)
+	}
+	return reasons == nil, nil
+}
+
+// EnableWebhook turns a disabled webhook back on.
+func (s *Store) EnableWebhook(ctx context.Context, org, id string) (domain.Webhook, error) {
+	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.table), Key: key(orgPK(org), webhookSK(id)),
+		UpdateExpression:          aws.String("SET #state = :on"),
+		ConditionExpression:       aws.String("attribute_exists(PK)"),
+		ExpressionAttributeNames:  map[string]string{"#state": "state"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":on": str(domain.WebhookEnabled)},
+		ReturnValues:              types.ReturnValueAllNew,
+	})
+	if IsConditionFailed(err) {
+		return domain.Webhook{}, domain.NotFound("webhook")
+	}
+	if err != nil {
+		return domain.Webhook{}, dependencyError("enable webhook", err)
+	}
+	var it webhookItem
+	if err := unmarshal(out.Attributes, &it); err != nil {
+		return domain.Webhook{}, err
+	}
+	return it.domain(), nil
+}
+
+// GetDelivery reads one delivery of a webhook.
+func (s *Store) GetDelivery(ctx context.Context, org, hook, id string) (domain.Delivery, error) {
+	if !idOK(hook) || !idOK(id) {
+		return domain.Delivery{}, domain.NotFound("delivery")
+	}
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(s.table), Key: key(deliveryPK(org, hook), id), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return domain.Delivery{}, dependencyError("get delivery", err)
+	}
+	if out.Item == nil {
+		return domain.Delivery{}, domain.NotFound("delivery")
+	}
+	var it deliveryItem
+	if err := unmarshal(out.Item, &it); err != nil {
+		return domain.Delivery{}, err
+	}
+	return it.domain(), nil
+}
+
+// ListDeliveries returns one page of a webhook's deliveries, newest first.
+func (s *Store) ListDeliveries(ctx context.Context, org, hook string, limit int, cursor string) (domain.DeliveryPage, error) {
+	pk := deliveryPK(org, hook)
+	in := &dynamodb.QueryInput{
+		TableName:                 aws.String(s.table),
+		KeyConditionExpression:    aws.String("PK = :pk"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(pk)},
+		ScanIndexForward:          aws.Bool(false),
+		Limit:                     aws.Int32(int32(limit)),
+	}
+	if cursor != "" {
+		sc, ok := decodeRawSortCursor(cursor)
+		if len(cursor) > maxCursorLen || !ok || sc.Partition != pk || sc.ID != "" || !eventIDOK("evt_"+strings.TrimPrefix(sc.SK, "dlv_")) || !strings.HasPrefix(sc.SK, "dlv_") {
+			return domain.DeliveryPage{}, domain.BadRequest("cursor", "cursor is not a `next` value of this listing")
+		}
+		in.ExclusiveStartKey = key(pk, sc.SK)
+	}
+	out, err := s.db.Query(ctx, in)
+	if err != nil {
+		return domain.DeliveryPage{}, dependencyError("list deliveries", err)
+	}
+	page := domain.DeliveryPage{Deliveries: make([]domain.Delivery, 0, len(out.Items))}
+	for _, raw := range out.Items {
+		var it deliveryItem
+		if err := unmarshal(raw, &it); err != nil {
+			return domain.DeliveryPage{}, err
+		}
+		page.Deliveries = append(page.Deliveries, it.domain())
+	}
+	if len(out.LastEvaluatedKey) > 0 {
+		var last deliveryItem
+		if err := unmarshal(out.LastEvaluatedKey, &last); err != nil {
+			return domain.DeliveryPage{}, err
+		}
+		page.Next = encodeSortCursor(pk, last.SK, "")
+	}
+	return page, nil
+}
