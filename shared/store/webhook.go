@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -128,22 +129,23 @@ type deliveryItem struct {
 	GSI2PK string `dynamodbav:"GSI2PK,omitempty"`
 	GSI2SK string `dynamodbav:"GSI2SK,omitempty"`
 
-	Org       string           `dynamodbav:"org"`
-	ID        string           `dynamodbav:"id"`
-	Webhook   string           `dynamodbav:"webhook"`
-	Event     string           `dynamodbav:"event"`
-	Type      string           `dynamodbav:"type"`
-	State     string           `dynamodbav:"state"`
-	Created   time.Time        `dynamodbav:"created"`
-	NextTry   *time.Time       `dynamodbav:"nextTry,omitempty"`
-	Retried   *time.Time       `dynamodbav:"retried,omitempty"`
-	Attempts  []domain.Attempt `dynamodbav:"attempts,omitempty"`
-	LastCode  int              `dynamodbav:"lastCode"`
-	LastMs    int64            `dynamodbav:"lastMs"`
-	LastError string           `dynamodbav:"lastError"`
-	Body      []byte           `dynamodbav:"body"`
-	Version   int64            `dynamodbav:"version"`
-	TTL       int64            `dynamodbav:"ttl"`
+	Org     string     `dynamodbav:"org"`
+	ID      string     `dynamodbav:"id"`
+	Webhook string     `dynamodbav:"webhook"`
+	Event   string     `dynamodbav:"event"`
+	Type    string     `dynamodbav:"type"`
+	State   string     `dynamodbav:"state"`
+	Created time.Time  `dynamodbav:"created"`
+	NextTry *time.Time `dynamodbav:"nextTry,omitempty"`
+	Retried *time.Time `dynamodbav:"retried,omitempty"`
+	// Attempts is the JSON of the attempts: one attribute, whatever the emulator.
+	Attempts  string `dynamodbav:"attempts"`
+	LastCode  int    `dynamodbav:"lastCode"`
+	LastMs    int64  `dynamodbav:"lastMs"`
+	LastError string `dynamodbav:"lastError"`
+	Body      []byte `dynamodbav:"body"`
+	Version   int64  `dynamodbav:"version"`
+	TTL       int64  `dynamodbav:"ttl"`
 }
 
 func deliveryPK(org, hook string) string { return "WHD#" + org + "#" + hook }
@@ -152,10 +154,11 @@ func deliveryPK(org, hook string) string { return "WHD#" + org + "#" + hook }
 func DeliveryID(evID string) string { return "dlv_" + strings.TrimPrefix(evID, "evt_") }
 
 func newDeliveryItem(d domain.Delivery) deliveryItem {
+	attempts, _ := json.Marshal(d.Attempts) // plain values: always encodes
 	it := deliveryItem{
 		PK: deliveryPK(d.OrgID, d.Webhook), SK: d.ID,
 		Org: d.OrgID, ID: d.ID, Webhook: d.Webhook, Event: d.Event, Type: d.Type, State: d.State,
-		Created: d.Created, NextTry: d.NextTry, Retried: d.Retried, Attempts: d.Attempts, LastCode: d.LastCode, LastMs: d.LastMs,
+		Created: d.Created, NextTry: d.NextTry, Retried: d.Retried, Attempts: string(attempts), LastCode: d.LastCode, LastMs: d.LastMs,
 		LastError: d.LastError, Body: d.Body, Version: d.Version, TTL: d.Created.Add(domain.EventRetention).Unix(),
 	}
 	if d.State == domain.DeliveryPending && d.NextTry != nil {
@@ -168,9 +171,10 @@ func newDeliveryItem(d domain.Delivery) deliveryItem {
 func (it deliveryItem) domain() domain.Delivery {
 	d := domain.Delivery{
 		OrgID: it.Org, ID: it.ID, Webhook: it.Webhook, Event: it.Event, Type: it.Type, State: it.State,
-		Created: it.Created.UTC(), NextTry: utcPtr(it.NextTry), Retried: utcPtr(it.Retried), Attempts: it.Attempts, LastCode: it.LastCode,
+		Created: it.Created.UTC(), NextTry: utcPtr(it.NextTry), Retried: utcPtr(it.Retried), LastCode: it.LastCode,
 		LastMs: it.LastMs, LastError: it.LastError, Body: it.Body, Version: it.Version,
 	}
+	_ = json.Unmarshal([]byte(it.Attempts), &d.Attempts) // written by newDeliveryItem
 	if d.Attempts == nil {
 		d.Attempts = []domain.Attempt{}
 	}

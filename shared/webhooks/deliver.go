@@ -165,19 +165,24 @@ func (j *Job) work(ctx context.Context, r *run, due []domain.OutboxEntry, errs *
 	}
 	sem := make(chan struct{}, j.opts.Parallel)
 	var wg sync.WaitGroup
+	var todo []domain.Delivery
 	for _, e := range due {
-		if e.Event != nil {
-			ok, err := j.fanOut(ctx, r, *e.Event)
-			if err != nil {
-				fail(err)
-				continue
-			}
-			if ok {
-				progress++
-			}
+		if e.Event == nil {
+			todo = append(todo, *e.Delivery)
 			continue
 		}
-		d := *e.Delivery
+		created, ok, err := j.fanOut(ctx, r, *e.Event)
+		if err != nil {
+			fail(err)
+			continue
+		}
+		if ok {
+			progress++
+			// Tried at once, whatever shard they are indexed in.
+			todo = append(todo, created...)
+		}
+	}
+	for _, d := range todo {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
@@ -217,19 +222,20 @@ func (j *Job) webhooks(ctx context.Context, r *run, org string) ([]domain.Webhoo
 }
 
 // fanOut creates the event's deliveries and takes it out of the outbox.
-func (j *Job) fanOut(ctx context.Context, r *run, ev domain.Event) (bool, error) {
+func (j *Job) fanOut(ctx context.Context, r *run, ev domain.Event) ([]domain.Delivery, bool, error) {
 	hooks, err := j.webhooks(ctx, r, ev.OrgID)
 	if err != nil {
-		return false, err
+		return nil, false, err
 	}
 	body, err := json.Marshal(ev)
 	if err != nil {
-		return false, domain.Internal(err)
+		return nil, false, domain.Internal(err)
 	}
 	now := j.clock.Now()
 	var ds []domain.Delivery
 	for _, h := range hooks {
-		if h.State != domain.WebhookEnabled || !h.Wants(ev.Type) {
+		// A webhook gets what happened from its creation on, not the outbox's backlog.
+		if h.State != domain.WebhookEnabled || !h.Wants(ev.Type) || ev.Time.Before(h.Created) {
 			continue
 		}
 		ds = append(ds, domain.Delivery{
@@ -239,13 +245,13 @@ func (j *Job) fanOut(ctx context.Context, r *run, ev domain.Event) (bool, error)
 	}
 	ok, err := j.store.FanOut(ctx, ev, ds)
 	if err != nil || !ok {
-		return false, err
+		return nil, false, err
 	}
 	r.mu.Lock()
 	r.sum.FannedOut++
 	r.sum.Created += len(ds)
 	r.mu.Unlock()
-	return true, nil
+	return ds, true, nil
 }
 
 // deliver makes one attempt of d and records it.
