@@ -27,7 +27,9 @@ import (
 	"github.com/envlease/envlease/shared/auth"
 	"github.com/envlease/envlease/shared/blob"
 	"github.com/envlease/envlease/shared/devstack"
+	"github.com/envlease/envlease/shared/domain"
 	"github.com/envlease/envlease/shared/environments"
+	"github.com/envlease/envlease/shared/events"
 	"github.com/envlease/envlease/shared/httpapi"
 	"github.com/envlease/envlease/shared/keys"
 	"github.com/envlease/envlease/shared/nodes"
@@ -37,6 +39,7 @@ import (
 	"github.com/envlease/envlease/shared/store"
 	"github.com/envlease/envlease/shared/templates"
 	"github.com/envlease/envlease/shared/usage"
+	"github.com/envlease/envlease/shared/webhooks"
 )
 
 // fastRetries keeps the SDK's retry of a failed call (so the path the service
@@ -153,6 +156,7 @@ func newStack(t *testing.T) *stack {
 	st := &stack{Env: e, fault: &dynamoFault{srv: e.Dynamo.Server}, s3srv: devstack.NewTestS3(t)}
 	st.db = e.Dynamo.Client(context.Background())
 	e.Store = store.New(dynamodb.New(st.db.Options(), st.fault.option), e.Dynamo.Table)
+	e.Store.SetClock(e.Clock)
 	e.Auth = auth.New(e.Store, e.Clock, e.Log)
 
 	base := st.s3srv.Client(context.Background())
@@ -174,6 +178,8 @@ func newStack(t *testing.T) *stack {
 		usage.Routes(usage.NewService(e.Store, e.Clock)),
 		// The admin's node operations and the node agent's own calls.
 		nodes.Routes(nodes.NewService(e.Store, nil, e.Clock, nodes.Options{})),
+		events.Routes(events.NewService(e.Store, e.Clock)),
+		webhooks.Routes(webhooks.NewService(e.Store, e.Clock, webhooks.Guard{})),
 		openapi.Routes(),
 	)
 	// lastUsed is written at most once a minute per key, and a failure of that
@@ -270,6 +276,34 @@ func (s *stack) artifact(sealed bool) string {
 		s.must(http.MethodPost, "/v1/artifacts/"+id+"/complete", apitest.BobToken, nil, 200)
 	}
 	return id
+}
+
+// webhook creates a webhook of acme (a public literal address: nothing is
+// resolved, and no job runs here to deliver).
+func (s *stack) webhook() string {
+	s.T.Helper()
+	out := s.must(http.MethodPost, "/v1/webhooks", apitest.AliceToken,
+		map[string]any{"url": "https://93.184.216.34/hook", "types": []string{"*"}}, 201)
+	return out["webhook"].(map[string]any)["id"].(string)
+}
+
+// failedDelivery gives a webhook a delivery that has failed, as the
+// delivery job leaves one: an event of the outbox fanned out to it.
+func (s *stack) failedDelivery(hook string) string {
+	s.T.Helper()
+	ctx := context.Background()
+	now := s.Clock.Now()
+	ev := domain.NewEvent(ctx, domain.EventQuotaRefused, "acme", domain.Subject{Kind: "template", ID: "shell"}, now,
+		map[string]any{"template": "shell", "limit": 2, "running": 2})
+	if err := s.Store.PutEvent(ctx, ev); err != nil {
+		s.T.Fatal(err)
+	}
+	d := domain.Delivery{ID: store.DeliveryID(ev.ID), Webhook: hook, Event: ev.ID, Type: ev.Type, State: domain.DeliveryFailed,
+		Created: now, Attempts: []domain.Attempt{{At: now, StatusCode: 500}}, LastCode: 500, OrgID: "acme", Body: []byte(`{}`)}
+	if ok, err := s.Store.FanOut(ctx, ev, []domain.Delivery{d}); err != nil || !ok {
+		s.T.Fatalf("fan out: %v %v", ok, err)
+	}
+	return d.ID
 }
 
 func (s *stack) sandbox() (id, joinKey string) {
@@ -408,6 +442,41 @@ func endpoints(sbx string, key string) []endpoint {
 		}},
 		{name: "POST /v1/artifacts/{id}/complete", status: 200, prepare: func(s *stack) request {
 			return request{method: "POST", path: "/v1/artifacts/" + s.artifact(false) + "/complete", token: apitest.BobToken}
+		}},
+		{name: "GET /v1/events", status: 200, prepare: get("/v1/events?type=environment.&limit=5")},
+		{name: "GET /v1/events (subject)", status: 200, prepare: get("/v1/events?subject=template/shell")},
+		{name: "POST /v1/webhooks", status: 201, prepare: func(*stack) request {
+			return request{method: "POST", path: "/v1/webhooks", token: apitest.AliceToken,
+				body: map[string]any{"url": "https://93.184.216.34/hook", "types": []string{"environment."}}}
+		}, cleanup: func(s *stack, res *apitest.Response) {
+			id := res.Map(s.T)["webhook"].(map[string]any)["id"].(string)
+			s.must(http.MethodDelete, "/v1/webhooks/"+id, apitest.AliceToken, nil, 204)
+		}},
+		{name: "GET /v1/webhooks", status: 200, prepare: func(*stack) request {
+			return request{method: "GET", path: "/v1/webhooks", token: apitest.AliceToken}
+		}},
+		{name: "DELETE /v1/webhooks/{id}", status: 204, prepare: func(s *stack) request {
+			return request{method: "DELETE", path: "/v1/webhooks/" + s.webhook(), token: apitest.AliceToken}
+		}, retried: func(s *stack, res *apitest.Response) {
+			// The delete may have happened before the fault: then it is gone.
+			if res.Status != 204 && res.Status != 404 {
+				s.T.Fatalf("delete after the fault cleared: %d %s", res.Status, res.Body)
+			}
+		}},
+		{name: "GET /v1/webhooks/{id}/deliveries", status: 200, prepare: func(s *stack) request {
+			hook := s.webhook()
+			s.failedDelivery(hook)
+			return request{method: "GET", path: "/v1/webhooks/" + hook + "/deliveries", token: apitest.AliceToken}
+		}, cleanup: func(s *stack, res *apitest.Response) {
+			d := res.Map(s.T)["deliveries"].([]any)[0].(map[string]any)
+			s.must(http.MethodDelete, "/v1/webhooks/"+d["webhook"].(string), apitest.AliceToken, nil, 204)
+		}},
+		{name: "POST /v1/webhooks/{id}/deliveries/{delivery}/retry", status: 200, prepare: func(s *stack) request {
+			hook := s.webhook()
+			return request{method: "POST", path: "/v1/webhooks/" + hook + "/deliveries/" + s.failedDelivery(hook) + "/retry", token: apitest.AliceToken}
+		}, cleanup: func(s *stack, res *apitest.Response) {
+			d := res.Map(s.T)["delivery"].(map[string]any)
+			s.must(http.MethodDelete, "/v1/webhooks/"+d["webhook"].(string), apitest.AliceToken, nil, 204)
 		}},
 		{name: "POST /v1/artifacts/{id}/links", status: 200, prepare: func(s *stack) request {
 			return request{method: "POST", path: "/v1/artifacts/" + s.artifact(true) + "/links", token: apitest.BobToken,
@@ -746,6 +815,7 @@ func (s *stack) consistent() {
 			t.Fatalf("usage %s: ledger %s s with no stopped environment", k, secs)
 		}
 	}
+	s.eventsMatch(items)
 	for id := range sandboxes {
 		if !joinKeys[id] {
 			t.Fatalf("sandbox %s without its join key", id)
@@ -754,6 +824,105 @@ func (s *stack) consistent() {
 	for id := range joinKeys {
 		if !sandboxes[id] {
 			t.Fatalf("join key of sandbox %s without the sandbox", id)
+		}
+	}
+}
+
+// eventsMatch checks the outbox against what it reports, whatever failed:
+// every environment, key, sandbox, node and artifact has exactly one event
+// of each change it went through that its record shows (created, and its
+// present state), never two, and no event names a resource that is not there.
+func (s *stack) eventsMatch(items []map[string]types.AttributeValue) {
+	t := s.T
+	t.Helper()
+	str := func(it map[string]types.AttributeValue, k string) string {
+		if v, ok := it[k].(*types.AttributeValueMemberS); ok {
+			return v.Value
+		}
+		return ""
+	}
+	got := map[string]map[string]int{}   // kind/id -> type -> events
+	want := map[string]map[string]bool{} // kind/id -> types its record says it has had
+	need := func(subject string, types ...string) {
+		if want[subject] == nil {
+			want[subject] = map[string]bool{}
+		}
+		for _, typ := range types {
+			want[subject][typ] = true
+		}
+	}
+	for _, it := range items {
+		pk, sk := str(it, "PK"), str(it, "SK")
+		switch {
+		case strings.HasPrefix(pk, "EVT#") && strings.HasPrefix(sk, "evt_"):
+			subject := str(it, "subjectKind") + "/" + str(it, "subjectId")
+			if got[subject] == nil {
+				got[subject] = map[string]int{}
+			}
+			got[subject][str(it, "type")]++
+		case strings.HasPrefix(sk, "ENV#"):
+			id := "environment/" + strings.TrimPrefix(sk, "ENV#")
+			need(id, domain.EventEnvLeased)
+			if st := domain.State(str(it, "state")); st != domain.StatePending {
+				need(id, domain.EnvEventType(st))
+			}
+		case sk == "TOKEN":
+			id := "key/" + str(it, "id")
+			need(id, domain.EventKeyCreated)
+			if _, ok := it["revoked"]; ok {
+				need(id, domain.EventKeyRevoked)
+			}
+		case strings.HasPrefix(sk, "SANDBOX#"):
+			id := "sandbox/" + strings.TrimPrefix(sk, "SANDBOX#")
+			need(id, domain.EventSbxRegister)
+			if _, ok := it["joined"]; ok {
+				need(id, domain.EventSbxJoined)
+			}
+		case strings.HasPrefix(sk, "NODE#"):
+			id := "node/" + strings.TrimPrefix(sk, "NODE#")
+			need(id, domain.EventNodeRegister)
+			switch str(it, "state") {
+			case domain.NodeLost:
+				need(id, domain.EventNodeLost)
+			case domain.NodeLeft:
+				need(id, domain.EventNodeLeft)
+			}
+		case strings.HasPrefix(sk, "ARTIFACT#"):
+			id := "artifact/" + strings.TrimPrefix(sk, "ARTIFACT#")
+			need(id)
+			switch str(it, "state") {
+			case domain.ArtifactSealed:
+				need(id, domain.EventArtSealed)
+			case domain.ArtifactExpired:
+				need(id, domain.EventArtExpired)
+			}
+		}
+	}
+	for subject, types := range want {
+		for typ := range types {
+			if n := got[subject][typ]; n != 1 {
+				t.Fatalf("%s: %d %s event(s), want exactly one", subject, n, typ)
+			}
+		}
+	}
+	for subject, types := range got {
+		kind, _, _ := strings.Cut(subject, "/")
+		switch kind {
+		case "template", "webhook":
+			continue // quota refusals and disabled webhooks report no record of their own
+		}
+		for typ, n := range types {
+			if n > 1 {
+				t.Fatalf("%s: %d %s events", subject, n, typ)
+			}
+			if want[subject] == nil {
+				t.Fatalf("%s: a %s event for a record that does not exist", subject, typ)
+			}
+			// Intermediate environment states (starting, ready, stopping)
+			// leave no mark on the final record: only count them.
+			if !want[subject][typ] && kind != "environment" && kind != "artifact" {
+				t.Fatalf("%s: a %s event its record does not show", subject, typ)
+			}
 		}
 	}
 }
