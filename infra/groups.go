@@ -118,6 +118,14 @@ var Groups = []Group{
 	{Name: "nodes", Description: "node agents: registration, heartbeats, claims, state reports",
 		Routes:   []Route{{Path: "/v1/nodes", Proxy: true}},
 		MemoryMB: apiMemoryMB, Timeout: 28 * time.Second, Table: TableReadWrite, SignsLinks: true},
+	// Events are read only: the writes that record them are the other groups'.
+	{Name: "events", Description: "an organization's events",
+		Routes:   []Route{{Path: "/v1/events"}},
+		MemoryMB: apiMemoryMB, Timeout: apiTimeout, Table: TableRead},
+	// Creating a webhook resolves its host name (the address check).
+	{Name: "webhooks", Description: "webhooks, their deliveries and retries",
+		Routes:   []Route{{Path: "/v1/webhooks", Proxy: true}},
+		MemoryMB: apiMemoryMB, Timeout: apiTimeout, Table: TableReadWrite},
 	// The API description is embedded and public, and the catch-all only
 	// answers 404: no data access, and the smallest size does.
 	{Name: "docs", Description: "the OpenAPI document; also answers paths no group owns",
@@ -132,6 +140,12 @@ var Groups = []Group{
 	{Name: "timeouts", Description: "stops environments past their idle or hard deadline",
 		Schedule: time.Minute,
 		MemoryMB: 512, Timeout: 50 * time.Second, Table: TableReadWrite},
+	// Runs every minute, POSTing to receivers (10 s each at most, 8 at a
+	// time) until the outbox is empty or 15 s are left: it stops starting
+	// pages before its timeout, and the next run picks up the rest.
+	{Name: "deliveries", Description: "delivers events to webhooks, with retries",
+		Schedule: time.Minute,
+		MemoryMB: 256, Timeout: 55 * time.Second, Table: TableReadWrite},
 	// Runs every 15 minutes and may delete many objects.
 	{Name: "expiry", Description: "removes expired artifacts and their objects",
 		Schedule: 15 * time.Minute,

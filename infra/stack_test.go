@@ -408,7 +408,7 @@ func TestSchedules(t *testing.T) {
 	s := synth(t)
 	rules := s.resources("AWS::Events::Rule")
 	dlq := logicalID(s.Stack.DLQ)
-	want := map[string]string{"timeouts": "rate(1 minute)", "expiry": "rate(15 minutes)"}
+	want := map[string]string{"timeouts": "rate(1 minute)", "expiry": "rate(15 minutes)", "deliveries": "rate(1 minute)"}
 	seen := map[string]bool{}
 	for id, r := range rules {
 		p := props(r)

@@ -1,0 +1,30 @@
+// Command events is the Lambda for /v1/events: an organization's events.
+package main
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
+
+	"github.com/envlease/envlease/shared/auth"
+	"github.com/envlease/envlease/shared/clock"
+	"github.com/envlease/envlease/shared/events"
+	"github.com/envlease/envlease/shared/httpapi"
+	"github.com/envlease/envlease/shared/platform"
+	"github.com/envlease/envlease/shared/store"
+)
+
+func main() {
+	rt := platform.Boot(context.Background())
+	st := store.New(dynamodb.NewFromConfig(rt.AWS), rt.Config.Table)
+	lambda.Start(httpadapter.NewV2(handler(st, clock.System{}, rt.Log)).ProxyWithContext)
+}
+
+// handler is the whole function behind the adapter; tests feed it events.
+func handler(st *store.Store, clk clock.Clock, log *slog.Logger) http.Handler {
+	return httpapi.New(httpapi.Config{Logger: log, Auth: auth.New(st, clk, log)}, events.Routes(events.NewService(st, clk)))
+}

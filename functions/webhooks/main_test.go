@@ -1,0 +1,40 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
+
+	"github.com/envlease/envlease/shared/apitest"
+	"github.com/envlease/envlease/shared/webhooks"
+)
+
+func TestLambdaEvents(t *testing.T) {
+	e := apitest.New(t, nil)
+	proxy := apitest.CheckedProxy(t, httpadapter.NewV2(handler(e.Store, e.Clock, e.Log, webhooks.Guard{})).ProxyWithContext)
+	cases := []struct {
+		file   string
+		status int
+		want   string
+	}{
+		{"webhooks-create.json", 201, `"secret":"whsec_`},
+		{"webhooks-list.json", 200, `"url":"https://93.184.216.34/envlease"`},
+		{"keys-list.json", 404, `"code":"not_found"`}, // another group's route
+	}
+	for _, c := range cases {
+		t.Run(c.file, func(t *testing.T) {
+			var ev events.APIGatewayV2HTTPRequest
+			apitest.Event(t, c.file, &ev)
+			res, err := proxy(context.Background(), ev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.StatusCode != c.status || res.Headers["Content-Type"] != "application/json" || !strings.Contains(res.Body, c.want) {
+				t.Fatalf("status %d headers %v body %s", res.StatusCode, res.Headers, res.Body)
+			}
+		})
+	}
+}
