@@ -1,12 +1,14 @@
 package main
 
 // startBackground starts what runs beside the API — the scheduled jobs every
-// -sweep, and the node agent for the local pools — and returns a function
+// -sweep, the webhook delivery job every -webhooks, and the node agent for the local pools — and returns a function
 // that stops them and waits for them to finish.
 func startBackground(d deps) func() {
 	stopJobs := startJobs(d)
 	stopAgent := startAgent(d)
+	stopDeliveries := startDeliveries(d)
 	return func() {
+		stopDeliveries()
 		stopAgent()
 		stopJobs()
 	}

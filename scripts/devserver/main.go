@@ -48,6 +48,10 @@ type deps struct {
 	sweep      time.Duration
 	// fixture is the loaded configuration: the node agent serves its pools.
 	fixture fixture.File
+	// webhooks is how often the delivery job runs; allowLocalHooks lets
+	// webhooks point at loopback and plain HTTP (-webhooks-allow-local).
+	webhooks        time.Duration
+	allowLocalHooks bool
 }
 
 func main() {
@@ -56,13 +60,16 @@ func main() {
 	sweep := flag.Duration("sweep", 15*time.Second, "how often the timeout and expiry jobs run")
 	dataDir := flag.String("data", "", "folder for S3 objects (default: a temporary folder removed on exit)")
 	logLevel := flag.String("log", "info", "log level: debug, info, warn, error")
+	hooks := flag.Duration("webhooks", 2*time.Second, "how often the webhook delivery job runs (0: never)")
+	allowLocal := flag.Bool("webhooks-allow-local", false, "accept webhook URLs on loopback addresses and plain http (a receiver on this machine); never in AWS")
 	dynamo := flag.String("dynamo", "minidyn", "the local DynamoDB: minidyn (in-process, starts at once) or local (Amazon's DynamoDB Local; needs Java, strict like DynamoDB)")
 	flag.Parse()
 
 	log := platform.Logger(os.Stderr, *logLevel)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	opts := options{addr: *addr, fixture: *fixturePath, dataDir: *dataDir, dynamo: *dynamo, sweep: *sweep, out: os.Stdout, progress: os.Stderr}
+	opts := options{addr: *addr, fixture: *fixturePath, dataDir: *dataDir, dynamo: *dynamo, sweep: *sweep, out: os.Stdout, progress: os.Stderr,
+		webhooks: *hooks, allowLocalHooks: *allowLocal}
 	if err := run(ctx, opts, log); err != nil {
 		fmt.Fprintln(os.Stderr, "devserver:", err)
 		os.Exit(1)
@@ -78,6 +85,9 @@ type options struct {
 	// hand in the one of their pass, and close it themselves.
 	testDynamo *devstack.Dynamo
 	sweep      time.Duration
+	// webhooks and allowLocalHooks are -webhooks and -webhooks-allow-local.
+	webhooks        time.Duration
+	allowLocalHooks bool
 	// out receives the banner; progress the start-up and shutdown notes.
 	out, progress io.Writer
 	// ready, when set, is called with the base URL once the API serves.
@@ -127,6 +137,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	d := deps{
 		ctx: ctx, store: st, clock: clk, log: log, s3: be.s3, bucket: be.bucket, s3Endpoint: be.s3Endpoint,
 		baseURL: "http://" + ln.Addr().String(), sweep: sweep, fixture: file,
+		webhooks: o.webhooks, allowLocalHooks: o.allowLocalHooks,
 	}
 	if err := devstack.AllowBrowserOrigin(ctx, be.s3, be.bucket, d.baseURL); err != nil {
 		// Only the console's uploads and downloads need it; the API and

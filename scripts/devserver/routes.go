@@ -6,6 +6,7 @@ import (
 	"github.com/envlease/envlease/shared/console"
 	"github.com/envlease/envlease/shared/devstack"
 	"github.com/envlease/envlease/shared/environments"
+	"github.com/envlease/envlease/shared/events"
 	"github.com/envlease/envlease/shared/httpapi"
 	"github.com/envlease/envlease/shared/keys"
 	"github.com/envlease/envlease/shared/nodes"
@@ -13,6 +14,7 @@ import (
 	"github.com/envlease/envlease/shared/sandboxes"
 	"github.com/envlease/envlease/shared/templates"
 	"github.com/envlease/envlease/shared/usage"
+	"github.com/envlease/envlease/shared/webhooks"
 )
 
 // routes lists every endpoint group the local stack serves: the same groups the
@@ -34,5 +36,7 @@ func routes(d deps) [][]httpapi.Route {
 		usage.Routes(usage.NewService(d.store, d.clock)),
 		nodes.Routes(nodes.NewService(d.store, artifactSvc, d.clock, devNodeOptions)),
 		console.Routes(console.Options{S3Origin: devstack.Origin(d.s3Endpoint)}),
+		events.Routes(events.NewService(d.store, d.clock)),
+		webhooks.Routes(webhooks.NewService(d.store, d.clock, webhooks.Guard{AllowLocal: d.allowLocalHooks})),
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/envlease/envlease/shared/devstack"
 	"github.com/envlease/envlease/shared/domain"
 	"github.com/envlease/envlease/shared/environments"
+	"github.com/envlease/envlease/shared/events"
 	"github.com/envlease/envlease/shared/fixture"
 	"github.com/envlease/envlease/shared/httpapi"
 	"github.com/envlease/envlease/shared/keys"
@@ -113,6 +114,7 @@ func Start(t testing.TB, opts ...Option) *Stack {
 		nodes.Routes(nodes.NewService(st, artifactSvc, clk, nodeOptions)),
 		openapi.Routes(),
 		console.Routes(console.Options{S3Origin: devstack.Origin(s3.Endpoint)}),
+		events.Routes(events.NewService(st, clk)),
 	)
 	// The console's files are not the API: the API description does not
 	// hold them, so only API answers are checked against it.

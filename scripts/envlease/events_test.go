@@ -1,0 +1,81 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/envlease/envlease/shared/client"
+	"github.com/envlease/envlease/shared/clienttest"
+	"github.com/envlease/envlease/shared/domain"
+)
+
+// envlease events shows what happened, with the reason a stopped
+// environment stopped, and --follow prints what happens while it runs.
+func TestEvents(t *testing.T) {
+	s := clienttest.Start(t)
+	u := newUser(t, s)
+	u.login(clienttest.BobToken)
+
+	var leased client.Leased
+	u.json(&leased, "lease", "--template", "shell", "--name", "ev-1")
+	id := leased.Environment.ID
+	u.ok("rm", id)
+
+	// The node finishes the teardown: stopping, then stopped.
+	var out string
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		out = u.ok("events", "--type", "environment.")
+		if strings.Contains(out, "environment.stopped") || time.Now().After(deadline) {
+			break
+		}
+	}
+	contains(t, "events", out, "TIME", "TYPE", "environment.leased", "environment.stopped", "environment/"+id, "reason=deleted", "user:bob")
+	if strings.Index(out, "environment.leased") > strings.LastIndex(out, "environment.stopped") {
+		t.Fatalf("not oldest first:\n%s", out)
+	}
+	lines := jsonLines(t, u.ok("events", "--subject", "environment/"+id, "-o", "json"))
+	if len(lines) < 2 || lines[0].Type != domain.EventEnvLeased || lines[len(lines)-1].Type != domain.EventEnvStopped ||
+		lines[len(lines)-1].Data["reason"] != domain.StopDeleted {
+		t.Fatalf("events of %s: %+v", id, lines)
+	}
+	if r := u.fails(1, "", "events", "--type", "nonsense"); !strings.Contains(r.stderr, "type") {
+		t.Fatalf("bad type: %s", r.stderr)
+	}
+
+	// --follow: an environment deleted while it runs shows up.
+	var second client.Leased
+	u.json(&second, "lease", "--template", "shell", "--name", "ev-2")
+	done := make(chan result, 1)
+	go func() {
+		done <- u.run("", "events", "--follow", "--poll", "100ms", "--timeout", "6s", "--type", "environment.stopped", "-o", "json")
+	}()
+	time.Sleep(1500 * time.Millisecond)
+	u.ok("rm", second.Environment.ID)
+	r := <-done
+	found := false
+	for _, e := range jsonLines(t, r.stdout) {
+		if e.Subject.ID == second.Environment.ID && e.Type == domain.EventEnvStopped {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("follow did not print the stop of %s: exit %d\n%s\n%s", second.Environment.ID, r.code, r.stdout, r.stderr)
+	}
+}
+
+func jsonLines(t *testing.T, s string) []domain.Event {
+	t.Helper()
+	var out []domain.Event
+	sc := bufio.NewScanner(strings.NewReader(s))
+	for sc.Scan() {
+		var e domain.Event
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			t.Fatalf("not a JSON line: %q", sc.Text())
+		}
+		out = append(out, e)
+	}
+	return out
+}
