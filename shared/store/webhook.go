@@ -247,6 +247,17 @@ func (s *Store) FanOut(ctx context.Context, ev domain.Event, deliveries []domain
 			TableName: aws.String(s.table), Item: dav, ConditionExpression: aws.String("attribute_not_exists(PK)"),
 		}})
 	}
+	if len(items) == 1 {
+		// No webhook wants it: a conditional PutItem takes it out of the outbox.
+		_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: av, ConditionExpression: items[0].Put.ConditionExpression})
+		if IsConditionFailed(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, dependencyError("fan out event", err)
+		}
+		return true, nil
+	}
 	reasons, err := s.transact(ctx, "fan out event", items)
 	if err != nil {
 		return false, err
@@ -270,7 +281,21 @@ func (s *Store) SaveDelivery(ctx context.Context, before, after domain.Delivery,
 		ConditionExpression:       aws.String("attribute_exists(PK) AND version = :v"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":v": num(before.Version)},
 	}}}
-	if disable != nil {
+	if disable == nil {
+		// One item: a conditional PutItem, half the write cost of a transaction.
+		_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
+			TableName: aws.String(s.table), Item: av, ConditionExpression: items[0].Put.ConditionExpression,
+			ExpressionAttributeValues: items[0].Put.ExpressionAttributeValues,
+		})
+		if IsConditionFailed(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, dependencyError("save delivery", err)
+		}
+		return true, nil
+	}
+	{
 		items = append(items, types.TransactWriteItem{Update: &types.Update{
 			TableName: aws.String(s.table), Key: key(orgPK(after.OrgID), webhookSK(after.Webhook)),
 			UpdateExpression:         aws.String("SET #state = :off, disabled = :at, disabledReason = :why"),

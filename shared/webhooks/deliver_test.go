@@ -34,7 +34,7 @@ type receiver struct {
 	bodies   [][]byte
 }
 
-func newReceiver(t *testing.T, statuses ...int) *receiver {
+func newReceiver(t testing.TB, statuses ...int) *receiver {
 	r := &receiver{statuses: statuses}
 	r.Server = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		body, _ := io.ReadAll(req.Body)
@@ -334,5 +334,50 @@ func TestReadmeShowsReceiverCode(t *testing.T) {
 	}
 	if !strings.Contains(string(readme), "```go\n"+string(code)+"```\n") {
 		t.Fatal("README.md does not show shared/webhooks/example/verify.go verbatim in a ```go block")
+	}
+}
+
+// The README's Receiver, served as a receiver would, accepts a delivery
+// signed now and refuses a stale, a forged and a tampered one.
+func TestReadmeReceiver(t *testing.T) {
+	secret := webhooks.NewSecret()
+	var got [][]byte
+	srv := httptest.NewServer(example.Receiver(secret, func(ev []byte) error {
+		got = append(got, ev)
+		return nil
+	}))
+	defer srv.Close()
+	body := []byte(`{"id":"evt_x","type":"environment.stopped"}`)
+	post := func(sig string, b []byte) int {
+		req, _ := http.NewRequest("POST", srv.URL, strings.NewReader(string(b)))
+		req.Header.Set(webhooks.SignatureHeader, sig)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	now := time.Now()
+	for _, c := range []struct {
+		name   string
+		sig    string
+		body   []byte
+		status int
+	}{
+		{"signed now", webhooks.Sign(secret, now, body), body, 204},
+		{"stale", webhooks.Sign(secret, now.Add(-10*time.Minute), body), body, 400},
+		{"from the future", webhooks.Sign(secret, now.Add(10*time.Minute), body), body, 400},
+		{"another secret", webhooks.Sign(webhooks.NewSecret(), now, body), body, 400},
+		{"tampered", webhooks.Sign(secret, now, body), append([]byte(`{"x":1,`), body[1:]...), 400},
+		{"no header", "", body, 400},
+		{"garbage", "t=abc,v1=zz", body, 400},
+	} {
+		if st := post(c.sig, c.body); st != c.status {
+			t.Errorf("%s: %d, want %d", c.name, st, c.status)
+		}
+	}
+	if len(got) != 1 || string(got[0]) != string(body) {
+		t.Fatalf("handled %q", got)
 	}
 }

@@ -188,7 +188,7 @@ func (g Guard) Client(timeout time.Duration, tlsConfig *tls.Config) *http.Client
 		TLSClientConfig:       tlsConfig,
 		TLSHandshakeTimeout:   5 * time.Second,
 		ResponseHeaderTimeout: timeout,
-		MaxIdleConnsPerHost:   2,
+		MaxIdleConnsPerHost:   16,
 		IdleConnTimeout:       30 * time.Second,
 		ForceAttemptHTTP2:     true,
 	}

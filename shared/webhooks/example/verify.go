@@ -7,10 +7,36 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"io"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
 )
+
+// Receiver is an http.Handler for envlease deliveries: it answers 400 to a
+// delivery whose signature does not check or is older than 5 minutes, and
+// otherwise hands the event's JSON to handle (2xx when it returns nil, 500
+// when not, so envlease tries again later). Deliveries are at least once:
+// handle should ignore an Envlease-Event-Id it has already seen.
+func Receiver(secret string, handle func(event []byte) error) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
+		if err != nil {
+			http.Error(w, "unreadable body", http.StatusBadRequest)
+			return
+		}
+		if err := Verify(secret, r.Header.Get("Envlease-Signature"), body, time.Now(), 5*time.Minute); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if err := handle(body); err != nil {
+			http.Error(w, "try again", http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+}
 
 // Verify checks the Envlease-Signature header of a webhook delivery: an
 // HMAC-SHA256 with the webhook's secret over "<t>.<body>", sent at most
