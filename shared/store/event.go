@@ -319,7 +319,14 @@ func (s *Store) quotaRefused(ctx context.Context, e domain.Environment, old map[
 // repeats writes none).
 func (s *Store) replaceWithEvent(ctx context.Context, put types.TransactWriteItem, before, after domain.Environment) ([]types.CancellationReason, error) {
 	if before.State == after.State {
-		return s.transact(ctx, "replace environment", []types.TransactWriteItem{put})
+		_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
+			TableName: put.Put.TableName, Item: put.Put.Item, ConditionExpression: put.Put.ConditionExpression,
+			ExpressionAttributeNames: put.Put.ExpressionAttributeNames, ExpressionAttributeValues: put.Put.ExpressionAttributeValues,
+		})
+		if IsConditionFailed(err) {
+			return []types.CancellationReason{{Code: aws.String("ConditionalCheckFailed")}}, nil
+		}
+		return nil, dependencyError("replace environment", err)
 	}
 	at := s.now()
 	if after.State == domain.StateReady && after.Ready != nil {
