@@ -131,9 +131,17 @@ export function copyButton(text, status, label = 'Copy') {
   });
 }
 
+// table is a data table. Each cell carries its column's name (data-label),
+// which a phone-width layout shows beside the value when rows become cards.
 export function table(headers, rows, caption) {
+  const names = headers.map((t) => (Array.isArray(t) ? t[0] : t));
+  for (const row of rows) {
+    [...row.children].forEach((cell, i) => {
+      if (names[i] && !cell.hasAttribute('data-label')) cell.setAttribute('data-label', names[i]);
+    });
+  }
   return h('div', { class: 'table-wrap' },
-    h('table', {},
+    h('table', { class: 'rows' },
       caption ? h('caption', { class: 'muted', text: caption }) : null,
       h('thead', {}, h('tr', {}, headers.map((t) => {
         const [text, cls] = Array.isArray(t) ? t : [t];

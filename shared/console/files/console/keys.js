@@ -16,7 +16,7 @@ export function render(root) {
   const refresh = () => guard(list, async () => {
     const { keys } = await get('/v1/keys');
     keys.sort((a, b) => (a.created < b.created ? 1 : -1));
-    list.replaceChildren(table(['Name', 'Owner', 'Prefix', 'Source', 'Created', 'Last used', 'Status', ''],
+    list.replaceChildren(table(['Name', 'Owner', 'Prefix', 'Source', 'Created', 'Last used', 'Status', 'Actions'],
       keys.map((k) => h('tr', { 'data-key': k.id },
         h('td', { text: k.name }), h('td', { text: `${k.owner.kind} ${k.owner.id}` }), h('td', {}, h('code', { text: `${k.prefix}…` })),
         h('td', { text: k.source }), h('td', {}, timeEl(k.created)), h('td', {}, k.lastUsed ? timeEl(k.lastUsed) : 'never'),
