@@ -21,7 +21,7 @@ export function render(root) {
         h('td', { text: k.name }), h('td', { text: `${k.owner.kind} ${k.owner.id}` }), h('td', {}, h('code', { text: `${k.prefix}…` })),
         h('td', { text: k.source }), h('td', {}, timeEl(k.created)), h('td', {}, k.lastUsed ? timeEl(k.lastUsed) : 'never'),
         h('td', {}, k.revoked ? ['revoked ', timeEl(k.revoked)] : 'active'),
-        h('td', {}, k.revoked || k.id === ctx.whoami.key.id ? null : h('button', {
+        h('td', {}, k.revoked ? null : k.id === ctx.whoami.key.id ? h('span', { class: 'hint', text: 'signed in with it' }) : h('button', {
           type: 'button', class: 'danger', text: 'Revoke', 'aria-label': `Revoke ${k.name}`,
           onclick: async () => {
             try { await del(`/v1/keys/${enc(k.id)}`); out.replaceChildren(h('p', { class: 'panel', role: 'status', text: `Revoked ${k.name}.` })); refresh(); } catch (err) { out.replaceChildren(errorBox(err)); }
