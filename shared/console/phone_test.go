@@ -23,6 +23,10 @@ const phoneJS = `(() => {
   for (const table of document.querySelectorAll('table.rows')) {
     const head = table.querySelector('thead').getBoundingClientRect();
     if (head.height > 1) problems.push('the header row takes ' + head.height + ' px');
+    // Cards are still a table to a screen reader: the roles say so.
+    if (table.getAttribute('role') !== 'table' || table.querySelector('tr:not([role=row]), td:not([role=cell]), thead th:not([role=columnheader])')) {
+      problems.push('a table lacks its roles');
+    }
     const names = [...table.querySelectorAll('thead th')].map((th) => th.textContent);
     for (const tr of table.querySelectorAll('tbody tr')) {
       [...tr.children].forEach((cell, i) => {
