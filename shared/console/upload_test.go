@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"io"
 	"net/http"
@@ -76,6 +77,14 @@ func TestConsoleUploadDirect(t *testing.T) {
 		window.__progress = [];
 		new MutationObserver(() => window.__progress.push(p.value)).observe(p, { attributes: true, attributeFilter: ['value'] });
 		return true; })()`)
+	// Uploads throttled to 4 MB/s, as over a real network: the bar then
+	// has time to show the parts between empty and full.
+	b.do(t, "throttle uploads", chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+		_, err := chromedp.Call(ctx, network.EmulateNetworkConditionsByRule, network.EmulateNetworkConditionsByRuleParams{
+			MatchedNetworkConditions: []*network.Conditions{{DownloadThroughput: -1, UploadThroughput: 4 << 20}},
+		})
+		return err
+	}))
 	mu.Lock()
 	requests = nil
 	mu.Unlock()
@@ -94,6 +103,13 @@ func TestConsoleUploadDirect(t *testing.T) {
 	t.Logf("progress values: %v", progress)
 	if len(progress) == 0 || progress[len(progress)-1] != 100 {
 		t.Errorf("the progress bar went %v, want it to end at 100", progress)
+	}
+	between := false
+	for _, v := range progress {
+		between = between || (v > 0 && v < 100)
+	}
+	if !between {
+		t.Errorf("the progress bar went %v: never between empty and full", progress)
 	}
 	for i := 1; i < len(progress); i++ {
 		if progress[i] < progress[i-1] {
