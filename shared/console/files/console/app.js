@@ -10,6 +10,7 @@ const pages = {
   artifacts: () => import('./artifacts.js'),
   keys: () => import('./keys.js'),
   sandboxes: () => import('./sandboxes.js'),
+  events: () => import('./events.js'),
 };
 
 const $ = (id) => document.getElementById(id);
