@@ -306,7 +306,30 @@ func TestWebhookAPI(t *testing.T) {
 			t.Errorf("%v: %d %s, want %d", c.body, res.Status, res.Body, c.status)
 		}
 	}
+	// At the limits: the longest URL and the most types.
+	long := "https://127.0.0.1/" + strings.Repeat("a", webhooks.MaxURLLen-len("https://127.0.0.1/"))
+	many := append([]string{}, domain.EventTypes...)
+	for _, k := range []string{"environment.", "artifact.", "key.", "sandbox.", "quota.", "node.", "webhook.", "*"} {
+		many = append(many, k)
+	}
+	for len(many) < 32 {
+		many = append(many, domain.EventTypes[len(many)%len(domain.EventTypes)]) // repeats are allowed, and kept once
+	}
+	s.must("POST", "/v1/webhooks", apitest.AliceToken, map[string]any{"url": long, "types": many}, 201)
+	if res := s.Do("POST", "/v1/webhooks", apitest.AliceToken, map[string]any{"url": long + "a", "types": []string{"*"}}); res.Status != 422 {
+		t.Fatalf("a URL past the limit: %d", res.Status)
+	}
+	if res := s.Do("POST", "/v1/webhooks", apitest.AliceToken, map[string]any{"url": long, "types": append(many, "*")}); res.Status != 422 {
+		t.Fatalf("types past the limit: %d", res.Status)
+	}
 	id := s.must("POST", "/v1/webhooks", apitest.AliceToken, map[string]any{"url": "https://127.0.0.1/x", "types": []string{"environment.", "quota.refused"}}, 201)["webhook"].(map[string]any)["id"].(string)
+	// At most MaxWebhooks per organization.
+	for range webhooks.MaxWebhooks - 2 {
+		s.must("POST", "/v1/webhooks", apitest.AliceToken, map[string]any{"url": "https://127.0.0.1/y", "types": []string{"*"}}, 201)
+	}
+	if res := s.Do("POST", "/v1/webhooks", apitest.AliceToken, map[string]any{"url": "https://127.0.0.1/z", "types": []string{"*"}}); res.Status != 409 {
+		t.Fatalf("webhook %d: %d %s", webhooks.MaxWebhooks+1, res.Status, res.Body)
+	}
 	if res := s.Do("GET", "/v1/webhooks", apitest.CarolToken, nil); !strings.Contains(string(res.Body), `"webhooks":[]`) {
 		t.Fatalf("another organization sees the webhook: %s", res.Body)
 	}
