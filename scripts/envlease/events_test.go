@@ -79,3 +79,35 @@ func jsonLines(t *testing.T, s string) []domain.Event {
 	}
 	return out
 }
+
+// envlease webhooks: an admin creates one (the secret alone on standard
+// output), lists it, sees its deliveries and deletes it; a member may not.
+func TestWebhooksCommands(t *testing.T) {
+	s := clienttest.Start(t)
+	u := newUser(t, s)
+	u.login(clienttest.AliceToken)
+	secret := strings.TrimSpace(u.ok("webhooks", "create", "https://93.184.216.34/envlease", "--type", "environment.", "--type", "quota.refused"))
+	if !strings.HasPrefix(secret, "whsec_") || strings.Contains(secret, "\n") {
+		t.Fatalf("create printed %q", secret)
+	}
+	var list struct {
+		Webhooks []domain.Webhook `json:"webhooks"`
+	}
+	u.json(&list, "webhooks", "ls")
+	if len(list.Webhooks) != 1 || list.Webhooks[0].URL != "https://93.184.216.34/envlease" || list.Webhooks[0].State != "enabled" {
+		t.Fatalf("ls: %+v", list)
+	}
+	id := list.Webhooks[0].ID
+	contains(t, "ls", u.ok("webhooks", "ls"), "ID", "URL", id, "environment.,quota.refused", "enabled")
+	contains(t, "deliveries", u.ok("webhooks", "deliveries", id), "ID", "STATE", "NEXT TRY")
+	if r := u.fails(1, "", "webhooks", "create", "https://10.0.0.1/x", "--type", "*"); !strings.Contains(r.stderr, "private") {
+		t.Fatalf("a private address: %s", r.stderr)
+	}
+	u.fails(2, "", "webhooks", "create", "https://93.184.216.34/x")
+	u.ok("webhooks", "rm", id)
+	u.fails(4, "", "webhooks", "rm", id)
+
+	bob := newUser(t, s)
+	bob.login(clienttest.BobToken)
+	bob.fails(3, "", "webhooks", "ls")
+}

@@ -35,6 +35,7 @@ import (
 	"github.com/envlease/envlease/shared/store"
 	"github.com/envlease/envlease/shared/templates"
 	"github.com/envlease/envlease/shared/usage"
+	"github.com/envlease/envlease/shared/webhooks"
 )
 
 // Tokens of the organizations the stack serves (shared/apitest's fixture):
@@ -115,6 +116,7 @@ func Start(t testing.TB, opts ...Option) *Stack {
 		openapi.Routes(),
 		console.Routes(console.Options{S3Origin: devstack.Origin(s3.Endpoint)}),
 		events.Routes(events.NewService(st, clk)),
+		webhooks.Routes(webhooks.NewService(st, clk, webhooks.Guard{})),
 	)
 	// The console's files are not the API: the API description does not
 	// hold them, so only API answers are checked against it.
