@@ -17,6 +17,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"log/slog"
+	mrand "math/rand/v2"
 	"net"
 	"net/url"
 	"slices"
@@ -81,8 +82,13 @@ const (
 	// DefaultHeartbeatInterval is how often agents are told to heartbeat.
 	DefaultHeartbeatInterval = 10 * time.Second
 	// DefaultLostAfter is how long a node may go without a heartbeat before
-	// it is lost: six missed heartbeats, so a slow network does not kill work.
-	DefaultLostAfter = 60 * time.Second
+	// it is lost: twice DefaultDeadlineEvery, as a node on the node protocol
+	// moves its deadline only that often, and a slow network does not kill work.
+	DefaultLostAfter = 2 * time.Minute
+	// DefaultDeadlineEvery is how often a heartbeat on the node protocol
+	// writes the node's lost deadline: a beat in between that reports no
+	// change costs no DynamoDB call.
+	DefaultDeadlineEvery = time.Minute
 	// MaxClaimWait bounds a claim's long poll, under the Lambda's 28 s timeout
 	// and API Gateway's 30 s.
 	MaxClaimWait = 20 * time.Second
@@ -112,7 +118,12 @@ const (
 type Options struct {
 	HeartbeatInterval time.Duration
 	LostAfter         time.Duration
+	DeadlineEvery     time.Duration
 	PollMin, PollMax  time.Duration
+	// SocketURL is where nodes open the node protocol's WebSocket
+	// (ws:// or wss://); registration tells them. Empty: nowhere, they use
+	// the HTTP endpoints.
+	SocketURL string
 }
 
 // Service holds the node rules.
@@ -132,6 +143,11 @@ func NewService(st Store, links Linker, clk clock.Clock, opt Options) *Service {
 	if opt.LostAfter <= 0 {
 		opt.LostAfter = DefaultLostAfter
 	}
+	if opt.DeadlineEvery <= 0 {
+		opt.DeadlineEvery = DefaultDeadlineEvery
+	}
+	// A deadline written DeadlineEvery ago must still be ahead.
+	opt.DeadlineEvery = min(opt.DeadlineEvery, opt.LostAfter/2)
 	if opt.PollMin <= 0 {
 		opt.PollMin = DefaultPollMin
 	}
@@ -199,6 +215,9 @@ type Registered struct {
 	// node's tunnel tickets with; the agent checks them with it. Only this
 	// answer ever carries it.
 	TunnelKey string `json:"tunnelKey"`
+	// SocketURL is where the node protocol's WebSocket is served; empty
+	// when it is not (the node uses heartbeat and claim over HTTP).
+	SocketURL string `json:"socketURL"`
 }
 
 // Register records a new node of the credential's pool. Each registration
@@ -244,7 +263,7 @@ func (s *Service) Register(ctx context.Context, p domain.Principal, req Register
 	return Registered{
 		Node: n, Templates: ts, HeartbeatInterval: domain.Duration(s.opt.HeartbeatInterval),
 		LostAfter: domain.Duration(s.opt.LostAfter), ClaimWait: domain.Duration(MaxClaimWait),
-		Organization: p.OrgID, TunnelKey: base64.RawURLEncoding.EncodeToString(key),
+		Organization: p.OrgID, TunnelKey: base64.RawURLEncoding.EncodeToString(key), SocketURL: s.opt.SocketURL,
 	}, nil
 }
 
@@ -461,6 +480,14 @@ func (s *Service) claimOnce(ctx context.Context, n domain.Node) (*Claimed, error
 	if err != nil {
 		return nil, err
 	}
+	// Every node of the pool reads the same oldest few: each tries them in
+	// its own random order, so woken nodes do not all race for the oldest.
+	mrand.Shuffle(len(cands), func(i, j int) { cands[i], cands[j] = cands[j], cands[i] })
+	return s.claimFirst(ctx, n, cands)
+}
+
+// claimFirst claims the first of cands it can, in order.
+func (s *Service) claimFirst(ctx context.Context, n domain.Node, cands []domain.Environment) (*Claimed, error) {
 	for _, e := range cands {
 		for try := 0; try < attempts && e.State == domain.StatePending && e.Node == "" && e.Pool == n.Pool; try++ {
 			after, ok, err := s.store.ClaimEnvironment(ctx, e, n, s.clock.Now())
