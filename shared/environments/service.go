@@ -70,9 +70,9 @@ type Service struct {
 	// itself is not cached: the transaction reads it from the quota item.
 	templateTTL time.Duration
 	// offerer, when set, wakes a node of the pool after a lease.
-	offerer     Offerer
-	mu          sync.Mutex
-	templates   map[string]cachedTemplate
+	offerer   Offerer
+	mu        sync.Mutex
+	templates map[string]cachedTemplate
 }
 
 type cachedTemplate struct {

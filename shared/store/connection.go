@@ -55,7 +55,6 @@ const ConnectionKept = 3 * time.Hour
 // OfferKept bounds how long an offer is kept if the job never removes it.
 const OfferKept = 24 * time.Hour
 
-
 func connPK(org, pool string) string { return "CONNS#" + org + "#" + pool }
 func connSK(id string) string        { return "CONN#" + id }
 
@@ -66,7 +65,7 @@ func OfferShard(env string) int {
 	return int(h.Sum32() % domain.OfferShards)
 }
 
-func offerPK(shard int) string      { return "OFFER#" + strconv.Itoa(shard) }
+func offerPK(shard int) string       { return "OFFER#" + strconv.Itoa(shard) }
 func offerSK(org, env string) string { return org + "#" + env }
 
 // The node protocol's handler and its offers go through the same store.
