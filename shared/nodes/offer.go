@@ -15,7 +15,7 @@ import (
 
 // OfferStore is what waking nodes needs from the table.
 type OfferStore interface {
-	PoolConnections(ctx context.Context, org, pool, from string, limit int) ([]domain.NodeConnection, error)
+	PoolConnections(ctx context.Context, org, pool, from string, limit int, at time.Time) ([]domain.NodeConnection, error)
 	DeleteConnection(ctx context.Context, org, pool, id string) error
 	PutOffer(ctx context.Context, o domain.Offer) error
 	DeleteOffer(ctx context.Context, org, env string) error
@@ -97,25 +97,34 @@ func (o *Offerer) wake(ctx context.Context, org, pool string, envs []string) err
 	if err != nil {
 		return err
 	}
-	conns, err := o.connections(ctx, org, pool)
-	if err != nil {
-		return err
-	}
 	var last error
-	for try := 0; try < postTries && len(conns) > 0; try++ {
-		i := pick(conns)
-		c := conns[i]
-		conns = append(conns[:i:i], conns[i+1:]...)
-		err := o.poster.Post(ctx, ConnectionID(c.ID), msg)
-		if err == nil {
-			return nil
+	for round := 0; round < 2; round++ {
+		// The second round reads the pool afresh: every connection the
+		// cached sample named was gone.
+		conns, err := o.connections(ctx, org, pool, round > 0)
+		if err != nil {
+			return err
 		}
-		last = err
-		if errors.Is(err, ErrGone) {
-			o.forget(org, pool, c.ID)
-			if derr := o.store.DeleteConnection(ctx, org, pool, c.ID); derr != nil {
-				return derr
+		gone := 0
+		for try := 0; try < postTries && len(conns) > 0; try++ {
+			i := pick(conns)
+			c := conns[i]
+			conns = append(conns[:i:i], conns[i+1:]...)
+			err := o.poster.Post(ctx, ConnectionID(c.ID), msg)
+			if err == nil {
+				return nil
 			}
+			last = err
+			if errors.Is(err, ErrGone) {
+				gone++
+				o.forget(org, pool, c.ID)
+				if derr := o.store.DeleteConnection(ctx, org, pool, c.ID); derr != nil {
+					return derr
+				}
+			}
+		}
+		if gone == 0 {
+			break
 		}
 	}
 	return last
@@ -136,17 +145,18 @@ func pick(conns []domain.NodeConnection) int {
 }
 
 // connections returns a sample of the pool's connections, read at most
-// every connectionCacheTTL by a warm function: a burst of leases of one
-// pool costs one query, not one each.
-func (o *Offerer) connections(ctx context.Context, org, pool string) ([]domain.NodeConnection, error) {
+// every connectionCacheTTL by a warm function (fresh: now): a burst of
+// leases of one pool costs one query, not one each.
+func (o *Offerer) connections(ctx context.Context, org, pool string, fresh bool) ([]domain.NodeConnection, error) {
 	k := org + "#" + pool
 	o.mu.Lock()
 	c, ok := o.cache[k]
 	o.mu.Unlock()
-	if ok && time.Since(c.fetched) < connectionCacheTTL {
+	// An empty sample is read again: a node may have just connected.
+	if ok && !fresh && len(c.conns) > 0 && time.Since(c.fetched) < connectionCacheTTL {
 		return append([]domain.NodeConnection(nil), c.conns...), nil
 	}
-	conns, err := o.store.PoolConnections(ctx, org, pool, randomFrom(), connectionSample)
+	conns, err := o.store.PoolConnections(ctx, org, pool, randomFrom(), connectionSample, o.clock.Now())
 	if err != nil {
 		return nil, err
 	}

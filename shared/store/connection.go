@@ -117,8 +117,9 @@ func (s *Store) SetConnectionFull(ctx context.Context, org, pool, id string, ful
 // starting after the connection id from (ids are random, so a random from
 // reads a random window), wrapping to the start when the window is short.
 // One query when the pool has limit connections past from, two otherwise.
-func (s *Store) PoolConnections(ctx context.Context, org, pool, from string, limit int) ([]domain.NodeConnection, error) {
-	now := time.Now().Unix()
+// Records whose TTL passed by at are left out (TTL deletes lazily).
+func (s *Store) PoolConnections(ctx context.Context, org, pool, from string, limit int, at time.Time) ([]domain.NodeConnection, error) {
+	now := at.Unix()
 	var out []domain.NodeConnection
 	seen := map[string]bool{}
 	for pass := 0; pass < 2 && len(out) < limit; pass++ {
