@@ -45,6 +45,7 @@ type Store interface {
 	GetNode(ctx context.Context, org, id string) (domain.Node, error)
 	ListNodes(ctx context.Context, org string) ([]domain.Node, error)
 	HeartbeatNode(ctx context.Context, n domain.Node, now, deadline time.Time) (domain.Node, error)
+	BeatNode(ctx context.Context, org, id, keyID, pool string, now, deadline time.Time) (domain.Node, error)
 	EndNode(ctx context.Context, n domain.Node, state string, now time.Time) (bool, error)
 	DueNodes(ctx context.Context, now time.Time, limit int) ([]domain.Node, error)
 
@@ -82,12 +83,13 @@ const (
 	// DefaultHeartbeatInterval is how often agents are told to heartbeat.
 	DefaultHeartbeatInterval = 10 * time.Second
 	// DefaultLostAfter is how long a node may go without a heartbeat before
-	// it is lost: twice DefaultDeadlineEvery, as a node on the node protocol
-	// moves its deadline only that often, and a slow network does not kill work.
-	DefaultLostAfter = 2 * time.Minute
+	// it is lost: six missed heartbeats, so a slow network does not kill work.
+	DefaultLostAfter = 60 * time.Second
 	// DefaultDeadlineEvery is how often a heartbeat on the node protocol
 	// writes the node's lost deadline: a beat in between that reports no
-	// change costs no DynamoDB call.
+	// change costs no DynamoDB call. Such a node's deadline is set
+	// DeadlineEvery + LostAfter ahead, so it is still lost LostAfter after
+	// the write it missed.
 	DefaultDeadlineEvery = time.Minute
 	// MaxClaimWait bounds a claim's long poll, under the Lambda's 28 s timeout
 	// and API Gateway's 30 s.
@@ -146,8 +148,6 @@ func NewService(st Store, links Linker, clk clock.Clock, opt Options) *Service {
 	if opt.DeadlineEvery <= 0 {
 		opt.DeadlineEvery = DefaultDeadlineEvery
 	}
-	// A deadline written DeadlineEvery ago must still be ahead.
-	opt.DeadlineEvery = min(opt.DeadlineEvery, opt.LostAfter/2)
 	if opt.PollMin <= 0 {
 		opt.PollMin = DefaultPollMin
 	}
@@ -480,8 +480,18 @@ func (s *Service) claimOnce(ctx context.Context, n domain.Node) (*Claimed, error
 	if err != nil {
 		return nil, err
 	}
-	// Every node of the pool reads the same oldest few: each tries them in
-	// its own random order, so woken nodes do not all race for the oldest.
+	return s.claimFirst(ctx, n, cands)
+}
+
+// claimRandom is claimOnce for nodes woken together on the node protocol:
+// every woken node reads the same oldest few pending, so each tries them in
+// its own random order rather than all racing for the oldest. (The HTTP
+// long-poll keeps strict age order.)
+func (s *Service) claimRandom(ctx context.Context, n domain.Node) (*Claimed, error) {
+	cands, err := s.store.PendingEnvironments(ctx, n.OrgID, n.Pool, claimCandidates)
+	if err != nil {
+		return nil, err
+	}
 	mrand.Shuffle(len(cands), func(i, j int) { cands[i], cands[j] = cands[j], cands[i] })
 	return s.claimFirst(ctx, n, cands)
 }

@@ -219,12 +219,14 @@ func (s *Service) Resume(ctx context.Context, p domain.Principal, id string) (Re
 }
 
 // SocketHeartbeat is a heartbeat on the node protocol. It costs what
-// changed: the node's deadline is written only when the one the node last
-// heard is older than DeadlineEvery (or unknown), the pool's templates are
-// read only then, and environments are read only when the beat names some
-// or the node runs any (to tell it which are stopping). A beat of an idle
-// node in between costs no DynamoDB call. Identity is checked whenever
-// anything is read or written; a beat that reads nothing discloses nothing.
+// changed: the node's deadline is written (one conditional update) only
+// when the one the node last heard is older than DeadlineEvery (or
+// unknown), the pool's templates are read only then (one query), and
+// environments are read only when the beat names some or the node runs any
+// (to tell it which are stopping). So an idle node costs two calls a
+// DeadlineEvery, and its beats in between none. Identity is checked
+// whenever anything is read or written; a beat that reads nothing
+// discloses nothing.
 func (s *Service) SocketHeartbeat(ctx context.Context, p domain.Principal, m Message) (SocketBeat, error) {
 	if len(m.Changed) > MaxHeartbeatIDs {
 		return SocketBeat{}, domain.Invalid("changed", "at most %d environment ids per heartbeat", MaxHeartbeatIDs)
@@ -233,26 +235,29 @@ func (s *Service) SocketHeartbeat(ctx context.Context, p domain.Principal, m Mes
 		return SocketBeat{}, domain.NotFound("node")
 	}
 	now := s.clock.Now()
-	write := m.Deadline.IsZero() || m.Deadline.Sub(now) < s.opt.LostAfter-s.opt.DeadlineEvery
+	// The deadline a write sets is DeadlineEvery + LostAfter ahead; the
+	// next write is due once less than LostAfter of it is left.
+	write := m.Deadline.IsZero() || m.Deadline.Sub(now) < s.opt.LostAfter
 	look := len(m.Changed) > 0 || m.Running > 0
 	out := SocketBeat{Deadline: m.Deadline, Environments: []EnvState{}}
 	if !write && !look {
 		return out, nil
 	}
-	n, err := s.ownNode(ctx, p, m.Node)
-	if err != nil {
-		return SocketBeat{}, err
-	}
+	var n domain.Node
+	var err error
 	if write {
-		if n, err = s.store.HeartbeatNode(ctx, n, now, now.Add(s.opt.LostAfter)); err != nil {
+		// One conditional write: it checks the node is the credential's.
+		if n, err = s.store.BeatNode(ctx, p.OrgID, m.Node, p.KeyID, p.Pool, now, now.Add(s.opt.DeadlineEvery+s.opt.LostAfter)); err != nil {
 			return SocketBeat{}, err
 		}
 		out.Deadline = n.Deadline
 		if out.Templates, err = s.poolTemplates(ctx, n); err != nil {
 			return SocketBeat{}, err
 		}
-	} else if n.State != domain.NodeActive {
-		return SocketBeat{}, domain.Errorf(domain.CodeGone, "node %s is %s; its environments were failed; register again", n.ID, n.State)
+	} else {
+		if n, err = s.activeNode(ctx, p, m.Node); err != nil {
+			return SocketBeat{}, err
+		}
 	}
 	if look {
 		if out.Environments, err = s.envStates(ctx, n, m.Changed, m.Running > 0); err != nil {
@@ -323,7 +328,7 @@ func (s *Service) ClaimOffered(ctx context.Context, p domain.Principal, id, env 
 			}
 		}
 	}
-	return s.claimOnce(ctx, n)
+	return s.claimRandom(ctx, n)
 }
 
 func validNodeID(id string) bool {
