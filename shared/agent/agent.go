@@ -1,7 +1,7 @@
 // Package agent is the reference node agent: it registers a node of a pool
 // with the node API, heartbeats, claims pending environments, runs each as a
-// local process (runtime "process"), and reports starting, ready, stopped
-// and failed. It keeps warm, pre-started processes of templates that ask for
+// local process (runtime "process"), and reports ready, stopped and
+// failed. It keeps warm, pre-started processes of templates that ask for
 // them, and restores snapshots and shares' files into an environment's
 // folder (UnpackTarRoot).
 // Run as root on Linux it confines each environment: a user of its own, a
@@ -559,7 +559,8 @@ func (a *Agent) start(ctx context.Context, node string, c *nodes.Claimed) {
 // runEnv takes one environment from claimed to over.
 func (a *Agent) runEnv(ctx context.Context, node string, r *runningEnv, c *nodes.Claimed) {
 	log := a.log.With("environment", r.id, "template", c.Template.Name)
-	a.report(ctx, node, r.id, nodes.Report{State: domain.StateStarting})
+	// No starting report: the claim made it starting, and a report would only
+	// put a round trip before a warm process is handed over.
 
 	var (
 		p        *proc
