@@ -42,7 +42,7 @@ type proc struct {
 	// process: a warm process handed to a lease need not be looked up in
 	// /proc again (which costs tens of milliseconds on a busy host).
 	verified atomic.Bool
-	foreign atomic.Bool
+	foreign  atomic.Bool
 }
 
 // portEnv is the environment variable that carries an export's port:
