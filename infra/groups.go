@@ -64,6 +64,16 @@ type Group struct {
 	// S3Origin functions get S3_ORIGIN, the artifact bucket's endpoint that
 	// presigned URLs point at (the console's policy lets the page connect).
 	S3Origin bool
+	// PostsToNodes functions post to nodes' node protocol connections: they
+	// get NODE_SOCKET_ENDPOINT (the WebSocket stage's management endpoint)
+	// and execute-api:ManageConnections on that stage (websocket.go).
+	PostsToNodes bool
+	// NamesSocket functions tell nodes where the node protocol is served:
+	// they get NODE_SOCKET_URL.
+	NamesSocket bool
+	// Socket is the node protocol's function: every route of the WebSocket
+	// API and its $connect authorizer go to it (websocket.go).
+	Socket bool
 }
 
 // IsJob reports whether the group is a scheduled function.
@@ -96,9 +106,10 @@ var Groups = []Group{
 	// node that runs the environment gets the signed link (nodes signs).
 	// Tunnel tickets are signed with a node's key read from the table, and
 	// the tunnels themselves go to the nodes, never through the API.
+	// A lease wakes a node of its pool over the node protocol.
 	{Name: "environments", Description: "leasing, reading, touching and releasing environments, and their tunnel tickets",
 		Routes:   []Route{{Path: "/v1/environments", Proxy: true}},
-		MemoryMB: apiMemoryMB, Timeout: apiTimeout, Table: TableReadWrite},
+		MemoryMB: apiMemoryMB, Timeout: apiTimeout, Table: TableReadWrite, PostsToNodes: true},
 	{Name: "templates", Description: "templates and pools the organization can lease",
 		Routes:   []Route{{Path: "/v1/templates"}},
 		MemoryMB: apiMemoryMB, Timeout: apiTimeout, Table: TableRead},
@@ -115,9 +126,17 @@ var Groups = []Group{
 		MemoryMB: apiMemoryMB, Timeout: apiTimeout, Table: TableReadWrite, Bucket: BucketArtifacts, SignsLinks: true},
 	// A node's claim long-polls for up to about 20 s when nothing is pending:
 	// the timeout leaves room for that, under API Gateway's 30 s limit.
+	// Registration names the node protocol's WebSocket.
 	{Name: "nodes", Description: "node agents: registration, heartbeats, claims, state reports",
 		Routes:   []Route{{Path: "/v1/nodes", Proxy: true}},
-		MemoryMB: apiMemoryMB, Timeout: 28 * time.Second, Table: TableReadWrite, SignsLinks: true},
+		MemoryMB: apiMemoryMB, Timeout: 28 * time.Second, Table: TableReadWrite, SignsLinks: true, NamesSocket: true},
+	// The node protocol's WebSocket API (websocket.go): every message is a
+	// short invocation (a few DynamoDB calls), and the schedule runs the
+	// re-offer job for nearly the whole minute, one invocation at a time;
+	// the timeout leaves the next run no overlap. Claims sign snapshot links.
+	{Name: "nodesws", Description: "the node protocol over a WebSocket: hello, heartbeats, offers, claims, reports; and the re-offer job",
+		Schedule: time.Minute, Socket: true, PostsToNodes: true, NamesSocket: true,
+		MemoryMB: apiMemoryMB, Timeout: 58 * time.Second, Table: TableReadWrite, SignsLinks: true},
 	// Events are read only: the writes that record them are the other groups'.
 	{Name: "events", Description: "an organization's events",
 		Routes:   []Route{{Path: "/v1/events"}},

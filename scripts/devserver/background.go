@@ -5,11 +5,13 @@ package main
 // that stops them and waits for them to finish.
 func startBackground(d deps) func() {
 	stopJobs := startJobs(d)
+	stopReoffers := startReoffers(d)
 	stopAgent := startAgent(d)
 	stopDeliveries := startDeliveries(d)
 	return func() {
 		stopDeliveries()
 		stopAgent()
+		stopReoffers()
 		stopJobs()
 	}
 }
