@@ -2,7 +2,7 @@
 // issues a node credential for one of the organization's pools; an agent
 // holding it registers a node, heartbeats, claims pending environments of the
 // pool, and reports what became of them. Nodes that stop heartbeating are
-// declared lost by SweepLostNodes, which the timeout job runs.
+// declared lost by SweepLostNodes, which runs on its own schedule.
 //
 // Every write that must be exact under concurrency is one conditional
 // DynamoDB call in the store: a claim is a versioned write conditioned on
@@ -15,6 +15,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -22,6 +23,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -29,6 +31,7 @@ import (
 	"github.com/envlease/envlease/shared/clock"
 	"github.com/envlease/envlease/shared/domain"
 	"github.com/envlease/envlease/shared/keys"
+	"github.com/envlease/envlease/shared/sweep"
 	"github.com/envlease/envlease/shared/tunnel/ticket"
 )
 
@@ -45,7 +48,9 @@ type Store interface {
 	ListNodes(ctx context.Context, org string) ([]domain.Node, error)
 	HeartbeatNode(ctx context.Context, n domain.Node, now, deadline time.Time) (domain.Node, error)
 	EndNode(ctx context.Context, n domain.Node, state string, now time.Time) (bool, error)
-	DueNodes(ctx context.Context, now time.Time, limit int) ([]domain.Node, error)
+	NodeDuePartitions() []string
+	DueNodes(ctx context.Context, part string, now time.Time, limit int, cursor string) ([]domain.Node, string, error)
+	ReindexNode(ctx context.Context, n domain.Node) error
 
 	GetEnvironment(ctx context.Context, org, id string) (domain.Environment, error)
 	GetEnvironments(ctx context.Context, org string, ids []string) ([]domain.Environment, error)
@@ -102,8 +107,10 @@ const (
 	MaxCapacity = 10000
 	// claimCandidates is how many pending environments one look considers.
 	claimCandidates = 10
-	// sweepPage is how many due nodes the sweep reads at once.
-	sweepPage = 25
+	// sweepPage is how many due nodes the sweep reads at once, and
+	// sweepShardWorkers how many due-index partitions it works at once.
+	sweepPage         = 25
+	sweepShardWorkers = 8
 	// attempts bounds retries of a versioned write that lost a race.
 	attempts = 5
 )
@@ -734,27 +741,70 @@ func (s *Service) Deregister(ctx context.Context, p domain.Principal, id string)
 type SweepResult struct {
 	Nodes        int `json:"nodes"`
 	Environments int `json:"environments"`
+	// Reindexed nodes were due in the index but had heartbeat since: their
+	// entry was moved to their current deadline.
+	Reindexed int `json:"reindexed"`
+	// More is true when the time budget ended the sweep before every
+	// partition was read; the next sweep goes on.
+	More bool `json:"more"`
 }
 
 // SweepLostNodes declares lost every active node whose last heartbeat is
 // older than LostAfter at now, and fails what it ran with error "node lost",
-// releasing the quota once. It finds them through the NODEDUE index, so its
-// cost follows what is due. The timeout job calls it every run.
+// releasing the quota once. It finds them through the NODEDUE partitions of
+// the due index, worked in parallel, so its cost follows what is due; a node
+// the index lists but which heartbeat since has its entry moved
+// (store.ReindexNode). It stops taking new work sweep.DefaultMargin before
+// ctx's deadline. It runs on its own schedule (functions/lostnodes, the
+// devserver's loop).
 func (s *Service) SweepLostNodes(ctx context.Context, now time.Time) (SweepResult, error) {
+	var (
+		mu   sync.Mutex
+		res  SweepResult
+		errs []error
+	)
+	budget := sweep.NewBudget(ctx, nil, 0)
+	sweep.Each(ctx, s.store.NodeDuePartitions(), sweepShardWorkers, func(ctx context.Context, part string) {
+		r, err := s.sweepPartition(ctx, part, now, budget)
+		mu.Lock()
+		defer mu.Unlock()
+		res.Nodes += r.Nodes
+		res.Environments += r.Environments
+		res.Reindexed += r.Reindexed
+		res.More = res.More || r.More
+		if err != nil {
+			errs = append(errs, fmt.Errorf("due partition %s: %w", part, err))
+		}
+	})
+	return res, errors.Join(errs...)
+}
+
+func (s *Service) sweepPartition(ctx context.Context, part string, now time.Time, budget sweep.Budget) (SweepResult, error) {
 	var res SweepResult
-	seen := map[string]bool{}
-	for {
-		due, err := s.store.DueNodes(ctx, now, sweepPage)
+	for cursor := ""; ; {
+		if budget.Spent() {
+			res.More = true
+			return res, nil
+		}
+		due, next, err := s.store.DueNodes(ctx, part, now, sweepPage, cursor)
 		if err != nil {
 			return res, err
 		}
-		fresh := 0
 		for _, n := range due {
-			if seen[n.OrgID+"/"+n.ID] {
+			if budget.Spent() {
+				res.More = true
+				return res, nil
+			}
+			if n.State != domain.NodeActive {
+				continue // ended since the index was read
+			}
+			if now.Before(n.Deadline) {
+				if err := s.store.ReindexNode(ctx, n); err != nil {
+					return res, err
+				}
+				res.Reindexed++
 				continue
 			}
-			seen[n.OrgID+"/"+n.ID] = true
-			fresh++
 			failed, err := s.endNode(ctx, n, domain.NodeLost, ErrorNodeLost, StopLost)
 			if err != nil {
 				return res, err
@@ -762,9 +812,10 @@ func (s *Service) SweepLostNodes(ctx context.Context, now time.Time) (SweepResul
 			res.Environments += failed
 			res.Nodes++
 		}
-		if len(due) < sweepPage || fresh == 0 {
+		if next == "" {
 			return res, nil
 		}
+		cursor = next
 	}
 }
 
@@ -813,14 +864,13 @@ func (s *Service) failNodeEnvs(ctx context.Context, n domain.Node, msg, reason s
 	return count, nil
 }
 
-// LostNodeSweep is SweepLostNodes in the shape of the timeout job's extra
-// sweeps (timeouts.Sweep): functions/timeouts and the local job loop run it
-// on their schedule. It logs what it ended.
+// LostNodeSweep is SweepLostNodes as a scheduled check: functions/lostnodes
+// and the devserver's loop run it on their schedule. It logs what it did.
 func (s *Service) LostNodeSweep(log *slog.Logger) func(ctx context.Context, now time.Time) error {
 	return func(ctx context.Context, now time.Time) error {
 		res, err := s.SweepLostNodes(ctx, now)
-		if res.Nodes > 0 {
-			log.InfoContext(ctx, "lost nodes", "nodes", res.Nodes, "environments", res.Environments)
+		if res.Nodes > 0 || res.More {
+			log.InfoContext(ctx, "lost nodes", "nodes", res.Nodes, "environments", res.Environments, "reindexed", res.Reindexed, "more", res.More)
 		}
 		return err
 	}

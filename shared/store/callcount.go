@@ -63,4 +63,6 @@ func (c *CallCounter) Reset() {
 
 // WithClient returns a store that shares s's table through another client,
 // e.g. one with a CallCounter attached.
-func (s *Store) WithClient(db *dynamodb.Client) *Store { return &Store{db: db, table: s.table} }
+func (s *Store) WithClient(db *dynamodb.Client) *Store {
+	return &Store{db: db, table: s.table, shards: s.shards}
+}

@@ -35,12 +35,14 @@ import (
 type Store struct {
 	db    *dynamodb.Client
 	table string
+	// shards is how many partitions each due index is spread over.
+	shards int
 }
 
 // New returns a store over table. Every call it makes is counted against the
 // request in its context (see package metrics), for the request log.
 func New(db *dynamodb.Client, table string) *Store {
-	return &Store{db: dynamodb.New(db.Options(), countRequestCalls), table: table}
+	return &Store{db: dynamodb.New(db.Options(), countRequestCalls), table: table, shards: Schema.DueShards}
 }
 
 func countRequestCalls(o *dynamodb.Options) {
