@@ -20,6 +20,8 @@ const (
 	ctxTracing       = "envlease:tracing"
 	ctxThrottleRate  = "envlease:throttleRateLimit"
 	ctxThrottleBurst = "envlease:throttleBurstLimit"
+	// ctxReserved=false leaves out the functions' reserved concurrency.
+	ctxReserved = "envlease:reservedConcurrency"
 	ctxAlarmEmail    = "envlease:alarmEmail"
 	ctxSAMLocal      = "envlease:samLocal"
 	// SAM finds each function's code through aws:asset:path metadata, which
@@ -89,12 +91,17 @@ func newApp(opts appOptions) (awscdk.App, *EnvleaseStack, error) {
 	if props.SAMLocal, err = contextBool(app, ctxSAMLocal, false); err != nil {
 		return nil, nil, err
 	}
-	if props.ThrottleRate, err = contextNumber(app, ctxThrottleRate, 100); err != nil {
+	if props.ThrottleRate, err = contextNumber(app, ctxThrottleRate, 500); err != nil {
 		return nil, nil, err
 	}
-	if props.ThrottleBurst, err = contextNumber(app, ctxThrottleBurst, 200); err != nil {
+	if props.ThrottleBurst, err = contextNumber(app, ctxThrottleBurst, 1000); err != nil {
 		return nil, nil, err
 	}
+	reserve, err := contextBool(app, ctxReserved, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	props.NoReservedConcurrency = !reserve
 	stack, err := NewEnvleaseStack(app, StackName, props)
 	if err != nil {
 		return nil, nil, err

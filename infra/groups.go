@@ -64,6 +64,22 @@ type Group struct {
 	// S3Origin functions get S3_ORIGIN, the artifact bucket's endpoint that
 	// presigned URLs point at (the console's policy lets the page connect).
 	S3Origin bool
+	// ReservedConcurrency reserves (and caps) the function's concurrent
+	// executions (0: none, it shares the account's unreserved pool). A
+	// reservation keeps other functions from starving this one, and caps
+	// what this one can take from them. The README's Scale section sizes
+	// them; the stack leaves them out with the context flag
+	// envlease:reservedConcurrency=false (accounts still at a small quota).
+	ReservedConcurrency int
+	// Throttle limits the group's routes on the API stage (nil: the stage's
+	// default limit), so one kind of traffic (nodes, people) cannot use up
+	// another's share of the account's API Gateway quota.
+	Throttle *Throttle
+}
+
+// Throttle is an API Gateway route limit: steady requests per second and burst.
+type Throttle struct {
+	Rate, Burst float64
 }
 
 // IsJob reports whether the group is a scheduled function.
@@ -79,6 +95,29 @@ func (g Group) IsJob() bool { return g.Schedule > 0 }
 const (
 	apiMemoryMB = 256
 	apiTimeout  = 10 * time.Second
+)
+
+// Sized for the target of the README's Scale section (10,000 organizations,
+// 200,000 live environments, 20,000 leases and 200,000 touches a minute,
+// 5,000 nodes). People's environment traffic is about 4,000 requests/s at
+// about 20 ms each, 80 executions: 300 reserved leave room for cold starts
+// and a slow table. The nodes function is the HTTP fallback of the node
+// protocol (its claim long-polls hold an execution each): capped at 200, so
+// a fleet that falls back to it cannot take the account's pool. The jobs
+// reserve what one run and an overlapping retry need. Together 505 of the
+// account's default 1,000, leaving the rest to the other functions.
+const (
+	environmentsReserved = 300
+	nodesReserved        = 200
+	jobReserved          = 2
+)
+
+// Route limits: the environments routes carry people's touches and leases;
+// the node routes are apart so a fleet's heartbeats and claims cannot take
+// people's share; the stage default covers the other routes.
+var (
+	environmentsThrottle = &Throttle{Rate: 6000, Burst: 3000}
+	nodesThrottle        = &Throttle{Rate: 1000, Burst: 1000}
 )
 
 // Groups are the functions of the service.
@@ -98,7 +137,8 @@ var Groups = []Group{
 	// the tunnels themselves go to the nodes, never through the API.
 	{Name: "environments", Description: "leasing, reading, touching and releasing environments, and their tunnel tickets",
 		Routes:   []Route{{Path: "/v1/environments", Proxy: true}},
-		MemoryMB: apiMemoryMB, Timeout: apiTimeout, Table: TableReadWrite},
+		MemoryMB: apiMemoryMB, Timeout: apiTimeout, Table: TableReadWrite,
+		ReservedConcurrency: environmentsReserved, Throttle: environmentsThrottle},
 	{Name: "templates", Description: "templates and pools the organization can lease",
 		Routes:   []Route{{Path: "/v1/templates"}},
 		MemoryMB: apiMemoryMB, Timeout: apiTimeout, Table: TableRead},
@@ -117,7 +157,8 @@ var Groups = []Group{
 	// the timeout leaves room for that, under API Gateway's 30 s limit.
 	{Name: "nodes", Description: "node agents: registration, heartbeats, claims, state reports",
 		Routes:   []Route{{Path: "/v1/nodes", Proxy: true}},
-		MemoryMB: apiMemoryMB, Timeout: 28 * time.Second, Table: TableReadWrite, SignsLinks: true},
+		MemoryMB: apiMemoryMB, Timeout: 28 * time.Second, Table: TableReadWrite, SignsLinks: true,
+		ReservedConcurrency: nodesReserved, Throttle: nodesThrottle},
 	// The API description is embedded and public, and the catch-all only
 	// answers 404: no data access, and the smallest size does.
 	{Name: "docs", Description: "the OpenAPI document; also answers paths no group owns",
@@ -128,14 +169,20 @@ var Groups = []Group{
 	{Name: "console", Description: "the web console's page and files",
 		Routes:   []Route{{Path: "/"}, {Path: "/console", Proxy: true}},
 		MemoryMB: 128, Timeout: 5 * time.Second, Table: TableNone, S3Origin: true},
-	// Runs every minute: finishes well inside the minute.
+	// Runs every minute: stops taking work 5 s before its timeout, so it
+	// ends well inside the minute and the next run goes on.
 	{Name: "timeouts", Description: "stops environments past their idle or hard deadline",
 		Schedule: time.Minute,
-		MemoryMB: 512, Timeout: 50 * time.Second, Table: TableReadWrite},
+		MemoryMB: 512, Timeout: 50 * time.Second, Table: TableReadWrite, ReservedConcurrency: jobReserved},
+	// The lost-node sweep has its own schedule and reservation, so a long
+	// timeout run never delays it.
+	{Name: "lostnodes", Description: "declares lost the nodes that stopped heartbeating and fails what they ran",
+		Schedule: time.Minute,
+		MemoryMB: 256, Timeout: 50 * time.Second, Table: TableReadWrite, ReservedConcurrency: jobReserved},
 	// Runs every 15 minutes and may delete many objects.
 	{Name: "expiry", Description: "removes expired artifacts and their objects",
 		Schedule: 15 * time.Minute,
-		MemoryMB: 512, Timeout: 5 * time.Minute, Table: TableReadWrite, Bucket: BucketDelete},
+		MemoryMB: 512, Timeout: 5 * time.Minute, Table: TableReadWrite, Bucket: BucketDelete, ReservedConcurrency: jobReserved},
 }
 
 // GroupNames returns the names of groups, in order.

@@ -290,13 +290,13 @@ func TestFleetSmoke(t *testing.T) {
 // BenchmarkFleet is the simulation at the size the README records: 10,000
 // live environments of 100 organizations touched every 10 s, 1/60 of them
 // replaced every 10 s (leases and stops), 100 idle nodes heartbeating, the
-// jobs every minute, for 3 simulated minutes. ENVLEASE_FLEET_ENVS, _ORGS,
+// jobs every minute, for 2 simulated minutes. ENVLEASE_FLEET_ENVS, _ORGS,
 // _NODES and _TICKS change the size. One iteration is the whole simulation.
 //
 //	ENVLEASE_TEST_DYNAMO=minidyn go test ./shared/scale -run '^$' -bench Fleet -benchtime 1x
 func BenchmarkFleet(b *testing.B) {
 	sz := size{Orgs: envInt("ENVLEASE_FLEET_ORGS", 100), Envs: envInt("ENVLEASE_FLEET_ENVS", 10000),
-		Nodes: envInt("ENVLEASE_FLEET_NODES", 100), Ticks: envInt("ENVLEASE_FLEET_TICKS", 18), Churn: 1.0 / 60, Idle: time.Minute}
+		Nodes: envInt("ENVLEASE_FLEET_NODES", 100), Ticks: envInt("ENVLEASE_FLEET_TICKS", 12), Churn: 1.0 / 60, Idle: time.Minute}
 	for range b.N {
 		r := simulate(b, sz)
 		check(b, r)

@@ -3,6 +3,8 @@ package timeouts_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -106,4 +108,41 @@ func BenchmarkSweep(b *testing.B) {
 			b.ReportMetric(float64(found)/float64(b.N), "items-read/sweep")
 		})
 	}
+}
+
+// BenchmarkRunStopsAllDue is one timeout-job run that stops 10,000 due
+// environments (ENVLEASE_BENCH_DUE changes the count), seeded untimed before
+// each run, and reports the DynamoDB calls per stop. minidyn copies its whole
+// table in every transaction, so the figure worth recording is DynamoDB
+// Local's:
+//
+//	ENVLEASE_TEST_DYNAMO=dynamodb-local go test ./shared/timeouts -run '^$' -bench RunStopsAllDue -benchtime 1x
+func BenchmarkRunStopsAllDue(b *testing.B) {
+	due := 10000
+	if v, err := strconv.Atoi(os.Getenv("ENVLEASE_BENCH_DUE")); err == nil && v > 0 {
+		due = v
+	}
+	e := apitest.New(b, nil)
+	setRunning(b, e, "acme", "sleeper", 1<<30)
+	st, calls := counted(e)
+	var stops, total int
+	var elapsed time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		b.StopTimer()
+		seedLive(b, e, fmt.Sprintf("all%d_", i), due, due, e.Clock.Now())
+		calls.Reset()
+		b.StartTimer()
+		start := time.Now()
+		sum, err := timeouts.Run(context.Background(), st, e.Clock, timeouts.Options{})
+		elapsed += time.Since(start)
+		if err != nil || sum.Stopped != due || sum.More {
+			b.Fatalf("%+v %v", sum, err)
+		}
+		stops += sum.Stopped
+		total += calls.Total()
+		b.Logf("run: %+v, calls %v", sum, calls.Counts())
+	}
+	b.ReportMetric(float64(total)/float64(stops), "calls/stop")
+	b.ReportMetric(float64(stops)/elapsed.Seconds(), "stops/s")
 }
