@@ -21,9 +21,9 @@ const (
 	ctxThrottleRate  = "envlease:throttleRateLimit"
 	ctxThrottleBurst = "envlease:throttleBurstLimit"
 	// ctxReserved=false leaves out the functions' reserved concurrency.
-	ctxReserved = "envlease:reservedConcurrency"
-	ctxAlarmEmail    = "envlease:alarmEmail"
-	ctxSAMLocal      = "envlease:samLocal"
+	ctxReserved   = "envlease:reservedConcurrency"
+	ctxAlarmEmail = "envlease:alarmEmail"
+	ctxSAMLocal   = "envlease:samLocal"
 	// SAM finds each function's code through aws:asset:path metadata, which
 	// CDK writes only with this context set. The CDK CLI sets it (and
 	// reserves aws: keys in cdk.json); newApp sets it for direct runs.
