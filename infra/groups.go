@@ -104,7 +104,7 @@ const (
 // and a slow table. The nodes function is the HTTP fallback of the node
 // protocol (its claim long-polls hold an execution each): capped at 200, so
 // a fleet that falls back to it cannot take the account's pool. The jobs
-// reserve what one run and an overlapping retry need. Together 505 of the
+// reserve what one run and an overlapping retry need. Together 506 of the
 // account's default 1,000, leaving the rest to the other functions.
 const (
 	environmentsReserved = 300
