@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/jsii-runtime-go"
@@ -24,6 +25,10 @@ const (
 	ctxReserved   = "envlease:reservedConcurrency"
 	ctxAlarmEmail = "envlease:alarmEmail"
 	ctxSAMLocal   = "envlease:samLocal"
+	// Further origins of the web console (custom domains of the API),
+	// comma separated or a list: the artifact bucket's CORS rule allows them
+	// besides the API's own endpoint.
+	ctxConsoleOrigins = "envlease:consoleOrigins"
 	// SAM finds each function's code through aws:asset:path metadata, which
 	// CDK writes only with this context set. The CDK CLI sets it (and
 	// reserves aws: keys in cdk.json); newApp sets it for direct runs.
@@ -85,6 +90,9 @@ func newApp(opts appOptions) (awscdk.App, *EnvleaseStack, error) {
 		LogLevel:   contextString(app, ctxLogLevel, "info"),
 		AlarmEmail: contextString(app, ctxAlarmEmail, ""),
 	}
+	if props.ConsoleOrigins, err = contextStrings(app, ctxConsoleOrigins); err != nil {
+		return nil, nil, err
+	}
 	if props.Tracing, err = contextBool(app, ctxTracing, false); err != nil {
 		return nil, nil, err
 	}
@@ -143,6 +151,37 @@ func contextString(app awscdk.App, key, def string) string {
 		}
 	}
 	return def
+}
+
+// contextStrings reads a list: a JSON array of strings (cdk.json) or a comma
+// separated string (-c key=a,b).
+func contextStrings(app awscdk.App, key string) ([]string, error) {
+	var parts []string
+	switch v := contextValue(app, key).(type) {
+	case nil:
+		return nil, nil
+	case string:
+		parts = strings.Split(v, ",")
+	case *string:
+		parts = strings.Split(*v, ",")
+	case []interface{}:
+		for _, x := range v {
+			s, ok := x.(string)
+			if !ok {
+				return nil, fmt.Errorf("context %s: want strings, got %v", key, x)
+			}
+			parts = append(parts, s)
+		}
+	default:
+		return nil, fmt.Errorf("context %s: want a list of strings, got %v", key, v)
+	}
+	var out []string
+	for _, p := range parts {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out, nil
 }
 
 func contextBool(app awscdk.App, key string, def bool) (bool, error) {

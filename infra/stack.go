@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net/url"
 	"sort"
 	"strings"
 	"time"
@@ -55,6 +56,10 @@ type EnvleaseStackProps struct {
 	// for accounts whose Lambda concurrency quota is still too small to hold
 	// them (new accounts start far below 1,000).
 	NoReservedConcurrency bool
+	// ConsoleOrigins are further origins (https://console.example.com) the
+	// web console is served from, such as custom domains of the API; the
+	// API's own endpoint is always allowed.
+	ConsoleOrigins []string
 }
 
 // EnvleaseStack is the whole service in one stack.
@@ -108,6 +113,11 @@ func NewEnvleaseStack(scope constructs.Construct, id string, props *EnvleaseStac
 			return nil, fmt.Errorf("stack %s: no built asset for function %q", id, g.Name)
 		}
 	}
+	for _, o := range props.ConsoleOrigins {
+		if err := checkOrigin(o); err != nil {
+			return nil, fmt.Errorf("stack %s: console origin: %w", id, err)
+		}
+	}
 	logLevel := props.LogLevel
 	if logLevel == "" {
 		logLevel = "info"
@@ -126,6 +136,7 @@ func NewEnvleaseStack(scope constructs.Construct, id string, props *EnvleaseStac
 		s.Functions[g.Name] = s.newFunction(g, props.AssetDirs[g.Name], logLevel, props.Tracing, props.SAMLocal, !props.NoReservedConcurrency)
 	}
 	s.Api = s.newHTTPAPI(props.Groups, props.ThrottleRate, props.ThrottleBurst)
+	allowConsole(s.Bucket, s.Api, props.ConsoleOrigins)
 	for _, g := range props.Groups {
 		if g.IsJob() {
 			s.schedule(g)
@@ -222,21 +233,35 @@ func newArtifactBucket(stack awscdk.Stack, logs awss3.Bucket) awss3.Bucket {
 				AbortIncompleteMultipartUploadAfter: awscdk.Duration_Days(jsii.Number(1)),
 			},
 		},
-		// The web console uploads and downloads through presigned URLs from
-		// the browser, which asks the bucket first. Any origin: the API's
-		// own origin is only known once the API exists, and the API's
-		// functions need the bucket (a cycle); a presigned URL carries its
-		// own authorization and nothing here uses cookies, so an origin
-		// gains nothing the URL's holder does not already have.
-		Cors: &[]*awss3.CorsRule{{
-			AllowedOrigins: jsii.Strings("*"),
-			AllowedMethods: &[]awss3.HttpMethods{awss3.HttpMethods_GET, awss3.HttpMethods_PUT, awss3.HttpMethods_HEAD},
-			AllowedHeaders: jsii.Strings("*"),
-			ExposedHeaders: jsii.Strings("ETag"),
-			MaxAge:         jsii.Number(3600),
-		}},
 		RemovalPolicy: awscdk.RemovalPolicy_RETAIN,
 	})
+}
+
+// allowConsole gives the artifact bucket the CORS rule the web console needs:
+// the page uploads and downloads through presigned URLs from the browser,
+// which asks the bucket first, and only pages of the console's origins (the
+// API's endpoint, where the console is served, and any custom domains) may.
+// The rule is added once the API exists: the bucket's functions need the
+// bucket, but the API resource itself needs nothing, so there is no cycle.
+func allowConsole(bucket awss3.Bucket, api awsapigatewayv2.HttpApi, extra []string) {
+	origins := append([]string{*api.ApiEndpoint()}, extra...)
+	bucket.AddCorsRule(&awss3.CorsRule{
+		AllowedOrigins: jsii.Strings(origins...),
+		AllowedMethods: &[]awss3.HttpMethods{awss3.HttpMethods_GET, awss3.HttpMethods_PUT, awss3.HttpMethods_HEAD},
+		AllowedHeaders: jsii.Strings("*"),
+		ExposedHeaders: jsii.Strings("ETag"),
+		MaxAge:         jsii.Number(3600),
+	})
+}
+
+// checkOrigin accepts what a browser sends as Origin for an HTTPS page:
+// https://host or https://host:port, nothing after.
+func checkOrigin(o string) error {
+	u, err := url.Parse(o)
+	if err != nil || u.Scheme != "https" || u.Host == "" || u.Path != "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return fmt.Errorf("%q is not an origin like https://console.example.com", o)
+	}
+	return nil
 }
 
 // linkSignerKeySerial is the generation of the link signer's access key.

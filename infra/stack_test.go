@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/envlease/envlease/infra/bundle"
 	"github.com/envlease/envlease/shared/store"
 )
 
@@ -681,6 +682,94 @@ func TestNagClean(t *testing.T) {
 			if reason, _ := sup.(map[string]any)["reason"].(string); len(reason) < 20 {
 				t.Errorf("%s: suppression %v has no real reason", id, sup)
 			}
+		}
+	}
+}
+
+// corsOrigins is the artifact bucket's CORS rule: the browser may PUT and GET
+// presigned URLs only from the console's origins.
+func corsOrigins(t *testing.T, template map[string]any, bucketID string) []any {
+	t.Helper()
+	r, ok := template["Resources"].(map[string]any)[bucketID].(map[string]any)
+	if !ok {
+		t.Fatalf("no resource %s", bucketID)
+	}
+	cors, _ := props(r)["CorsConfiguration"].(map[string]any)
+	rules, _ := cors["CorsRules"].([]any)
+	if len(rules) != 1 {
+		t.Fatalf("artifact bucket CORS rules = %v, want one", cors)
+	}
+	rule := rules[0].(map[string]any)
+	methods := strList(rule["AllowedMethods"])
+	sort.Strings(methods)
+	if strings.Join(methods, ",") != "GET,HEAD,PUT" {
+		t.Errorf("CORS methods %v, want GET, HEAD, PUT", methods)
+	}
+	if strings.Join(strList(rule["ExposedHeaders"]), ",") != "ETag" {
+		t.Errorf("CORS exposed headers %v, want ETag (multipart uploads read it)", rule["ExposedHeaders"])
+	}
+	return asSlice(rule["AllowedOrigins"])
+}
+
+// The API's own endpoint is the console's origin: the rule names it and
+// never allows any origin.
+func TestBucketCORS(t *testing.T) {
+	s := synth(t)
+	origins := corsOrigins(t, s.Template, logicalID(s.Stack.Bucket))
+	if len(origins) != 1 {
+		t.Fatalf("CORS origins %v, want only the API's endpoint", origins)
+	}
+	b, _ := json.Marshal(origins[0])
+	want := `{"Fn::GetAtt":["` + logicalID(s.Stack.Api) + `","ApiEndpoint"]}`
+	if string(b) != want {
+		t.Errorf("CORS origin %s, want the API's endpoint %s", b, want)
+	}
+}
+
+// Custom domains given to the stack are allowed as well, and anything that
+// is not an https origin is refused at synth time.
+func TestBucketCORSConsoleOrigins(t *testing.T) {
+	dirs := map[string]string{}
+	for _, g := range Groups {
+		d := filepath.Join(t.TempDir(), g.Name)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "bootstrap"), []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		dirs[g.Name] = d
+	}
+	root, err := bundle.FindRoot(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := func(origins any) (*EnvleaseStack, error) {
+		_, stack, err := newApp(appOptions{Root: root, Outdir: t.TempDir(), Groups: Groups, AssetDirs: dirs,
+			Context: map[string]interface{}{ctxConsoleOrigins: origins}})
+		return stack, err
+	}
+	for _, bad := range []string{"*", "http://console.example.com", "https://console.example.com/", "https://console.example.com/x", "console.example.com"} {
+		if _, err := app(bad); err == nil {
+			t.Errorf("console origin %q accepted", bad)
+		}
+	}
+	// As cdk.json would give them (a list) and as -c would (comma separated).
+	for _, origins := range []any{
+		[]interface{}{"https://console.example.com", "https://envlease.example.org:8443"},
+		"https://console.example.com, https://envlease.example.org:8443",
+	} {
+		stack, err := app(origins)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tmpl := assertions.Template_FromStack(stack.Stack, nil).ToJSON()
+		got := corsOrigins(t, *tmpl, logicalID(stack.Bucket))
+		if len(got) != 3 || got[1] != "https://console.example.com" || got[2] != "https://envlease.example.org:8443" {
+			t.Errorf("context %v: CORS origins %v, want the API's endpoint and the two custom origins", origins, got)
+		}
+		if _, ok := got[0].(map[string]any); !ok {
+			t.Errorf("first CORS origin %v, want the API's endpoint", got[0])
 		}
 	}
 }

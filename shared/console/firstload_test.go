@@ -8,9 +8,13 @@ import (
 	"github.com/envlease/envlease/shared/clienttest"
 )
 
+// firstLoadBudget is what the first load may transfer, compressed.
+const firstLoadBudget = 200 << 10
+
 // The first load of a fresh browser, signed in through the fragment, up to
 // the environments list drawn: what it transfers and how long it took are
-// logged as figures (never asserted: the machine's load is not the
+// logged as figures. The bytes are held to the console's budget, 200 KB
+// compressed; the time is never asserted (the machine's load is not the
 // console's).
 func TestConsoleFirstLoad(t *testing.T) {
 	if testing.Short() {
@@ -35,4 +39,10 @@ func TestConsoleFirstLoad(t *testing.T) {
 	})()`)
 	t.Logf("first load: %d requests, %.1f KB transferred (%.1f KB decoded), environments drawn %.0f ms after navigation start",
 		f.Files, f.Transfer/1024, f.Decoded/1024, f.Drawn)
+	if f.Files < 3 || f.Transfer <= 0 {
+		t.Fatalf("the figures measured nothing: %+v", f)
+	}
+	if f.Transfer > firstLoadBudget {
+		t.Errorf("the first load transferred %.1f KB, over the %d KB budget", f.Transfer/1024, firstLoadBudget/1024)
+	}
 }

@@ -106,5 +106,15 @@ window.addEventListener('hashchange', () => {
   route();
   $('main').focus();
 });
+// Escape folds an open panel (lease, upload) and leaves the focus on its
+// summary, as a dialog's Escape would.
+document.addEventListener('keydown', (e) => {
+  if (e.key !== 'Escape' || e.defaultPrevented) return;
+  const open = e.target.closest && e.target.closest('details[open]');
+  if (!open) return;
+  open.open = false;
+  open.querySelector('summary').focus();
+});
+
 takeFragmentToken();
 route();

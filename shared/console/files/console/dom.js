@@ -131,13 +131,25 @@ export function copyButton(text, status, label = 'Copy') {
   });
 }
 
+// table is a data table. Each cell carries its column's name (data-label),
+// which a phone-width layout shows beside the value when rows become cards.
+// The roles are the elements' own, spelled out because some browsers drop a
+// table's semantics once CSS changes its display, as the cards do.
 export function table(headers, rows, caption) {
+  const names = headers.map((t) => (Array.isArray(t) ? t[0] : t));
+  for (const row of rows) {
+    row.setAttribute('role', 'row');
+    [...row.children].forEach((cell, i) => {
+      if (!cell.hasAttribute('role')) cell.setAttribute('role', cell.tagName === 'TH' ? 'rowheader' : 'cell');
+      if (names[i] && !cell.hasAttribute('data-label')) cell.setAttribute('data-label', names[i]);
+    });
+  }
   return h('div', { class: 'table-wrap' },
-    h('table', {},
+    h('table', { class: 'rows', role: 'table' },
       caption ? h('caption', { class: 'muted', text: caption }) : null,
-      h('thead', {}, h('tr', {}, headers.map((t) => {
+      h('thead', { role: 'rowgroup' }, h('tr', { role: 'row' }, headers.map((t) => {
         const [text, cls] = Array.isArray(t) ? t : [t];
-        return h('th', { scope: 'col', class: cls, text });
+        return h('th', { scope: 'col', role: 'columnheader', class: cls, text });
       }))),
-      h('tbody', {}, rows)));
+      h('tbody', { role: 'rowgroup' }, rows)));
 }

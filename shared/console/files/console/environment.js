@@ -56,11 +56,21 @@ export function renderDetail(root, id) {
       out.replaceChildren(h('p', { class: 'panel', text: 'Touched: the idle timer starts again.' }));
     } catch (err) { out.replaceChildren(errorBox(err)); }
   };
+  // The confirmation takes the focus; Cancel or Escape gives it back to
+  // the Delete button, so a keyboard user is where they were.
   const remove = () => {
+    const cancel = () => {
+      out.replaceChildren();
+      document.getElementById('delete')?.focus();
+    };
     const yes = h('button', { type: 'button', class: 'danger', id: 'confirm-delete', text: 'Yes, delete it', onclick: reallyRemove });
-    out.replaceChildren(h('div', { class: 'panel', role: 'alertdialog', 'aria-label': 'Confirm delete' },
-      h('p', { text: `Delete ${env.name || env.id}? Its processes stop and its lease ends.` }),
-      h('div', { class: 'actions' }, yes, h('button', { type: 'button', class: 'secondary', text: 'Cancel', onclick: () => out.replaceChildren() }))));
+    const question = h('p', { id: 'confirm-delete-text', text: `Delete ${env.name || env.id}? Its processes stop and its lease ends.` });
+    out.replaceChildren(h('div', {
+      class: 'panel', role: 'alertdialog', 'aria-label': 'Confirm delete', 'aria-describedby': 'confirm-delete-text',
+      onkeydown: (e) => { if (e.key === 'Escape') { e.preventDefault(); cancel(); } },
+    },
+    question,
+    h('div', { class: 'actions' }, yes, h('button', { type: 'button', class: 'secondary', id: 'cancel-delete', text: 'Cancel', onclick: cancel }))));
     yes.focus();
   };
   const reallyRemove = async () => {

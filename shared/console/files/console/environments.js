@@ -36,13 +36,13 @@ export function render(root, { id, query }) {
       return;
     }
     list.replaceChildren(table(
-      ['Name', 'State', 'Template', 'Labels', ['Created', 'hide-narrow'], 'Idle in', 'Expires in'],
+      ['Name', 'State', 'Template', 'Labels', 'Created', 'Idle in', 'Expires in'],
       shown.map((e) => h('tr', { 'data-id': e.id },
         h('td', {}, h('a', { href: `#/environments/${enc(e.id)}`, text: e.name || e.id })),
         h('td', {}, h('span', { class: `state state-${e.state}`, text: e.state })),
         h('td', { text: e.template }),
         h('td', {}, labels(e.labels)),
-        h('td', { class: 'hide-narrow' }, timeEl(e.created)),
+        h('td', {}, timeEl(e.created)),
         h('td', { class: 'num', text: live(e) ? left(e.idleUntil, now) : '—' }),
         h('td', { class: 'num', text: live(e) ? left(e.expires, now) : '—' }))),
       `${shown.length} environment(s), refreshed every ${REFRESH_MS / 1000} s while this tab is visible`));

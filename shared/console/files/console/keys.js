@@ -16,12 +16,12 @@ export function render(root) {
   const refresh = () => guard(list, async () => {
     const { keys } = await get('/v1/keys');
     keys.sort((a, b) => (a.created < b.created ? 1 : -1));
-    list.replaceChildren(table(['Name', 'Owner', 'Prefix', 'Source', 'Created', 'Last used', 'Status', ''],
+    list.replaceChildren(table(['Name', 'Owner', 'Prefix', 'Source', 'Created', 'Last used', 'Status', 'Actions'],
       keys.map((k) => h('tr', { 'data-key': k.id },
         h('td', { text: k.name }), h('td', { text: `${k.owner.kind} ${k.owner.id}` }), h('td', {}, h('code', { text: `${k.prefix}…` })),
         h('td', { text: k.source }), h('td', {}, timeEl(k.created)), h('td', {}, k.lastUsed ? timeEl(k.lastUsed) : 'never'),
         h('td', {}, k.revoked ? ['revoked ', timeEl(k.revoked)] : 'active'),
-        h('td', {}, k.revoked || k.id === ctx.whoami.key.id ? null : h('button', {
+        h('td', {}, k.revoked ? null : k.id === ctx.whoami.key.id ? h('span', { class: 'hint', text: 'signed in with it' }) : h('button', {
           type: 'button', class: 'danger', text: 'Revoke', 'aria-label': `Revoke ${k.name}`,
           onclick: async () => {
             try { await del(`/v1/keys/${enc(k.id)}`); out.replaceChildren(h('p', { class: 'panel', role: 'status', text: `Revoked ${k.name}.` })); refresh(); } catch (err) { out.replaceChildren(errorBox(err)); }

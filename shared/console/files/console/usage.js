@@ -47,7 +47,10 @@ function draw(body, report, from) {
   const peak = Math.max(1, ...dayTotal);
   const [unit, per] = peak >= 3600 ? ['hours', 3600] : peak >= 60 ? ['minutes', 60] : ['seconds', 1];
   const max = niceCeil(peak / per) * per;
-  const W = 800, H = 300, L = 56, B = 40, T = 26;
+  // The drawing is as wide as the page has room for (up to 800), so its
+  // 11 px labels stay 11 px on a phone instead of shrinking with the chart.
+  const W = Math.max(320, Math.min(800, Math.round(body.clientWidth || 800)));
+  const H = 300, L = 56, B = 40, T = 26;
   const bw = (W - L - 10) / Math.max(days.length, 1);
   const y = (s) => H - B - (s / max) * (H - B - T);
   const defs = svg('defs', {}, templates.map((t, i) => PATTERNS[i % PATTERNS.length](`pat-${i}`)));
@@ -65,7 +68,7 @@ function draw(body, report, from) {
   const ticks = [0, 0.25, 0.5, 0.75, 1].map((f) => svg('g', {},
     svg('line', { x1: L, x2: W - 10, y1: y(max * f), y2: y(max * f), stroke: '#c9d1d9' }),
     svg('text', { x: L - 4, y: y(max * f) + 4, 'text-anchor': 'end', text: fmt(max * f / per) })));
-  const every = Math.ceil(days.length / 10);
+  const every = Math.ceil(days.length / Math.max(2, Math.floor((W - L) / 60)));
   const xlabels = days.map((d, i) => (i % every ? null : svg('text', { x: L + i * bw + bw / 2, y: H - B + 14, 'text-anchor': 'middle', text: d.slice(5) })));
   const chart = svg('svg', { class: 'chart', viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-labelledby': 'usage-title' },
     svg('title', { id: 'usage-title', text: `Environment ${unit} per day by template from ${from}; the table below has the figures` }), defs, ticks, bars, xlabels,
