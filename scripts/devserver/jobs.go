@@ -11,11 +11,16 @@ import (
 	"github.com/envlease/envlease/shared/timeouts"
 )
 
+// minRunTime is the least time a local run is given, however short -sweep:
+// a run stops taking work before its deadline, and one given a few
+// milliseconds would do nothing.
+const minRunTime = 10 * time.Second
+
 // startJobs runs the timeout and expiry jobs every d.sweep, and the lost-node
 // sweep on its own loop at the same period, as EventBridge runs
 // functions/timeouts, functions/expiry and functions/lostnodes in AWS. Each
-// run gets a deadline of one period, as a Lambda gets its timeout, so it
-// stops taking new work before the next tick. It returns a function that
+// run gets a deadline of one period (at least minRunTime), as a Lambda gets
+// its timeout, so it stops taking new work before the next tick. It returns a function that
 // stops them: it cancels a run in progress and waits for it to end, so
 // nothing touches the table or the bucket after the stack is torn down.
 // A sweep of 0 or less runs no jobs.
@@ -39,7 +44,7 @@ func startJobs(d deps) func() {
 					return
 				case <-tick.C:
 				}
-				runCtx, done := context.WithTimeout(ctx, d.sweep)
+				runCtx, done := context.WithTimeout(ctx, max(d.sweep, minRunTime))
 				run(runCtx)
 				done()
 			}

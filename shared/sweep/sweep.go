@@ -6,6 +6,8 @@ package sweep
 
 import (
 	"context"
+	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -53,8 +55,13 @@ func (b Budget) Spent() bool {
 
 // Each calls fn once for every partition, with up to workers calls at once
 // (at least one), and returns when all have returned. fn decides itself when
-// to stop within its partition (Budget.Spent, ctx).
+// to stop within its partition (Budget.Spent, ctx). The partitions are taken
+// in a random order: a run whose budget ends before it reaches them all
+// would otherwise start every time with the same ones and never reach the
+// rest.
 func Each(ctx context.Context, parts []string, workers int, fn func(ctx context.Context, part string)) {
+	parts = slices.Clone(parts)
+	rand.Shuffle(len(parts), func(i, j int) { parts[i], parts[j] = parts[j], parts[i] })
 	jobs := make(chan string)
 	var wg sync.WaitGroup
 	for range max(1, min(workers, len(parts))) {
