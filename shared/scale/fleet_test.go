@@ -58,10 +58,19 @@ type report struct {
 	MaxUnitsShare  float64        `json:"maxUnitsShare"`
 	MaxWritesShare float64        `json:"maxWritesShare"`
 	Top            []store.PartitionWrites
-	WallSeconds    float64 `json:"wallSeconds"`
+	// TopByWhere is the most written partition key of the table and of
+	// each index, with its share of all write units.
+	TopByWhere  map[string]share `json:"topByWhere"`
+	WallSeconds float64          `json:"wallSeconds"`
 	// PhaseSeconds is the wall time of each kind of work, summed over ticks.
 	PhaseSeconds    map[string]float64 `json:"phaseSeconds"`
 	SimulatedMinute float64            `json:"simulatedMinutes"`
+}
+
+type share struct {
+	Key   string  `json:"key"`
+	Units int     `json:"units"`
+	Share float64 `json:"share"`
 }
 
 // actor is one kind of caller with its own counted client.
@@ -236,6 +245,12 @@ func simulate(t testing.TB, sz size) report {
 		rep.MaxWritesShare = max(rep.MaxWritesShare, float64(p.Writes)/float64(rep.TotalWrites))
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i].Units > all[j].Units })
+	rep.TopByWhere = map[string]share{}
+	for _, p := range all {
+		if _, ok := rep.TopByWhere[p.Where]; !ok {
+			rep.TopByWhere[p.Where] = share{p.Key, p.Units, float64(p.Units) / float64(rep.TotalUnits)}
+		}
+	}
 	rep.Partitions = len(all)
 	rep.Top = all[:min(5, len(all))]
 	rep.TouchUnits = float64(rep.Units["touch"]) / float64(rep.Touches)
