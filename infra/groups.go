@@ -64,6 +64,16 @@ type Group struct {
 	// S3Origin functions get S3_ORIGIN, the artifact bucket's endpoint that
 	// presigned URLs point at (the console's policy lets the page connect).
 	S3Origin bool
+	// PostsToNodes functions post to nodes' node protocol connections: they
+	// get NODE_SOCKET_ENDPOINT (the WebSocket stage's management endpoint)
+	// and execute-api:ManageConnections on that stage (websocket.go).
+	PostsToNodes bool
+	// NamesSocket functions tell nodes where the node protocol is served:
+	// they get NODE_SOCKET_URL.
+	NamesSocket bool
+	// Socket is the node protocol's function: every route of the WebSocket
+	// API and its $connect authorizer go to it (websocket.go).
+	Socket bool
 	// ReservedConcurrency reserves (and caps) the function's concurrent
 	// executions (0: none, it shares the account's unreserved pool). A
 	// reservation keeps other functions from starving this one, and caps
@@ -103,12 +113,16 @@ const (
 // about 20 ms each, 80 executions: 300 reserved leave room for cold starts
 // and a slow table. The nodes function is the HTTP fallback of the node
 // protocol (its claim long-polls hold an execution each): capped at 200, so
-// a fleet that falls back to it cannot take the account's pool. The jobs
-// reserve what one run and an overlapping retry need. Together 506 of the
-// account's default 1,000, leaving the rest to the other functions.
+// a fleet that falls back to it cannot take the account's pool. The node
+// protocol's function (nodesws) answers about 1,500 short messages a second
+// at the target, about 25 executions, plus its one re-offer run: capped at
+// 100. The jobs reserve what one run and an overlapping retry need.
+// Together 606 of the account's default 1,000, leaving the rest to the
+// other functions.
 const (
 	environmentsReserved = 300
 	nodesReserved        = 200
+	nodeSocketReserved   = 100
 	jobReserved          = 2
 )
 
@@ -135,9 +149,10 @@ var Groups = []Group{
 	// node that runs the environment gets the signed link (nodes signs).
 	// Tunnel tickets are signed with a node's key read from the table, and
 	// the tunnels themselves go to the nodes, never through the API.
+	// A lease wakes a node of its pool over the node protocol.
 	{Name: "environments", Description: "leasing, reading, touching and releasing environments, and their tunnel tickets",
 		Routes:   []Route{{Path: "/v1/environments", Proxy: true}},
-		MemoryMB: apiMemoryMB, Timeout: apiTimeout, Table: TableReadWrite,
+		MemoryMB: apiMemoryMB, Timeout: apiTimeout, Table: TableReadWrite, PostsToNodes: true,
 		ReservedConcurrency: environmentsReserved, Throttle: environmentsThrottle},
 	{Name: "templates", Description: "templates and pools the organization can lease",
 		Routes:   []Route{{Path: "/v1/templates"}},
@@ -155,10 +170,19 @@ var Groups = []Group{
 		MemoryMB: apiMemoryMB, Timeout: apiTimeout, Table: TableReadWrite, Bucket: BucketArtifacts, SignsLinks: true},
 	// A node's claim long-polls for up to about 20 s when nothing is pending:
 	// the timeout leaves room for that, under API Gateway's 30 s limit.
+	// Registration names the node protocol's WebSocket.
 	{Name: "nodes", Description: "node agents: registration, heartbeats, claims, state reports",
 		Routes:   []Route{{Path: "/v1/nodes", Proxy: true}},
-		MemoryMB: apiMemoryMB, Timeout: 28 * time.Second, Table: TableReadWrite, SignsLinks: true,
+		MemoryMB: apiMemoryMB, Timeout: 28 * time.Second, Table: TableReadWrite, SignsLinks: true, NamesSocket: true,
 		ReservedConcurrency: nodesReserved, Throttle: nodesThrottle},
+	// The node protocol's WebSocket API (websocket.go): every message is a
+	// short invocation (a few DynamoDB calls), and the schedule runs the
+	// re-offer job for nearly the whole minute, one invocation at a time;
+	// the timeout leaves the next run no overlap. Claims sign snapshot links.
+	{Name: "nodesws", Description: "the node protocol over a WebSocket: hello, heartbeats, offers, claims, reports; and the re-offer job",
+		Schedule: time.Minute, Socket: true, PostsToNodes: true, NamesSocket: true,
+		MemoryMB: apiMemoryMB, Timeout: 58 * time.Second, Table: TableReadWrite, SignsLinks: true,
+		ReservedConcurrency: nodeSocketReserved},
 	// The API description is embedded and public, and the catch-all only
 	// answers 404: no data access, and the smallest size does.
 	{Name: "docs", Description: "the OpenAPI document; also answers paths no group owns",

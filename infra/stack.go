@@ -68,6 +68,7 @@ type EnvleaseStack struct {
 	Table      awsdynamodb.Table
 	Bucket     awss3.Bucket
 	Api        awsapigatewayv2.HttpApi
+	NodeSocket awsapigatewayv2.WebSocketApi
 	Functions  map[string]awslambda.Function
 	DLQ        awssqs.Queue
 	LinkSecret awssecretsmanager.Secret
@@ -136,6 +137,7 @@ func NewEnvleaseStack(scope constructs.Construct, id string, props *EnvleaseStac
 		s.Functions[g.Name] = s.newFunction(g, props.AssetDirs[g.Name], logLevel, props.Tracing, props.SAMLocal, !props.NoReservedConcurrency)
 	}
 	s.Api = s.newHTTPAPI(props.Groups, props.ThrottleRate, props.ThrottleBurst)
+	s.NodeSocket = s.newNodeSocket(props.Groups)
 	allowConsole(s.Bucket, s.Api, props.ConsoleOrigins)
 	for _, g := range props.Groups {
 		if g.IsJob() {

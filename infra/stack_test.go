@@ -68,6 +68,11 @@ func apiRoutes(t *testing.T, s *synthesized) []route {
 	var out []route
 	for id, r := range s.resources("AWS::ApiGatewayV2::Route") {
 		p := props(r)
+		// The node protocol's WebSocket API has routes of its own
+		// (websocket_test.go).
+		if ref(p["ApiId"]) != logicalID(s.Stack.Api) {
+			continue
+		}
 		integ, ok := integrations[ref(p["Target"])]
 		if !ok {
 			t.Fatalf("route %s: target %v is not an integration of this stack", id, p["Target"])
@@ -170,9 +175,14 @@ func TestEveryEndpointReachesItsFunction(t *testing.T) {
 
 func TestHTTPAPIStage(t *testing.T) {
 	s := synth(t)
-	stages := s.resources("AWS::ApiGatewayV2::Stage")
+	stages := map[string]map[string]any{}
+	for id, r := range s.resources("AWS::ApiGatewayV2::Stage") {
+		if ref(props(r)["ApiId"]) == logicalID(s.Stack.Api) {
+			stages[id] = r
+		}
+	}
 	if len(stages) != 1 {
-		t.Fatalf("%d stages, want 1", len(stages))
+		t.Fatalf("%d stages of the HTTP API, want 1", len(stages))
 	}
 	for id, r := range stages {
 		p := props(r)
@@ -366,6 +376,12 @@ func TestFunctions(t *testing.T) {
 		if g.S3Origin {
 			want = append(want, "S3_ORIGIN")
 		}
+		if g.PostsToNodes {
+			want = append(want, "NODE_SOCKET_ENDPOINT")
+		}
+		if g.NamesSocket {
+			want = append(want, "NODE_SOCKET_URL")
+		}
 		var got []string
 		for k := range env {
 			got = append(got, k)
@@ -422,7 +438,7 @@ func TestSchedules(t *testing.T) {
 	s := synth(t)
 	rules := s.resources("AWS::Events::Rule")
 	dlq := logicalID(s.Stack.DLQ)
-	want := map[string]string{"timeouts": "rate(1 minute)", "lostnodes": "rate(1 minute)", "expiry": "rate(15 minutes)"}
+	want := map[string]string{"timeouts": "rate(1 minute)", "lostnodes": "rate(1 minute)", "expiry": "rate(15 minutes)", "nodesws": "rate(1 minute)"}
 	seen := map[string]bool{}
 	for id, r := range rules {
 		p := props(r)

@@ -15,6 +15,8 @@ import (
 	"github.com/envlease/envlease/shared/clock"
 	"github.com/envlease/envlease/shared/environments"
 	"github.com/envlease/envlease/shared/httpapi"
+	"github.com/envlease/envlease/shared/nodes"
+	"github.com/envlease/envlease/shared/nodes/apigw"
 	"github.com/envlease/envlease/shared/platform"
 	"github.com/envlease/envlease/shared/store"
 )
@@ -22,11 +24,17 @@ import (
 func main() {
 	rt := platform.Boot(context.Background())
 	st := store.New(dynamodb.NewFromConfig(rt.AWS), rt.Config.Table)
-	lambda.Start(httpadapter.NewV2(handler(st, clock.System{}, rt.Log)).ProxyWithContext)
+	// A lease wakes a node of its pool through the node protocol's
+	// WebSocket API, where the stack has one.
+	var opts []environments.Option
+	if rt.Config.SocketEndpoint != "" {
+		opts = append(opts, environments.WithOfferer(nodes.NewOfferer(st, apigw.New(rt.AWS, rt.Config.SocketEndpoint), clock.System{}, rt.Log, 0)))
+	}
+	lambda.Start(httpadapter.NewV2(handler(st, clock.System{}, rt.Log, opts...)).ProxyWithContext)
 }
 
 // handler is the whole function behind the adapter; tests feed it events.
-func handler(st *store.Store, clk clock.Clock, log *slog.Logger) http.Handler {
-	svc := environments.NewService(st, clk)
+func handler(st *store.Store, clk clock.Clock, log *slog.Logger, opts ...environments.Option) http.Handler {
+	svc := environments.NewService(st, clk, opts...)
 	return httpapi.New(httpapi.Config{Logger: log, Auth: auth.New(st, clk, log)}, environments.Routes(svc))
 }

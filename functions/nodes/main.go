@@ -1,6 +1,7 @@
 // Command nodes is the Lambda for /v1/nodes: node credentials, registration,
-// heartbeats, long-poll claims (up to 20 s; the function's timeout leaves
-// room) and state reports. Claims of snapshot leases carry a signed link, so
+// and the HTTP fallback of the node protocol (functions/nodesws): heartbeats,
+// long-poll claims (up to 20 s; the function's timeout leaves room) and
+// state reports. Claims of snapshot leases carry a signed link, so
 // it signs like the artifacts function.
 package main
 
@@ -34,11 +35,12 @@ func main() {
 		blobs := blob.FromConfig(awsCfg, cfg.Bucket, cfg.LinkSignerSecretARN, clock.System{})
 		links = artifacts.NewService(st, blobs, clock.System{}, artifacts.Options{})
 	}
-	lambda.Start(httpadapter.NewV2(handler(st, links, clock.System{}, log)).ProxyWithContext)
+	lambda.Start(httpadapter.NewV2(handler(st, links, clock.System{}, log, cfg.SocketURL)).ProxyWithContext)
 }
 
 // handler is the whole function behind the adapter; tests feed it events.
-func handler(st *store.Store, links nodes.Linker, clk clock.Clock, log *slog.Logger) http.Handler {
-	svc := nodes.NewService(st, links, clk, nodes.Options{})
+// Registrations name socketURL, the node protocol's WebSocket.
+func handler(st *store.Store, links nodes.Linker, clk clock.Clock, log *slog.Logger, socketURL string) http.Handler {
+	svc := nodes.NewService(st, links, clk, nodes.Options{SocketURL: socketURL})
 	return httpapi.New(httpapi.Config{Logger: log, Auth: auth.New(st, clk, log)}, nodes.Routes(svc))
 }

@@ -70,6 +70,8 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 	tunnelAddr := fs.String("tunnel-addr", "", "where the tunnel endpoint listens, host:port (default: an ephemeral port of -address)")
 	tunnelURL := fs.String("tunnel-url", "", "the tunnel URL clients are told to dial, when it is not ws://<address>:<port>/tunnel (a proxy or NAT in front)")
 	noTunnel := fs.Bool("no-tunnel", false, "serve no tunnels (envlease port-forward cannot reach this node's environments)")
+	transport := fs.String("transport", agent.TransportAuto, "how to reach the service after registering: auto (the node protocol's WebSocket when the service offers one and it opens, else HTTP), websocket (insist, retrying), http (heartbeats and long-poll claims over HTTP)")
+	socketURL := fs.String("socket-url", "", "the node protocol's WebSocket URL, when not the one registration gives (ws:// or wss://)")
 	logLevel := fs.String("log", "info", "log level: debug, info, warn, error")
 	if err := fs.Parse(args); err != nil {
 		return options{}, fmt.Errorf("%w: %v", errUsage, err)
@@ -88,6 +90,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 		API: *api, Address: *address, WorkDir: *workDir, Name: *name, Capacity: *capacity,
 		Grace: *grace, ReadyTimeout: *readyTimeout, NoWarm: *noWarm, KeepRoots: *keep, UIDs: r,
 		TunnelAddr: *tunnelAddr, TunnelURL: *tunnelURL, NoTunnel: *noTunnel,
+		Transport: *transport, SocketURL: *socketURL,
 	}}
 	switch {
 	case *credFile != "":

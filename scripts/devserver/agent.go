@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -16,9 +17,38 @@ import (
 
 // devNodeOptions tune the node side for one laptop: a heartbeat a second, so
 // a deleted environment's process is gone about a second later, and a claim
-// that looks at the pending index at least every 100 ms, so a lease is
-// picked up at once. (In AWS the defaults apply: 10 s and 500 ms.)
+// on the HTTP fallback that looks at the pending index at least every
+// 100 ms. (In AWS the defaults apply: 10 s and 500 ms.) A heartbeat of an
+// idle node on the node protocol costs nothing, so the fast beat does not
+// cost the table more.
 var devNodeOptions = nodes.Options{HeartbeatInterval: time.Second, PollMax: 100 * time.Millisecond}
+
+// devReofferAfter and devReofferEvery: an offered environment nobody
+// claimed is offered again after 2 s, looked at every second (AWS: 3 s).
+const (
+	devReofferAfter = 2 * time.Second
+	devReofferEvery = time.Second
+)
+
+// nodeService is the node side of the local stack; its registrations name
+// the local node protocol's WebSocket.
+func nodeService(d deps, links nodes.Linker) *nodes.Service {
+	opt := devNodeOptions
+	opt.SocketURL = "ws" + strings.TrimPrefix(d.baseURL, "http") + nodes.SocketPath
+	return nodes.NewService(d.store, links, d.clock, opt)
+}
+
+// startReoffers runs the re-offer job every devReofferEvery until the
+// stack stops, as the nodesws function's scheduled invocations do in AWS.
+func startReoffers(d deps) func() {
+	ctx, cancel := context.WithCancel(d.ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		d.offerer.ReofferLoop(ctx, devReofferEvery, time.Time{})
+	}()
+	return func() { cancel(); <-done }
+}
 
 // startAgent runs the reference node agent for the local pools: one per pool
 // of each organization of the fixture, each with a node credential issued
@@ -33,7 +63,7 @@ func startAgent(d deps) func() {
 		return func() {}
 	}
 	ctx, cancel := context.WithCancel(d.ctx)
-	svc := nodes.NewService(d.store, nil, d.clock, devNodeOptions)
+	svc := nodeService(d, nil)
 	var wg sync.WaitGroup
 	for _, o := range d.fixture.Orgs {
 		admin := domain.Principal{OrgID: o.ID, UserID: "devserver", Role: domain.RoleAdmin, Credential: domain.CredentialCLI}

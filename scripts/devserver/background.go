@@ -5,9 +5,11 @@ package main
 // that stops them and waits for them to finish.
 func startBackground(d deps) func() {
 	stopJobs := startJobs(d)
+	stopReoffers := startReoffers(d)
 	stopAgent := startAgent(d)
 	return func() {
 		stopAgent()
+		stopReoffers()
 		stopJobs()
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/envlease/envlease/shared/devstack"
 	"github.com/envlease/envlease/shared/fixture"
 	"github.com/envlease/envlease/shared/httpapi"
+	"github.com/envlease/envlease/shared/nodes"
 	"github.com/envlease/envlease/shared/platform"
 	"github.com/envlease/envlease/shared/store"
 )
@@ -48,6 +49,10 @@ type deps struct {
 	sweep      time.Duration
 	// fixture is the loaded configuration: the node agent serves its pools.
 	fixture fixture.File
+	// sockets serves the node protocol (nodes.SocketPath) and posts to its
+	// connections; offerer wakes a node after a lease and re-offers.
+	sockets *nodes.LocalSockets
+	offerer *nodes.Offerer
 }
 
 func main() {
@@ -85,6 +90,9 @@ type options struct {
 	// wrap, when set, wraps the API's handler: the end-to-end tests check
 	// every answer against the API description through it.
 	wrap func(http.Handler) http.Handler
+	// sockets, when set, is handed the node protocol's server: tests lose
+	// messages and cut connections with it.
+	sockets func(*nodes.LocalSockets)
 }
 
 // run starts the stack and serves until ctx ends, then stops all it started.
@@ -133,11 +141,23 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 		// the CLI work without.
 		fmt.Fprintf(o.progress, "warning: %v; the console cannot upload or download artifacts\n", err)
 	}
-	var h http.Handler = httpapi.New(httpapi.Config{Logger: log, Auth: auth.New(st, clk, log)}, routes(d)...)
+	authn := auth.New(st, clk, log)
+	d.sockets = nodes.NewLocalSockets(ctx, nodes.NewSocket(nodeService(d, artifactService(d)), st, log), authn)
+	defer d.sockets.Close()
+	d.offerer = nodes.NewOfferer(st, d.sockets, clk, log, devReofferAfter)
+	if o.sockets != nil {
+		o.sockets(d.sockets)
+	}
+	var h http.Handler = httpapi.New(httpapi.Config{Logger: log, Auth: authn}, routes(d)...)
 	if o.wrap != nil {
 		h = o.wrap(h)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	// The node protocol's WebSocket is served beside the API, as API
+	// Gateway's WebSocket API is in AWS.
+	mux := http.NewServeMux()
+	mux.Handle(nodes.SocketPath, d.sockets)
+	mux.Handle("/", h)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 
 	// The agents and jobs stop before the API closes, so an agent can still
 	// deregister its node on the way out.

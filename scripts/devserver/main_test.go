@@ -22,6 +22,12 @@ import (
 // does, on a free port, and stops it when the test ends.
 func startDevserver(t *testing.T) string {
 	t.Helper()
+	return startDevserverWith(t, nil)
+}
+
+// startDevserverWith is startDevserver with its options tuned by tune.
+func startDevserverWith(t *testing.T, tune func(*options)) string {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
@@ -30,14 +36,16 @@ func startDevserver(t *testing.T) string {
 	if !externalEndpoints() {
 		dyn = devstack.NewTestDynamo(t)
 	}
-	go func() {
-		done <- run(ctx, options{addr: "127.0.0.1:0", sweep: time.Second, out: &out, ready: func(u string) { ready <- u },
-			// The DynamoDB of this pass: minidyn, then DynamoDB Local.
-			testDynamo: dyn,
-			// Every answer the stack gives, to the test and to its node agent,
-			// is checked against the API description.
-			wrap: func(h http.Handler) http.Handler { return apitest.CheckedHandler(t, h) }}, apitest.DiscardLogger())
-	}()
+	o := options{addr: "127.0.0.1:0", sweep: time.Second, out: &out, ready: func(u string) { ready <- u },
+		// The DynamoDB of this pass: minidyn, then DynamoDB Local.
+		testDynamo: dyn,
+		// Every answer the stack gives, to the test and to its node agent,
+		// is checked against the API description.
+		wrap: func(h http.Handler) http.Handler { return apitest.CheckedHandler(t, h) }}
+	if tune != nil {
+		tune(&o)
+	}
+	go func() { done <- run(ctx, o, apitest.DiscardLogger()) }()
 	var base string
 	select {
 	case base = <-ready:

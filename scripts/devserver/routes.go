@@ -15,12 +15,17 @@ import (
 	"github.com/envlease/envlease/shared/usage"
 )
 
+// artifactService is the artifacts service of the local stack. Links are
+// signed with the gateway's own (static) credentials locally.
+func artifactService(d deps) *artifacts.Service {
+	return artifacts.NewService(d.store, blob.New(blob.Options{Client: d.s3, Bucket: d.bucket, Clock: d.clock}), d.clock, artifacts.Options{})
+}
+
 // routes lists every endpoint group the local stack serves: the same groups the
 // Lambdas serve one at a time.
 func routes(d deps) [][]httpapi.Route {
 	keySvc := keys.NewService(d.store, d.clock)
-	// Links are signed with the gateway's own (static) credentials locally.
-	artifactSvc := artifacts.NewService(d.store, blob.New(blob.Options{Client: d.s3, Bucket: d.bucket, Clock: d.clock}), d.clock, artifacts.Options{})
+	artifactSvc := artifactService(d)
 	templateSvc := templates.NewService(d.store)
 	return [][]httpapi.Route{
 		keys.TokenRoutes(keySvc),
@@ -29,10 +34,10 @@ func routes(d deps) [][]httpapi.Route {
 		templates.Routes(templateSvc),
 		templates.QuotaRoutes(templateSvc),
 		sandboxes.Routes(sandboxes.NewService(d.store, d.clock)),
-		environments.Routes(environments.NewService(d.store, d.clock)),
+		environments.Routes(environments.NewService(d.store, d.clock, environments.WithOfferer(d.offerer))),
 		openapi.Routes(),
 		usage.Routes(usage.NewService(d.store, d.clock)),
-		nodes.Routes(nodes.NewService(d.store, artifactSvc, d.clock, devNodeOptions)),
+		nodes.Routes(nodeService(d, artifactSvc)),
 		console.Routes(console.Options{S3Origin: devstack.Origin(d.s3Endpoint)}),
 	}
 }

@@ -1,7 +1,7 @@
 // Package agent is the reference node agent: it registers a node of a pool
 // with the node API, heartbeats, claims pending environments, runs each as a
-// local process (runtime "process"), and reports starting, ready, stopped
-// and failed. It keeps warm, pre-started processes of templates that ask for
+// local process (runtime "process"), and reports ready, stopped and
+// failed. It keeps warm, pre-started processes of templates that ask for
 // them, and restores snapshots and shares' files into an environment's
 // folder (UnpackTarRoot).
 // Run as root on Linux it confines each environment: a user of its own, a
@@ -57,6 +57,12 @@ type Config struct {
 	Heartbeat time.Duration
 	// ClaimWait is how long one claim long-polls (default: the server's).
 	ClaimWait time.Duration
+	// Transport is how the node speaks to the service after registering:
+	// TransportAuto (default: the node protocol's WebSocket when the
+	// service names one and it opens, else HTTP), TransportWebSocket or
+	// TransportHTTP. SocketURL overrides the WebSocket's URL the
+	// registration gives.
+	Transport, SocketURL string
 	// NoWarm turns warm environments off.
 	NoWarm bool
 	// KeepRoots leaves an environment's folder after it ends, for debugging.
@@ -107,6 +113,11 @@ type Agent struct {
 	claiming   atomic.Int32
 	claimEpoch atomic.Int64
 
+	// sock is the open node protocol connection, nil on HTTP or while
+	// reconnecting; reports go on it. reconnects counts reconnections.
+	sock       atomic.Pointer[socketClient]
+	reconnects atomic.Int64
+
 	warm *warmPool
 	// tun is the tunnel endpoint; nil with NoTunnel.
 	tun *tunnels
@@ -149,6 +160,13 @@ func New(cfg Config) (*Agent, error) {
 	}
 	if cfg.ReadyTimeout <= 0 {
 		cfg.ReadyTimeout = 2 * time.Minute
+	}
+	switch cfg.Transport {
+	case "":
+		cfg.Transport = TransportAuto
+	case TransportAuto, TransportWebSocket, TransportHTTP:
+	default:
+		return nil, fmt.Errorf("agent: transport %q: one of auto, websocket, http", cfg.Transport)
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.NewJSONHandler(os.Stderr, nil))
@@ -304,14 +322,27 @@ func (a *Agent) session(ctx context.Context) error {
 	if a.cfg.ClaimWait > 0 {
 		wait = a.cfg.ClaimWait
 	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := a.heartbeats(sctx, reg.Node.ID, interval); err != nil {
-			cancel(err)
+	var sock *socketClient
+	url := a.socketURL(reg)
+	if url != "" {
+		sock, err = a.openSocket(sctx, url)
+		if err != nil {
+			a.log.Warn("the node protocol's WebSocket did not open; using HTTP heartbeats and long-poll claims", "url", url, "err", err)
 		}
-	}()
-	err = a.claims(sctx, reg.Node.ID, wait)
+	}
+	if sock != nil {
+		a.log.Info("node protocol connected", "url", url)
+		err = a.socketSession(sctx, reg, url, sock, interval)
+	} else {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := a.heartbeats(sctx, reg.Node.ID, interval); err != nil {
+				cancel(err)
+			}
+		}()
+		err = a.claims(sctx, reg.Node.ID, wait)
+	}
 	cancel(err)
 	wg.Wait()
 	// Every environment goroutine stops its process when sctx ends.
@@ -403,8 +434,14 @@ func (a *Agent) heartbeats(ctx context.Context, node string, interval time.Durat
 
 func (a *Agent) apply(ctx context.Context, node string, sent []string, beat nodes.Beat, claimRaced bool) {
 	a.setTemplates(beat.Templates)
+	a.applyStates(ctx, node, sent, beat.Environments, claimRaced)
+}
+
+// applyStates acts on what a heartbeat's answer says of the environments:
+// stop what is stopping or over, and what was named but is not the node's.
+func (a *Agent) applyStates(ctx context.Context, node string, sent []string, states []nodes.EnvState, claimRaced bool) {
 	known := map[string]bool{}
-	for _, st := range beat.Environments {
+	for _, st := range states {
 		known[st.ID] = true
 		r := a.env(st.ID)
 		switch {
@@ -522,7 +559,8 @@ func (a *Agent) start(ctx context.Context, node string, c *nodes.Claimed) {
 // runEnv takes one environment from claimed to over.
 func (a *Agent) runEnv(ctx context.Context, node string, r *runningEnv, c *nodes.Claimed) {
 	log := a.log.With("environment", r.id, "template", c.Template.Name)
-	a.report(ctx, node, r.id, nodes.Report{State: domain.StateStarting})
+	// No starting report: the claim made it starting, and a report would only
+	// put a round trip before a warm process is handed over.
 
 	var (
 		p        *proc
@@ -659,7 +697,7 @@ func (a *Agent) reportErr(ctx context.Context, node, id string, r nodes.Report) 
 	backoff := 100 * time.Millisecond
 	var err error
 	for try := 0; try < 6; try++ {
-		if err = a.api.Report(ctx, node, id, r); err == nil {
+		if err = a.send(ctx, node, id, r); err == nil {
 			return nil
 		}
 		if s := statusOf(err); s >= 400 && s < 500 || ctx.Err() != nil {
@@ -674,3 +712,48 @@ func (a *Agent) reportErr(ctx context.Context, node, id string, r nodes.Report) 
 	}
 	return err
 }
+
+// send sends a report on the node protocol's connection when one is open,
+// and over HTTP otherwise or when the connection fails to answer.
+func (a *Agent) send(ctx context.Context, node, id string, r nodes.Report) error {
+	if sock := a.sock.Load(); sock != nil {
+		_, err := sock.call(ctx, nodes.Message{Type: nodes.MsgReport, Node: node, Environment: id, Report: &r})
+		if !errors.Is(err, errNoAnswer) {
+			return err
+		}
+	}
+	return a.api.Report(ctx, node, id, r)
+}
+
+// openSocket opens the node protocol's WebSocket: once with
+// TransportAuto (a failure means HTTP for this session), until it opens
+// with TransportWebSocket.
+func (a *Agent) openSocket(ctx context.Context, url string) (*socketClient, error) {
+	backoff := reconnectFirst
+	for {
+		sock, err := a.dialSocket(ctx, url)
+		if err == nil || a.cfg.Transport != TransportWebSocket || ctx.Err() != nil {
+			return sock, err
+		}
+		a.log.Warn("the node protocol's WebSocket did not open; retrying", "url", url, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(jittered(backoff)):
+		}
+		backoff = min(backoff*2, reconnectMax)
+	}
+}
+
+// Transport says how the agent speaks to the service now: "websocket"
+// while its node protocol connection is open, else "http".
+func (a *Agent) Transport() string {
+	if a.sock.Load() != nil {
+		return TransportWebSocket
+	}
+	return TransportHTTP
+}
+
+// Reconnects counts how often the node protocol's connection was opened
+// again after it dropped.
+func (a *Agent) Reconnects() int64 { return a.reconnects.Load() }

@@ -71,6 +71,13 @@ func (s *stack) runAgentIn(t *testing.T, dir string, grace time.Duration) string
 // runAgentWith is runAgentIn with the configuration tuned by tune.
 func (s *stack) runAgentWith(t *testing.T, dir string, grace time.Duration, tune func(*agent.Config)) string {
 	t.Helper()
+	s.runAgentReturning(t, dir, grace, tune)
+	return dir
+}
+
+// runAgentReturning is runAgentWith that returns the running agent.
+func (s *stack) runAgentReturning(t *testing.T, dir string, grace time.Duration, tune func(*agent.Config)) *agent.Agent {
+	t.Helper()
 	svc := nodes.NewService(s.Store, nil, s.Clock, nodes.Options{})
 	admin := domain.Principal{OrgID: "acme", UserID: "alice", Role: domain.RoleAdmin, Credential: domain.CredentialCLI}
 	issued, err := svc.IssueCredential(context.Background(), admin, "local", "test agent")
@@ -99,7 +106,7 @@ func (s *stack) runAgentWith(t *testing.T, dir string, grace time.Duration, tune
 			t.Error("agent did not stop")
 		}
 	})
-	return dir
+	return a
 }
 
 func (s *stack) lease(t *testing.T, template string) string {

@@ -38,7 +38,11 @@ type proc struct {
 	err    error
 	// foreign is set when, while it started, another program was found
 	// listening on one of its ports: it lost the race for that port.
-	foreign atomic.Bool
+	// verified is set once every export's port was seen held by this
+	// process: a warm process handed to a lease need not be looked up in
+	// /proc again (which costs tens of milliseconds on a busy host).
+	verified atomic.Bool
+	foreign  atomic.Bool
 }
 
 // portEnv is the environment variable that carries an export's port:
@@ -200,7 +204,7 @@ func (a *Agent) waitReady(ctx context.Context, p *proc, stop <-chan struct{}) er
 			c, err := net.DialTimeout("tcp", net.JoinHostPort(a.cfg.Address, strconv.Itoa(port)), 250*time.Millisecond)
 			if err == nil {
 				c.Close()
-				if !p.listenerIsOurs(port) {
+				if !p.verified.Load() && !p.listenerIsOurs(port) {
 					p.foreign.Store(true)
 					err = fmt.Errorf("another program listens on port %d", port)
 				}
@@ -214,6 +218,7 @@ func (a *Agent) waitReady(ctx context.Context, p *proc, stop <-chan struct{}) er
 			// No exports: ready once it is up; a command that exits at once
 			// is a failure, not a ready environment, so give it a moment.
 			if len(p.ports) > 0 {
+				p.verified.Store(true)
 				return nil
 			}
 			select {

@@ -69,8 +69,10 @@ type Service struct {
 	// function keeps the templates it read for templateTTL. The quota limit
 	// itself is not cached: the transaction reads it from the quota item.
 	templateTTL time.Duration
-	mu          sync.Mutex
-	templates   map[string]cachedTemplate
+	// offerer, when set, wakes a node of the pool after a lease.
+	offerer   Offerer
+	mu        sync.Mutex
+	templates map[string]cachedTemplate
 }
 
 type cachedTemplate struct {
@@ -297,6 +299,9 @@ func (s *Service) lease(ctx context.Context, p domain.Principal, req LeaseReques
 		}
 		if err != nil {
 			return nil, err
+		}
+		if s.offerer != nil {
+			s.offerer.Offer(ctx, e)
 		}
 		return body, nil
 	}

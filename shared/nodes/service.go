@@ -16,6 +16,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
+	mrand "math/rand/v2"
 	"net"
 	"net/url"
 	"slices"
@@ -43,6 +44,7 @@ type Store interface {
 	GetNode(ctx context.Context, org, id string) (domain.Node, error)
 	ListNodes(ctx context.Context, org string) ([]domain.Node, error)
 	HeartbeatNode(ctx context.Context, n domain.Node, now, deadline time.Time) (domain.Node, error)
+	BeatNode(ctx context.Context, org, id, keyID, pool string, now, deadline time.Time) (domain.Node, error)
 	EndNode(ctx context.Context, n domain.Node, state string, now time.Time) (bool, error)
 	NodeDuePartitions() []string
 	DueNodes(ctx context.Context, part string, now time.Time, limit int, cursor string) ([]domain.Node, string, error)
@@ -84,6 +86,12 @@ const (
 	// DefaultLostAfter is how long a node may go without a heartbeat before
 	// it is lost: six missed heartbeats, so a slow network does not kill work.
 	DefaultLostAfter = 60 * time.Second
+	// DefaultDeadlineEvery is how often a heartbeat on the node protocol
+	// writes the node's lost deadline: a beat in between that reports no
+	// change costs no DynamoDB call. Such a node's deadline is set
+	// DeadlineEvery + LostAfter ahead, so it is still lost LostAfter after
+	// the write it missed.
+	DefaultDeadlineEvery = time.Minute
 	// MaxClaimWait bounds a claim's long poll, under the Lambda's 28 s timeout
 	// and API Gateway's 30 s.
 	MaxClaimWait = 20 * time.Second
@@ -115,7 +123,12 @@ const (
 type Options struct {
 	HeartbeatInterval time.Duration
 	LostAfter         time.Duration
+	DeadlineEvery     time.Duration
 	PollMin, PollMax  time.Duration
+	// SocketURL is where nodes open the node protocol's WebSocket
+	// (ws:// or wss://); registration tells them. Empty: nowhere, they use
+	// the HTTP endpoints.
+	SocketURL string
 }
 
 // Service holds the node rules.
@@ -134,6 +147,9 @@ func NewService(st Store, links Linker, clk clock.Clock, opt Options) *Service {
 	}
 	if opt.LostAfter <= 0 {
 		opt.LostAfter = DefaultLostAfter
+	}
+	if opt.DeadlineEvery <= 0 {
+		opt.DeadlineEvery = DefaultDeadlineEvery
 	}
 	if opt.PollMin <= 0 {
 		opt.PollMin = DefaultPollMin
@@ -202,6 +218,9 @@ type Registered struct {
 	// node's tunnel tickets with; the agent checks them with it. Only this
 	// answer ever carries it.
 	TunnelKey string `json:"tunnelKey"`
+	// SocketURL is where the node protocol's WebSocket is served; empty
+	// when it is not (the node uses heartbeat and claim over HTTP).
+	SocketURL string `json:"socketURL"`
 }
 
 // Register records a new node of the credential's pool. Each registration
@@ -247,7 +266,7 @@ func (s *Service) Register(ctx context.Context, p domain.Principal, req Register
 	return Registered{
 		Node: n, Templates: ts, HeartbeatInterval: domain.Duration(s.opt.HeartbeatInterval),
 		LostAfter: domain.Duration(s.opt.LostAfter), ClaimWait: domain.Duration(MaxClaimWait),
-		Organization: p.OrgID, TunnelKey: base64.RawURLEncoding.EncodeToString(key),
+		Organization: p.OrgID, TunnelKey: base64.RawURLEncoding.EncodeToString(key), SocketURL: s.opt.SocketURL,
 	}, nil
 }
 
@@ -464,6 +483,24 @@ func (s *Service) claimOnce(ctx context.Context, n domain.Node) (*Claimed, error
 	if err != nil {
 		return nil, err
 	}
+	return s.claimFirst(ctx, n, cands)
+}
+
+// claimRandom is claimOnce for nodes woken together on the node protocol:
+// every woken node reads the same oldest few pending, so each tries them in
+// its own random order rather than all racing for the oldest. (The HTTP
+// long-poll keeps strict age order.)
+func (s *Service) claimRandom(ctx context.Context, n domain.Node) (*Claimed, error) {
+	cands, err := s.store.PendingEnvironments(ctx, n.OrgID, n.Pool, claimCandidates)
+	if err != nil {
+		return nil, err
+	}
+	mrand.Shuffle(len(cands), func(i, j int) { cands[i], cands[j] = cands[j], cands[i] })
+	return s.claimFirst(ctx, n, cands)
+}
+
+// claimFirst claims the first of cands it can, in order.
+func (s *Service) claimFirst(ctx context.Context, n domain.Node, cands []domain.Environment) (*Claimed, error) {
 	for _, e := range cands {
 		for try := 0; try < attempts && e.State == domain.StatePending && e.Node == "" && e.Pool == n.Pool; try++ {
 			after, ok, err := s.store.ClaimEnvironment(ctx, e, n, s.clock.Now())

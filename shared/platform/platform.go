@@ -28,6 +28,13 @@ type Config struct {
 	LinkSignerSecretARN string
 	// LogLevel is debug, info, warn or error (LOG_LEVEL).
 	LogLevel string
+	// SocketEndpoint is the node protocol WebSocket stage's management
+	// endpoint (NODE_SOCKET_ENDPOINT, https://...): where offers to nodes are
+	// posted. Empty: no node is woken; nodes find work by claiming.
+	SocketEndpoint string
+	// SocketURL is the URL nodes open the node protocol's WebSocket at
+	// (NODE_SOCKET_URL, wss://...), which registration tells them.
+	SocketURL string
 }
 
 // LoadConfig reads the configuration from the environment.
@@ -37,6 +44,8 @@ func LoadConfig() (Config, error) {
 		Bucket:              os.Getenv("BUCKET_NAME"),
 		LinkSignerSecretARN: os.Getenv("LINK_SIGNER_SECRET_ARN"),
 		LogLevel:            os.Getenv("LOG_LEVEL"),
+		SocketEndpoint:      os.Getenv("NODE_SOCKET_ENDPOINT"),
+		SocketURL:           os.Getenv("NODE_SOCKET_URL"),
 	}
 	if c.Table == "" {
 		return c, fmt.Errorf("TABLE_NAME is not set")

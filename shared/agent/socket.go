@@ -1,0 +1,349 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/envlease/envlease/shared/nodes"
+)
+
+// Transports a node can speak the node protocol over (Config.Transport).
+const (
+	// TransportAuto uses the WebSocket when registration names one (or
+	// Config.SocketURL does) and it opens; otherwise HTTP.
+	TransportAuto = "auto"
+	// TransportWebSocket insists on the WebSocket: opening it is retried.
+	TransportWebSocket = "websocket"
+	// TransportHTTP heartbeats and long-polls claims over HTTP.
+	TransportHTTP = "http"
+)
+
+// Reconnection backoff of the node protocol's WebSocket: doubled per failed
+// attempt from the first to the last, each wait drawn at random between
+// half and all of it, so nodes cut off together do not come back together.
+const (
+	reconnectFirst = 200 * time.Millisecond
+	reconnectMax   = 30 * time.Second
+	// callTimeout bounds the wait for a request's answer.
+	callTimeout = 30 * time.Second
+)
+
+var errNoAnswer = errors.New("node protocol: no answer")
+
+// socketClient is one open WebSocket of the node protocol.
+type socketClient struct {
+	ws      *websocket.Conn
+	seq     atomic.Int64
+	mu      sync.Mutex
+	pending map[string]chan nodes.Message
+	// offers carries the environment ids of offers (possibly ""), and done
+	// is closed when the connection has ended (err says why).
+	offers chan string
+	done   chan struct{}
+	err    error
+}
+
+func (a *Agent) dialSocket(ctx context.Context, url string) (*socketClient, error) {
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	header := http.Header{}
+	header.Set("Authorization", "Bearer "+a.cfg.Token)
+	header.Set("User-Agent", Version)
+	ws, res, err := websocket.Dial(dctx, url, &websocket.DialOptions{HTTPClient: a.http, HTTPHeader: header})
+	if err != nil {
+		if res != nil && res.StatusCode != http.StatusSwitchingProtocols {
+			return nil, &APIError{Status: res.StatusCode, Message: "opening the node protocol's WebSocket was refused"}
+		}
+		return nil, err
+	}
+	ws.SetReadLimit(16 << 20)
+	c := &socketClient{ws: ws, pending: map[string]chan nodes.Message{}, offers: make(chan string, 64), done: make(chan struct{})}
+	go c.read(ctx)
+	return c, nil
+}
+
+// read passes answers to their callers and offers to the claim loop until
+// the connection ends.
+func (c *socketClient) read(ctx context.Context) {
+	defer close(c.done)
+	for {
+		_, b, err := c.ws.Read(ctx)
+		if err != nil {
+			c.err = err
+			return
+		}
+		var m nodes.Message
+		if json.Unmarshal(b, &m) != nil {
+			continue
+		}
+		if m.Type == nodes.MsgOffer {
+			id := ""
+			if len(m.Environments) > 0 {
+				id = m.Environments[0]
+			}
+			select {
+			case c.offers <- id:
+			default: // the claim loop has enough to do: it claims until nothing is left
+			}
+			continue
+		}
+		c.mu.Lock()
+		ch := c.pending[m.ID]
+		delete(c.pending, m.ID)
+		c.mu.Unlock()
+		if ch != nil {
+			ch <- m
+		}
+	}
+}
+
+func (c *socketClient) close() { _ = c.ws.Close(websocket.StatusNormalClosure, "") }
+
+// call sends a request and waits for its answer; an error answer is an
+// *APIError with the status the HTTP endpoint would have given.
+func (c *socketClient) call(ctx context.Context, m nodes.Message) (nodes.Message, error) {
+	m.ID = strconv.FormatInt(c.seq.Add(1), 10)
+	ch := make(chan nodes.Message, 1)
+	c.mu.Lock()
+	c.pending[m.ID] = ch
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.pending, m.ID)
+		c.mu.Unlock()
+	}()
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nodes.Message{}, err
+	}
+	if err := c.ws.Write(ctx, websocket.MessageText, b); err != nil {
+		return nodes.Message{}, err
+	}
+	t := time.NewTimer(callTimeout)
+	defer t.Stop()
+	select {
+	case r := <-ch:
+		if r.Type == nodes.MsgError && r.Error != nil {
+			return r, &APIError{Status: r.Error.Status, Code: r.Error.Code, Message: r.Error.Message}
+		}
+		return r, nil
+	case <-c.done:
+		return nodes.Message{}, fmt.Errorf("%w: the connection ended: %v", errNoAnswer, c.err)
+	case <-ctx.Done():
+		return nodes.Message{}, ctx.Err()
+	case <-t.C:
+		return nodes.Message{}, fmt.Errorf("%w within %s", errNoAnswer, callTimeout)
+	}
+}
+
+// socketURL is where this node speaks the node protocol, "" for HTTP.
+func (a *Agent) socketURL(reg nodes.Registered) string {
+	switch a.cfg.Transport {
+	case TransportHTTP:
+		return ""
+	}
+	if a.cfg.SocketURL != "" {
+		return a.cfg.SocketURL
+	}
+	return reg.SocketURL
+}
+
+// jittered returns a wait between half and all of d.
+func jittered(d time.Duration) time.Duration {
+	return d/2 + time.Duration(mrand.Int64N(int64(d/2)+1))
+}
+
+// socketSession serves a registered node over the node protocol: it
+// resumes the node on the connection (hello), heartbeats with what changed,
+// claims when offered work, and when the connection drops reconnects with
+// backoff and jitter. It returns errLost when the node is no longer active.
+func (a *Agent) socketSession(ctx context.Context, reg nodes.Registered, url string, first *socketClient, interval time.Duration) error {
+	sock := first
+	for {
+		err := a.serveSocket(ctx, reg.Node.ID, sock, interval)
+		a.sock.Store(nil)
+		sock.close()
+		if errors.Is(err, errLost) || ctx.Err() != nil {
+			return err
+		}
+		a.log.Warn("node protocol connection dropped; reconnecting", "err", err)
+		backoff := reconnectFirst
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(jittered(backoff)):
+			}
+			if sock, err = a.dialSocket(ctx, url); err == nil {
+				break
+			}
+			a.log.Warn("node protocol reconnect failed", "err", err, "retry_in", min(backoff*2, reconnectMax).String())
+			backoff = min(backoff*2, reconnectMax)
+		}
+		a.reconnects.Add(1)
+	}
+}
+
+// serveSocket runs one connection until it ends.
+func (a *Agent) serveSocket(ctx context.Context, node string, sock *socketClient, interval time.Duration) error {
+	hello, err := sock.call(ctx, nodes.Message{Type: nodes.MsgHello, Node: node})
+	if s := statusOf(err); s == http.StatusGone || s == http.StatusNotFound {
+		return errLost
+	}
+	if err != nil {
+		return err
+	}
+	if hello.Registered != nil {
+		a.setTemplates(hello.Registered.Templates)
+	}
+	a.sock.Store(sock)
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	claimErr := make(chan error, 1)
+	go func() { claimErr <- a.socketClaims(cctx, node, sock) }()
+
+	var (
+		deadline time.Time
+		sent     map[string]bool // nil: nothing answered on this connection yet
+		lastFull *bool
+	)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	beat := func() error {
+		epoch := a.claimEpoch.Load()
+		inFlight := a.claiming.Load() > 0
+		ids := a.ids()
+		cur := make(map[string]bool, len(ids))
+		var changed []string
+		for _, id := range ids {
+			cur[id] = true
+			if !sent[id] {
+				changed = append(changed, id)
+			}
+		}
+		for id := range sent {
+			if !cur[id] {
+				changed = append(changed, id)
+			}
+		}
+		full := len(ids) >= a.cfg.Capacity
+		m := nodes.Message{Type: nodes.MsgHeartbeat, Node: node, Changed: changed, Running: len(ids), Deadline: deadline}
+		if lastFull == nil || *lastFull != full {
+			m.Full = &full
+		}
+		r, err := sock.call(ctx, m)
+		if s := statusOf(err); s == http.StatusGone || s == http.StatusNotFound {
+			return errLost
+		}
+		if err != nil || r.Beat == nil {
+			a.log.Warn("heartbeat failed", "err", err)
+			return nil
+		}
+		deadline, sent, lastFull = r.Beat.Deadline, cur, &full
+		if len(r.Beat.Templates) > 0 {
+			a.setTemplates(r.Beat.Templates)
+		}
+		claimRaced := inFlight || a.claiming.Load() > 0 || a.claimEpoch.Load() != epoch
+		a.applyStates(ctx, node, changed, r.Beat.Environments, claimRaced)
+		return nil
+	}
+	if err := beat(); err != nil {
+		return err
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-sock.done:
+			return fmt.Errorf("connection ended: %v", sock.err)
+		case err := <-claimErr:
+			if err != nil {
+				return err
+			}
+			claimErr = nil
+		case <-t.C:
+			if err := beat(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// socketClaims claims on the connection: once at the start (work may have
+// waited for a node), then whenever an offer comes, and again after every
+// environment it got (more may be pending), while there is capacity.
+func (a *Agent) socketClaims(ctx context.Context, node string, sock *socketClient) error {
+	want, env := true, ""
+	// onWake: the service counted the node full, so an environment that
+	// ends is a reason to claim again, offered or not.
+	onWake := false
+	backoff := 200 * time.Millisecond
+	for {
+		if !want {
+			var wake <-chan struct{}
+			if onWake {
+				wake = a.wake
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-sock.done:
+				return nil
+			case env = <-sock.offers:
+			case <-wake:
+			}
+			want, onWake = true, false
+		}
+		if a.count() >= a.cfg.Capacity {
+			// Full: keep the wish, and claim when an environment ends.
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-sock.done:
+				return nil
+			case <-a.wake:
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		a.claiming.Add(1)
+		a.claimEpoch.Add(1)
+		r, err := sock.call(ctx, nodes.Message{Type: nodes.MsgClaim, Node: node, Environment: env})
+		if err == nil && r.Claimed != nil {
+			a.start(ctx, node, r.Claimed)
+		}
+		a.claiming.Add(-1)
+		env = ""
+		switch s := statusOf(err); {
+		case err == nil:
+			want = r.Claimed != nil
+			backoff = 200 * time.Millisecond
+		case ctx.Err() != nil:
+			return nil
+		case s == http.StatusGone || s == http.StatusNotFound:
+			return errLost
+		case s == http.StatusConflict:
+			want, onWake = false, true // at capacity by the service's count
+		default:
+			a.log.Warn("claim failed", "err", err)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-sock.done:
+				return nil
+			case <-time.After(backoff):
+			}
+			backoff = min(backoff*2, 10*time.Second)
+		}
+	}
+}

@@ -1,0 +1,155 @@
+package agent_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/envlease/envlease/shared/agent"
+	"github.com/envlease/envlease/shared/apitest"
+	"github.com/envlease/envlease/shared/domain"
+	"github.com/envlease/envlease/shared/environments"
+	"github.com/envlease/envlease/shared/httpapi"
+	"github.com/envlease/envlease/shared/nodes"
+)
+
+// socketStack is newStack that also serves the node protocol's WebSocket,
+// names it in registrations, and wakes a node after every lease.
+type socketStack struct {
+	*stack
+	sockets *nodes.LocalSockets
+	offerer *nodes.Offerer
+	// dropOffers swallows every offer while set.
+	dropOffers atomic.Bool
+}
+
+func newSocketStack(t *testing.T, templates ...domain.Template) *socketStack {
+	t.Helper()
+	ss := &socketStack{}
+	ctx, cancel := context.WithCancel(context.Background())
+	mux := http.NewServeMux()
+	srv := httptest.NewServer(mux)
+	e := apitest.New(t, func(e *apitest.Env) [][]httpapi.Route {
+		svc := nodes.NewService(e.Store, nil, e.Clock, nodes.Options{HeartbeatInterval: 200 * time.Millisecond,
+			PollMax: 20 * time.Millisecond, SocketURL: "ws" + strings.TrimPrefix(srv.URL, "http") + nodes.SocketPath})
+		ss.sockets = nodes.NewLocalSockets(ctx, nodes.NewSocket(svc, e.Store, e.Log), apitest.NewAuth(e))
+		ss.offerer = nodes.NewOfferer(e.Store, ss.sockets, e.Clock, e.Log, time.Second)
+		return [][]httpapi.Route{nodes.Routes(svc), environments.Routes(environments.NewService(e.Store, e.Clock,
+			environments.WithTemplateTTL(0), environments.WithOfferer(ss.offerer)))}
+	})
+	ss.sockets.DropPosts(func(nodes.ConnectionID, []byte) bool { return ss.dropOffers.Load() })
+	for _, tpl := range templates {
+		tpl.Pools = []string{"local"}
+		tpl.Timeouts = domain.Timeouts{Idle: domain.Duration(time.Hour), Hard: domain.Duration(time.Hour)}
+		tpl.Quota = domain.Quota{MaxLeases: 5}
+		if err := e.Store.PutTemplate(context.Background(), "acme", tpl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mux.Handle(nodes.SocketPath, ss.sockets)
+	mux.Handle("/", apitest.CheckedHandler(t, e.Handler))
+	t.Cleanup(func() { cancel(); ss.sockets.Close(); srv.Close() })
+	ss.stack = &stack{Env: e, url: srv.URL}
+	return ss
+}
+
+// startAgent runs an agent of acme's pool "local" with tune applied, and
+// returns it.
+func (s *stack) startAgent(t *testing.T, tune func(*agent.Config)) *agent.Agent {
+	t.Helper()
+	return s.runAgentReturning(t, t.TempDir(), 500*time.Millisecond, tune)
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+var sleeper = domain.Template{Name: "sleeper", Command: []string{"sleep", "3600"}, Runtime: "process"}
+
+// Over the node protocol: a lease wakes the agent, it claims, runs and
+// reports ready; a delete reaches it through a heartbeat and it reports
+// stopped.
+func TestAgentOverTheNodeProtocol(t *testing.T) {
+	s := newSocketStack(t, sleeper)
+	a := s.startAgent(t, nil)
+	waitFor(t, "the node protocol connection", func() bool { return a.Transport() == agent.TransportWebSocket })
+	id := s.lease(t, "sleeper")
+	s.wait(t, id, domain.StateReady)
+	if r := s.Do("DELETE", "/v1/environments/"+id, apitest.BobToken, nil); r.Status != 200 {
+		t.Fatalf("delete: %d %s", r.Status, r.Body)
+	}
+	s.wait(t, id, domain.StateStopped)
+}
+
+// A lost offer delays the lease until the re-offer job sends it again.
+func TestLostOfferIsReoffered(t *testing.T) {
+	s := newSocketStack(t, sleeper)
+	a := s.startAgent(t, nil)
+	waitFor(t, "the node protocol connection", func() bool { return a.Transport() == agent.TransportWebSocket })
+	// The agent claims once when it connects; wait until it has.
+	time.Sleep(300 * time.Millisecond)
+	s.dropOffers.Store(true)
+	id := s.lease(t, "sleeper")
+	time.Sleep(300 * time.Millisecond)
+	if e := s.get(t, id); e.State != domain.StatePending {
+		t.Fatalf("with its offer lost the environment is %s, want pending", e.State)
+	}
+	s.dropOffers.Store(false)
+	s.Clock.Advance(time.Second)
+	if res, err := s.offerer.Reoffer(context.Background()); err != nil || res.Reoffered != 1 {
+		t.Fatalf("re-offer: %+v %v", res, err)
+	}
+	s.wait(t, id, domain.StateReady)
+}
+
+// A dropped connection is opened again (with backoff), the node resumed on
+// it, and leases reach it there.
+func TestAgentReconnects(t *testing.T) {
+	s := newSocketStack(t, sleeper)
+	a := s.startAgent(t, nil)
+	waitFor(t, "the node protocol connection", func() bool { return s.sockets.Connections() == 1 })
+	s.sockets.CloseAll()
+	waitFor(t, "a reconnection", func() bool { return a.Reconnects() >= 1 && a.Transport() == agent.TransportWebSocket })
+	id := s.lease(t, "sleeper")
+	s.wait(t, id, domain.StateReady)
+}
+
+// Where the WebSocket does not open, or HTTP is asked for, the agent
+// heartbeats and long-polls over HTTP, and leases still run.
+func TestAgentHTTPFallback(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		tune func(*agent.Config)
+	}{
+		{"websocket refused", func(c *agent.Config) { c.SocketURL = "ws" + strings.TrimPrefix(c.API, "http") + "/v1/no-socket-here" }},
+		{"http asked for", func(c *agent.Config) { c.Transport = agent.TransportHTTP }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSocketStack(t, sleeper)
+			a := s.startAgent(t, tc.tune)
+			id := s.lease(t, "sleeper")
+			s.wait(t, id, domain.StateReady)
+			if got := a.Transport(); got != agent.TransportHTTP || s.sockets.Connections() != 0 {
+				t.Fatalf("transport %s with %d connections, want http and none", got, s.sockets.Connections())
+			}
+		})
+	}
+}
+
+func (s *stack) get(t *testing.T, id string) domain.Environment {
+	t.Helper()
+	var out domain.Environment
+	s.Do("GET", "/v1/environments/"+id, apitest.BobToken, nil).JSON(t, &out)
+	return out
+}

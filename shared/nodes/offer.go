@@ -1,0 +1,292 @@
+package nodes
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	mrand "math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/envlease/envlease/shared/clock"
+	"github.com/envlease/envlease/shared/domain"
+)
+
+// OfferStore is what waking nodes needs from the table.
+type OfferStore interface {
+	PoolConnections(ctx context.Context, org, pool, from string, limit int, at time.Time) ([]domain.NodeConnection, error)
+	DeleteConnection(ctx context.Context, org, pool, id string) error
+	PutOffer(ctx context.Context, o domain.Offer) error
+	DeleteOffer(ctx context.Context, org, env string) error
+	ShardOffers(ctx context.Context, shard, limit int) ([]domain.Offer, error)
+	GetEnvironments(ctx context.Context, org string, ids []string) ([]domain.Environment, error)
+}
+
+// Offer timing; the README's node protocol section gives them.
+const (
+	// DefaultReofferAfter is how long an offered environment may stay
+	// pending before the re-offer job wakes a node for it again.
+	DefaultReofferAfter = 3 * time.Second
+	// MaxReofferBackoff bounds the wait between re-offers of an environment
+	// no node takes (its pool has no connected node, or all are full).
+	MaxReofferBackoff = time.Minute
+	// connectionSample is how many of a pool's connections a wake reads to
+	// choose one from.
+	connectionSample = 8
+	// connectionCacheTTL is how long a warm function reuses a pool's
+	// connections it read.
+	connectionCacheTTL = 5 * time.Second
+	// offersPerShard bounds what one re-offer pass reads of a shard.
+	offersPerShard = 1000
+	// postTries bounds the connections one wake tries.
+	postTries = 3
+)
+
+// Offerer wakes one connected node of a pool for a pending environment,
+// and keeps the offer so the re-offer job sends it again while nobody has
+// claimed the environment. The environments service calls Offer after a
+// lease; the re-offer job calls Reoffer.
+type Offerer struct {
+	store  OfferStore
+	poster Poster
+	clock  clock.Clock
+	log    *slog.Logger
+	after  time.Duration
+
+	mu    sync.Mutex
+	cache map[string]cachedConns
+}
+
+type cachedConns struct {
+	conns   []domain.NodeConnection
+	fetched time.Time
+}
+
+// NewOfferer returns an Offerer; reofferAfter 0 takes DefaultReofferAfter.
+func NewOfferer(st OfferStore, poster Poster, clk clock.Clock, log *slog.Logger, reofferAfter time.Duration) *Offerer {
+	if reofferAfter <= 0 {
+		reofferAfter = DefaultReofferAfter
+	}
+	return &Offerer{store: st, poster: poster, clock: clk, log: log, after: reofferAfter, cache: map[string]cachedConns{}}
+}
+
+// Offer wakes a node of the environment's pool and records the offer. It
+// never fails the lease: what goes wrong is logged, and the re-offer job
+// (or a node's next claim) picks the environment up.
+func (o *Offerer) Offer(ctx context.Context, e domain.Environment) {
+	if e.State != domain.StatePending {
+		return
+	}
+	if err := o.wake(ctx, e.OrgID, e.Pool, []string{e.ID}); err != nil {
+		o.log.WarnContext(ctx, "offer not sent", "environment", e.ID, "pool", e.Pool, "err", err.Error())
+	}
+	now := o.clock.Now()
+	err := o.store.PutOffer(ctx, domain.Offer{OrgID: e.OrgID, Pool: e.Pool, Environment: e.ID, Due: now.Add(o.after), Attempts: 1, Created: now})
+	if err != nil {
+		o.log.WarnContext(ctx, "offer not recorded", "environment", e.ID, "err", err.Error())
+	}
+}
+
+// wake posts an offer to one connected node of the pool: one at random
+// among a few, preferring those with free capacity. A connection that is
+// gone is forgotten and the next one tried. No connection is not an error:
+// nodes on the HTTP fallback find the work by claiming.
+func (o *Offerer) wake(ctx context.Context, org, pool string, envs []string) error {
+	msg, err := json.Marshal(Message{Type: MsgOffer, Pool: pool, Environments: envs})
+	if err != nil {
+		return err
+	}
+	var last error
+	for round := 0; round < 2; round++ {
+		// The second round reads the pool afresh: every connection the
+		// cached sample named was gone.
+		conns, err := o.connections(ctx, org, pool, round > 0)
+		if err != nil {
+			return err
+		}
+		gone := 0
+		for try := 0; try < postTries && len(conns) > 0; try++ {
+			i := pick(conns)
+			c := conns[i]
+			conns = append(conns[:i:i], conns[i+1:]...)
+			err := o.poster.Post(ctx, ConnectionID(c.ID), msg)
+			if err == nil {
+				return nil
+			}
+			last = err
+			if errors.Is(err, ErrGone) {
+				gone++
+				o.forget(org, pool, c.ID)
+				if derr := o.store.DeleteConnection(ctx, org, pool, c.ID); derr != nil {
+					return derr
+				}
+			}
+		}
+		if gone == 0 {
+			break
+		}
+	}
+	return last
+}
+
+// pick chooses a connection at random, among those not full when any is.
+func pick(conns []domain.NodeConnection) int {
+	free := make([]int, 0, len(conns))
+	for i, c := range conns {
+		if !c.Full {
+			free = append(free, i)
+		}
+	}
+	if len(free) > 0 {
+		return free[mrand.IntN(len(free))]
+	}
+	return mrand.IntN(len(conns))
+}
+
+// connections returns a sample of the pool's connections, read at most
+// every connectionCacheTTL by a warm function (fresh: now): a burst of
+// leases of one pool costs one query, not one each.
+func (o *Offerer) connections(ctx context.Context, org, pool string, fresh bool) ([]domain.NodeConnection, error) {
+	k := org + "#" + pool
+	o.mu.Lock()
+	c, ok := o.cache[k]
+	o.mu.Unlock()
+	// An empty sample is read again: a node may have just connected.
+	if ok && !fresh && len(c.conns) > 0 && time.Since(c.fetched) < connectionCacheTTL {
+		return append([]domain.NodeConnection(nil), c.conns...), nil
+	}
+	conns, err := o.store.PoolConnections(ctx, org, pool, randomFrom(), connectionSample, o.clock.Now())
+	if err != nil {
+		return nil, err
+	}
+	o.mu.Lock()
+	o.cache[k] = cachedConns{conns: conns, fetched: time.Now()}
+	o.mu.Unlock()
+	return append([]domain.NodeConnection(nil), conns...), nil
+}
+
+func (o *Offerer) forget(org, pool, id string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	k := org + "#" + pool
+	c := o.cache[k]
+	out := c.conns[:0:0]
+	for _, x := range c.conns {
+		if x.ID != id {
+			out = append(out, x)
+		}
+	}
+	c.conns = out
+	o.cache[k] = c
+}
+
+// randomFrom is a random point among connection ids (API Gateway's are
+// base64-like, the local server's hex), so a pool's sample is a random
+// window of its connections.
+func randomFrom() string {
+	const alphabet = "+/0123456789=ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz"
+	return string(alphabet[mrand.IntN(len(alphabet))])
+}
+
+// ReofferResult says what one re-offer pass did.
+type ReofferResult struct {
+	// Offers is how many offers were read, Reoffered how many were sent
+	// again, Done how many were forgotten (the environment left pending).
+	Offers    int `json:"offers"`
+	Reoffered int `json:"reoffered"`
+	Done      int `json:"done"`
+}
+
+// Reoffer is one pass of the re-offer job: every offer whose environment is
+// still pending after its due time wakes a node again (with backoff up to
+// MaxReofferBackoff); offers of environments no longer pending are
+// forgotten. It reads every offer shard, which holds only what was offered
+// and not yet seen claimed, so its cost follows what is pending.
+func (o *Offerer) Reoffer(ctx context.Context) (ReofferResult, error) {
+	var res ReofferResult
+	now := o.clock.Now()
+	var errs []error
+	for shard := 0; shard < domain.OfferShards; shard++ {
+		offers, err := o.store.ShardOffers(ctx, shard, offersPerShard)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		res.Offers += len(offers)
+		due := map[string][]domain.Offer{}
+		for _, of := range offers {
+			if !of.Due.After(now) {
+				due[of.OrgID] = append(due[of.OrgID], of)
+			}
+		}
+		for org, list := range due {
+			if err := o.reofferOrg(ctx, org, list, now, &res); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return res, errors.Join(errs...)
+}
+
+func (o *Offerer) reofferOrg(ctx context.Context, org string, offers []domain.Offer, now time.Time, res *ReofferResult) error {
+	ids := make([]string, len(offers))
+	for i, of := range offers {
+		ids[i] = of.Environment
+	}
+	envs, err := o.store.GetEnvironments(ctx, org, ids)
+	if err != nil {
+		return err
+	}
+	pending := map[string]bool{}
+	for _, e := range envs {
+		if e.State == domain.StatePending {
+			pending[e.ID] = true
+		}
+	}
+	for _, of := range offers {
+		if !pending[of.Environment] {
+			if err := o.store.DeleteOffer(ctx, org, of.Environment); err != nil {
+				return err
+			}
+			res.Done++
+			continue
+		}
+		if err := o.wake(ctx, org, of.Pool, []string{of.Environment}); err != nil {
+			o.log.WarnContext(ctx, "re-offer not sent", "environment", of.Environment, "pool", of.Pool, "err", err.Error())
+		}
+		of.Attempts++
+		of.Due = now.Add(min(o.after<<min(of.Attempts-1, 10), MaxReofferBackoff))
+		if err := o.store.PutOffer(ctx, of); err != nil {
+			return err
+		}
+		res.Reoffered++
+	}
+	return nil
+}
+
+// ReofferLoop runs Reoffer every interval until ctx ends or until stops
+// (zero: never) is less than interval away: the scheduled function runs it
+// within its invocation, the local job loop for as long as it runs. It logs
+// the passes that did something.
+func (o *Offerer) ReofferLoop(ctx context.Context, interval time.Duration, until time.Time) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		if !until.IsZero() && time.Until(until) < interval {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		res, err := o.Reoffer(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			o.log.ErrorContext(ctx, "re-offer run", "summary", res, "err", err.Error())
+		case res.Reoffered > 0 || res.Done > 0:
+			o.log.InfoContext(ctx, "re-offer run", "summary", res)
+		}
+	}
+}

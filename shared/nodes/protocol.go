@@ -1,0 +1,94 @@
+package nodes
+
+import (
+	"time"
+
+	"github.com/envlease/envlease/shared/domain"
+)
+
+// The node protocol: JSON text messages over one WebSocket per node, the
+// same in AWS (an API Gateway WebSocket API, functions/nodesws) and on the
+// local stack (LocalSockets). A node sends requests, each with an id the
+// answer repeats; the service also sends an offer, unasked, when a lease
+// wants a node of the pool. The README's "The node protocol" is the
+// reference.
+const (
+	// Node -> service, and the answer's type.
+	MsgHello      = "hello"      // -> registered
+	MsgHeartbeat  = "heartbeat"  // -> beat
+	MsgClaim      = "claim"      // -> claimed
+	MsgReport     = "report"     // -> reported
+	MsgRegistered = "registered" //
+	MsgBeat       = "beat"       //
+	MsgClaimed    = "claimed"    //
+	MsgReported   = "reported"   //
+	// MsgError answers a request that failed, with its status and code as
+	// the HTTP endpoint would give them.
+	MsgError = "error"
+	// MsgOffer (service -> node, unasked): there is pending work in your
+	// pool, possibly naming environments; claim.
+	MsgOffer = "offer"
+)
+
+// Message is every message of the node protocol; Type says which fields
+// mean something.
+type Message struct {
+	Type string `json:"type"`
+	// ID is a request's id, repeated in its answer.
+	ID string `json:"id,omitempty"`
+	// Node is the node a request acts as (every request but a hello that
+	// registers).
+	Node string `json:"node,omitempty"`
+
+	// hello: Register registers a new node (the answer is a registration,
+	// with its tunnel key); without it the hello resumes Node, on a new
+	// connection.
+	Register *RegisterRequest `json:"register,omitempty"`
+
+	// heartbeat: Changed are the environment ids the node started or
+	// stopped running since its last answered beat (all it runs, on the
+	// first beat of a connection); Running how many it runs now; Full
+	// whether it has no free capacity, when that changed; Deadline the
+	// lost deadline of the last answer (zero: unknown, so write it).
+	Changed  []string  `json:"changed,omitempty"`
+	Running  int       `json:"running,omitempty"`
+	Full     *bool     `json:"full,omitempty"`
+	Deadline time.Time `json:"deadline,omitzero"`
+
+	// claim and report: the environment (a claim's is the one offered, to
+	// try first); report: what became of it.
+	Environment string  `json:"environment,omitempty"`
+	Report      *Report `json:"report,omitempty"`
+
+	// Answers.
+	Registered *Registered         `json:"registered,omitempty"`
+	Beat       *SocketBeat         `json:"beat,omitempty"`
+	Claimed    *Claimed            `json:"claimed,omitempty"`
+	Record     *domain.Environment `json:"record,omitempty"`
+	Error      *MessageError       `json:"error,omitempty"`
+
+	// offer: the pool, and the environments that want a node.
+	Pool         string   `json:"pool,omitempty"`
+	Environments []string `json:"environments,omitempty"`
+}
+
+// MessageError is a failed request's error, as the HTTP endpoint's status
+// and body would carry it.
+type MessageError struct {
+	Status  int    `json:"status"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// SocketBeat is the answer to a heartbeat on the node protocol.
+type SocketBeat struct {
+	// Deadline is the node's lost deadline now; send it with the next beat.
+	Deadline time.Time `json:"deadline"`
+	// Environments are the states of the environments the beat named and,
+	// when the node runs any, of every environment assigned to it that is
+	// starting, ready or stopping: the same rules as Beat.
+	Environments []EnvState `json:"environments"`
+	// Templates are the pool's templates, sent with the beats that moved
+	// the deadline (about once a minute); absent otherwise.
+	Templates []domain.Template `json:"templates,omitempty"`
+}

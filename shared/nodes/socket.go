@@ -1,0 +1,340 @@
+package nodes
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/envlease/envlease/shared/clock"
+	"github.com/envlease/envlease/shared/domain"
+	"github.com/envlease/envlease/shared/httpapi"
+	"github.com/envlease/envlease/shared/metrics"
+)
+
+// ConnectionID names one node's open connection for the node protocol.
+type ConnectionID string
+
+// Conn is who sent a message: the connection, and the node credential its
+// opening authenticated (API Gateway's authorizer context, or the local
+// server's own check).
+type Conn struct {
+	ID        ConnectionID
+	Principal domain.Principal
+}
+
+// ErrGone is what a Poster returns for a connection that no longer exists.
+var ErrGone = errors.New("the connection is gone")
+
+// Poster sends a message to one open connection: the API Gateway
+// Management API in AWS (nodes/apigw), LocalSockets on the local stack.
+type Poster interface {
+	Post(ctx context.Context, conn ConnectionID, msg []byte) error
+}
+
+// ConnectionStore is what the node protocol keeps in the table.
+type ConnectionStore interface {
+	PutConnection(ctx context.Context, c domain.NodeConnection) error
+	DeleteConnection(ctx context.Context, org, pool, id string) error
+	SetConnectionFull(ctx context.Context, org, pool, id string, full bool) error
+}
+
+// Socket handles the node protocol's messages. The same code serves API
+// Gateway's routes ($connect is authenticated before it is called,
+// $disconnect calls Disconnect, $default Handle) and the local server.
+type Socket struct {
+	svc   *Service
+	conns ConnectionStore
+	log   *slog.Logger
+	clock clock.Clock
+}
+
+// NewSocket returns the node protocol's handler over the nodes service.
+func NewSocket(svc *Service, conns ConnectionStore, log *slog.Logger) *Socket {
+	return &Socket{svc: svc, conns: conns, log: log, clock: svc.clock}
+}
+
+// Disconnect forgets a closed connection, so no lease wakes it. Its node
+// stays registered: it may come back on another connection.
+func (k *Socket) Disconnect(ctx context.Context, c Conn) error {
+	ctx, counters := metrics.WithRequest(ctx)
+	start := time.Now()
+	err := k.conns.DeleteConnection(ctx, c.Principal.OrgID, c.Principal.Pool, string(c.ID))
+	k.logMessage(ctx, start, c, "$disconnect", "", err, counters)
+	return err
+}
+
+// MaxMessageBytes bounds a message a node may send (API Gateway's frame
+// limit is 32 KB, its message limit 128 KB).
+const MaxMessageBytes = 128 << 10
+
+// Handle answers one message of a node. The answer is nil for messages that
+// have none; a request that fails is answered with an error message.
+func (k *Socket) Handle(ctx context.Context, c Conn, raw []byte) []byte {
+	ctx, counters := metrics.WithRequest(ctx)
+	start := time.Now()
+	var m Message
+	var err error
+	var out *Message
+	switch {
+	case len(raw) > MaxMessageBytes:
+		err = domain.BadRequest("message", "a message is at most %d bytes", MaxMessageBytes)
+	case json.Unmarshal(raw, &m) != nil:
+		err = domain.BadRequest("message", "a message is one JSON object with a type")
+	case c.Principal.Credential != domain.CredentialNode:
+		err = domain.Errorf(domain.CodeForbidden, "the node protocol takes a node credential")
+	default:
+		out, err = k.handle(ctx, c, m)
+	}
+	typ := m.Type
+	if typ == "" {
+		typ = "unknown"
+	}
+	k.logMessage(ctx, start, c, typ, m.Node, err, counters)
+	if err != nil {
+		e := domain.AsError(err)
+		msg := e.Message
+		status := httpapi.Status(e.Code)
+		if msg == "" {
+			msg = http.StatusText(status)
+		}
+		out = &Message{Type: MsgError, Error: &MessageError{Status: status, Code: string(e.Code), Message: msg}}
+	}
+	if out == nil {
+		return nil
+	}
+	out.ID = m.ID
+	b, merr := json.Marshal(out)
+	if merr != nil {
+		k.log.ErrorContext(ctx, "node message answer", "err", merr.Error())
+		return nil
+	}
+	return b
+}
+
+func (k *Socket) handle(ctx context.Context, c Conn, m Message) (*Message, error) {
+	p := c.Principal
+	switch m.Type {
+	case MsgHello:
+		reg, err := k.hello(ctx, c, m)
+		if err != nil {
+			return nil, err
+		}
+		return &Message{Type: MsgRegistered, Node: reg.Node.ID, Registered: &reg}, nil
+	case MsgHeartbeat:
+		beat, err := k.svc.SocketHeartbeat(ctx, p, m)
+		if err != nil {
+			return nil, err
+		}
+		if m.Full != nil {
+			if err := k.conns.SetConnectionFull(ctx, p.OrgID, p.Pool, string(c.ID), *m.Full); err != nil {
+				return nil, err
+			}
+		}
+		return &Message{Type: MsgBeat, Node: m.Node, Beat: &beat}, nil
+	case MsgClaim:
+		cl, err := k.svc.ClaimOffered(ctx, p, m.Node, m.Environment)
+		if err != nil {
+			return nil, err
+		}
+		return &Message{Type: MsgClaimed, Node: m.Node, Claimed: cl}, nil
+	case MsgReport:
+		if m.Report == nil {
+			return nil, domain.Invalid("report", "report is required")
+		}
+		e, err := k.svc.ReportState(ctx, p, m.Node, m.Environment, *m.Report)
+		if err != nil {
+			return nil, err
+		}
+		return &Message{Type: MsgReported, Node: m.Node, Environment: e.ID, Record: &e}, nil
+	}
+	return nil, domain.BadRequest("type", "unknown message type %q; one of hello, heartbeat, claim, report", m.Type)
+}
+
+// hello registers a node (with register) or resumes one on a new
+// connection, and records the connection under the node's pool, so leases
+// of the pool can wake it.
+func (k *Socket) hello(ctx context.Context, c Conn, m Message) (Registered, error) {
+	var (
+		reg Registered
+		err error
+	)
+	if m.Register != nil {
+		reg, err = k.svc.Register(ctx, c.Principal, *m.Register)
+	} else {
+		reg, err = k.svc.Resume(ctx, c.Principal, m.Node)
+	}
+	if err != nil {
+		return Registered{}, err
+	}
+	err = k.conns.PutConnection(ctx, domain.NodeConnection{
+		ID: string(c.ID), OrgID: reg.Node.OrgID, Pool: reg.Node.Pool, Node: reg.Node.ID, Connected: k.clock.Now(),
+	})
+	return reg, err
+}
+
+func (k *Socket) logMessage(ctx context.Context, start time.Time, c Conn, typ, node string, err error, counters *metrics.Request) {
+	status := http.StatusOK
+	if err != nil {
+		e := domain.AsError(err)
+		status = httpapi.Status(e.Code)
+		if e.Err != nil || status >= 500 {
+			k.log.WarnContext(ctx, "node message failed", "code", e.Code, "err", err.Error())
+		}
+	}
+	k.log.InfoContext(ctx, "request",
+		"request_id", newMessageID(), "method", "WS", "path", typ, "status", status,
+		"ms", time.Since(start).Milliseconds(), "org", c.Principal.OrgID, "node", node,
+		"connection", string(c.ID), "route", "WS "+typ, "ddb_calls", counters.DynamoCalls())
+}
+
+func newMessageID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Resume is a hello on a new connection of a node registered before: the
+// registration's timing and the pool's templates, without the tunnel key
+// (the node has it). A node that was declared lost or left is gone.
+func (s *Service) Resume(ctx context.Context, p domain.Principal, id string) (Registered, error) {
+	n, err := s.activeNode(ctx, p, id)
+	if err != nil {
+		return Registered{}, err
+	}
+	ts, err := s.poolTemplates(ctx, n)
+	if err != nil {
+		return Registered{}, err
+	}
+	return Registered{
+		Node: n, Templates: ts, HeartbeatInterval: domain.Duration(s.opt.HeartbeatInterval),
+		LostAfter: domain.Duration(s.opt.LostAfter), ClaimWait: domain.Duration(0),
+		Organization: p.OrgID, SocketURL: s.opt.SocketURL,
+	}, nil
+}
+
+// SocketHeartbeat is a heartbeat on the node protocol. It costs what
+// changed: the node's deadline is written (one conditional update) only
+// when the one the node last heard is older than DeadlineEvery (or
+// unknown), the pool's templates are read only then (one query), and
+// environments are read only when the beat names some or the node runs any
+// (to tell it which are stopping). So an idle node costs two calls a
+// DeadlineEvery, and its beats in between none. Identity is checked
+// whenever anything is read or written; a beat that reads nothing
+// discloses nothing.
+func (s *Service) SocketHeartbeat(ctx context.Context, p domain.Principal, m Message) (SocketBeat, error) {
+	if len(m.Changed) > MaxHeartbeatIDs {
+		return SocketBeat{}, domain.Invalid("changed", "at most %d environment ids per heartbeat", MaxHeartbeatIDs)
+	}
+	if !validNodeID(m.Node) {
+		return SocketBeat{}, domain.NotFound("node")
+	}
+	now := s.clock.Now()
+	// The deadline a write sets is DeadlineEvery + LostAfter ahead; the
+	// next write is due once less than LostAfter of it is left.
+	write := m.Deadline.IsZero() || m.Deadline.Sub(now) < s.opt.LostAfter
+	look := len(m.Changed) > 0 || m.Running > 0
+	out := SocketBeat{Deadline: m.Deadline, Environments: []EnvState{}}
+	if !write && !look {
+		return out, nil
+	}
+	var n domain.Node
+	var err error
+	if write {
+		// One conditional write: it checks the node is the credential's.
+		if n, err = s.store.BeatNode(ctx, p.OrgID, m.Node, p.KeyID, p.Pool, now, now.Add(s.opt.DeadlineEvery+s.opt.LostAfter)); err != nil {
+			return SocketBeat{}, err
+		}
+		out.Deadline = n.Deadline
+		if out.Templates, err = s.poolTemplates(ctx, n); err != nil {
+			return SocketBeat{}, err
+		}
+	} else {
+		if n, err = s.activeNode(ctx, p, m.Node); err != nil {
+			return SocketBeat{}, err
+		}
+	}
+	if look {
+		if out.Environments, err = s.envStates(ctx, n, m.Changed, m.Running > 0); err != nil {
+			return SocketBeat{}, err
+		}
+	}
+	return out, nil
+}
+
+// envStates reads the named environments (strongly consistent) and, with
+// assigned, every environment the node runs or tears down.
+func (s *Service) envStates(ctx context.Context, n domain.Node, ids []string, assigned bool) ([]EnvState, error) {
+	var named, runs []domain.Environment
+	var err error
+	valid := make([]string, 0, len(ids))
+	for _, x := range ids {
+		if validEnvID(x) {
+			valid = append(valid, x)
+		}
+	}
+	if len(valid) > 0 {
+		if named, err = s.store.GetEnvironments(ctx, n.OrgID, valid); err != nil {
+			return nil, err
+		}
+	}
+	if assigned {
+		if runs, err = s.store.NodeEnvironments(ctx, n.OrgID, n.ID); err != nil {
+			return nil, err
+		}
+	}
+	out := []EnvState{}
+	seen := map[string]bool{}
+	for _, e := range append(named, runs...) {
+		if e.Node != n.ID || seen[e.ID] {
+			continue
+		}
+		seen[e.ID] = true
+		out = append(out, EnvState{ID: e.ID, Template: e.Template, State: e.State, Error: e.Error})
+	}
+	return out, nil
+}
+
+// ClaimOffered claims for a node on the node protocol, at once (no long
+// poll: an offer says when to claim): the offered environment first, when
+// one is named and still pending in the node's pool, then the oldest few
+// pending in random order. nil: nothing to claim.
+func (s *Service) ClaimOffered(ctx context.Context, p domain.Principal, id, env string) (*Claimed, error) {
+	n, err := s.activeNode(ctx, p, id)
+	if err != nil {
+		return nil, err
+	}
+	runs, err := s.store.NodeEnvironments(ctx, n.OrgID, n.ID)
+	if err != nil {
+		return nil, err
+	}
+	if len(runs) >= n.Capacity {
+		return nil, domain.Errorf(domain.CodeConflict, "node %s is at its capacity of %d environment(s); claim again when one has stopped", n.ID, n.Capacity)
+	}
+	if validEnvID(env) {
+		e, err := s.store.GetEnvironment(ctx, n.OrgID, env)
+		if err != nil && domain.ErrorCode(err) != domain.CodeNotFound {
+			return nil, err
+		}
+		if err == nil && e.State == domain.StatePending && e.Pool == n.Pool {
+			c, err := s.claimFirst(ctx, n, []domain.Environment{e})
+			if err != nil || c != nil {
+				return c, err
+			}
+		}
+	}
+	return s.claimRandom(ctx, n)
+}
+
+func validNodeID(id string) bool {
+	return strings.HasPrefix(id, "node_") && len(id) <= 64 && !strings.ContainsAny(id, "#/ ")
+}
+
+func validEnvID(id string) bool {
+	return strings.HasPrefix(id, "env_") && len(id) <= 64 && !strings.ContainsAny(id, "#/ ")
+}

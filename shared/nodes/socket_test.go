@@ -1,0 +1,334 @@
+package nodes_test
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/envlease/envlease/shared/apitest"
+	"github.com/envlease/envlease/shared/domain"
+	"github.com/envlease/envlease/shared/environments"
+	"github.com/envlease/envlease/shared/httpapi"
+	"github.com/envlease/envlease/shared/nodes"
+	"github.com/envlease/envlease/shared/store"
+)
+
+// fakePoster records what is posted; connections in gone answer ErrGone,
+// and drop swallows posts (a lost message).
+type fakePoster struct {
+	mu    sync.Mutex
+	posts []post
+	gone  map[nodes.ConnectionID]bool
+	drop  bool
+}
+
+type post struct {
+	conn nodes.ConnectionID
+	msg  nodes.Message
+}
+
+func (f *fakePoster) Post(_ context.Context, c nodes.ConnectionID, b []byte) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.gone[c] {
+		return nodes.ErrGone
+	}
+	if f.drop {
+		return nil
+	}
+	var m nodes.Message
+	if err := json.Unmarshal(b, &m); err != nil {
+		return err
+	}
+	f.posts = append(f.posts, post{c, m})
+	return nil
+}
+
+func (f *fakePoster) taken() []post {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := f.posts
+	f.posts = nil
+	return out
+}
+
+type socketEnv struct {
+	*env
+	socket  *nodes.Socket
+	offerer *nodes.Offerer
+	poster  *fakePoster
+	calls   *store.CallCounter
+}
+
+// newSocketEnv is the nodes and environments groups over HTTP, the node
+// protocol's handler and the offerer over a store whose DynamoDB calls
+// are counted, and a fake poster.
+func newSocketEnv(t *testing.T) *socketEnv {
+	t.Helper()
+	se := &socketEnv{poster: &fakePoster{gone: map[nodes.ConnectionID]bool{}}, calls: store.NewCallCounter()}
+	var svc *nodes.Service
+	e := apitest.New(t, func(e *apitest.Env) [][]httpapi.Route {
+		counted := e.Store.WithClient(dynamodb.New(e.Store.DB().Options(), se.calls.Option))
+		svc = nodes.NewService(counted, stubLinks{}, e.Clock, nodes.Options{})
+		se.socket = nodes.NewSocket(svc, counted, e.Log)
+		se.offerer = nodes.NewOfferer(counted, se.poster, e.Clock, e.Log, 3*time.Second)
+		return [][]httpapi.Route{nodes.Routes(svc), environments.Routes(environments.NewService(e.Store, e.Clock, environments.WithOfferer(se.offerer)))}
+	})
+	se.env = &env{Env: e, svc: svc}
+	return se
+}
+
+// send handles one message on conn as the node credential token and
+// decodes the answer.
+func (se *socketEnv) send(t *testing.T, conn nodes.ConnectionID, token string, m nodes.Message) nodes.Message {
+	t.Helper()
+	p, err := apitest.NewAuth(se.Env).Authenticate(context.Background(), "Bearer "+token, "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(m)
+	out := se.socket.Handle(context.Background(), nodes.Conn{ID: conn, Principal: p}, b)
+	var r nodes.Message
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatalf("answer %q: %v", out, err)
+	}
+	if r.ID != m.ID {
+		t.Fatalf("answer id %q to request %q", r.ID, m.ID)
+	}
+	return r
+}
+
+// hello registers a node on conn.
+func (se *socketEnv) hello(t *testing.T, conn nodes.ConnectionID, token string, capacity int) string {
+	t.Helper()
+	r := se.send(t, conn, token, nodes.Message{Type: nodes.MsgHello, ID: "1", Register: &nodes.RegisterRequest{Name: "n", Address: "127.0.0.1", Capacity: capacity}})
+	if r.Type != nodes.MsgRegistered || r.Registered == nil || r.Registered.TunnelKey == "" {
+		t.Fatalf("hello: %+v", r)
+	}
+	return r.Registered.Node.ID
+}
+
+func offered(posts []post) map[nodes.ConnectionID][]string {
+	out := map[nodes.ConnectionID][]string{}
+	for _, p := range posts {
+		if p.msg.Type == nodes.MsgOffer {
+			out[p.conn] = append(out[p.conn], p.msg.Environments...)
+		}
+	}
+	return out
+}
+
+// The protocol through the handler, with what each message costs: hello,
+// an idle node's heartbeats (free between deadline writes), a lease that
+// offers to the connected node, a claim of the offered environment,
+// reports, a heartbeat that tells the node to stop it, and disconnect.
+func TestSocketProtocol(t *testing.T) {
+	se := newSocketEnv(t)
+	ctx := context.Background()
+	tok := se.credential(t, apitest.AliceToken, "local")
+	node := se.hello(t, "c1", tok, 4)
+	conns, err := se.Store.PoolConnections(ctx, "acme", "local", "", 10, se.Clock.Now())
+	if err != nil || len(conns) != 1 || conns[0].ID != "c1" || conns[0].Node != node {
+		t.Fatalf("connections after hello: %+v %v", conns, err)
+	}
+
+	// The first beat writes the deadline and sends the templates.
+	se.calls.Reset()
+	r := se.send(t, "c1", tok, nodes.Message{Type: nodes.MsgHeartbeat, ID: "2", Node: node})
+	if r.Type != nodes.MsgBeat || r.Beat.Deadline.IsZero() || len(r.Beat.Templates) == 0 {
+		t.Fatalf("first beat: %+v", r)
+	}
+	deadline := r.Beat.Deadline
+	// The next beats of the idle node, within a minute, cost nothing.
+	for i := 0; i < 5; i++ {
+		se.Clock.Advance(10 * time.Second)
+		se.calls.Reset()
+		r = se.send(t, "c1", tok, nodes.Message{Type: nodes.MsgHeartbeat, ID: "3", Node: node, Deadline: deadline})
+		if r.Type != nodes.MsgBeat || se.calls.Total() != 0 || len(r.Beat.Templates) != 0 || !r.Beat.Deadline.Equal(deadline) {
+			t.Fatalf("idle beat %d: %d calls (%v), answer %+v", i, se.calls.Total(), se.calls.Counts(), r.Beat)
+		}
+	}
+	// A minute on, the beat moves the deadline again.
+	se.Clock.Advance(15 * time.Second)
+	r = se.send(t, "c1", tok, nodes.Message{Type: nodes.MsgHeartbeat, ID: "4", Node: node, Deadline: deadline})
+	if !r.Beat.Deadline.After(deadline) || len(r.Beat.Templates) == 0 {
+		t.Fatalf("beat a minute on: %+v", r.Beat)
+	}
+	deadline = r.Beat.Deadline
+
+	// A lease offers the environment to the node's connection.
+	id := se.lease(t, apitest.BobToken, map[string]any{"template": "shell"})
+	if got := offered(se.poster.taken()); len(got["c1"]) != 1 || got["c1"][0] != id {
+		t.Fatalf("offers after the lease: %v", got)
+	}
+	r = se.send(t, "c1", tok, nodes.Message{Type: nodes.MsgClaim, ID: "5", Node: node, Environment: id})
+	if r.Type != nodes.MsgClaimed || r.Claimed == nil || r.Claimed.Environment.ID != id || r.Claimed.Environment.State != domain.StateStarting {
+		t.Fatalf("claim: %+v", r)
+	}
+	// Nothing else is pending: a claim answers null.
+	if r = se.send(t, "c1", tok, nodes.Message{Type: nodes.MsgClaim, ID: "6", Node: node}); r.Type != nodes.MsgClaimed || r.Claimed != nil {
+		t.Fatalf("second claim: %+v", r)
+	}
+	r = se.send(t, "c1", tok, nodes.Message{Type: nodes.MsgReport, ID: "7", Node: node, Environment: id,
+		Report: &nodes.Report{State: domain.StateReady, Exports: []nodes.ExportTarget{{Service: "web", Target: "127.0.0.1:9000"}}}})
+	if r.Type != nodes.MsgReported || r.Record == nil || r.Record.State != domain.StateReady {
+		t.Fatalf("report ready: %+v", r)
+	}
+	// The re-offer job forgets the offer of a claimed environment.
+	se.Clock.Advance(5 * time.Second)
+	if res, err := se.offerer.Reoffer(ctx); err != nil || res.Done != 1 || res.Reoffered != 0 {
+		t.Fatalf("re-offer after the claim: %+v %v", res, err)
+	}
+
+	// The node names the new environment once; it runs one, so the beat
+	// reads what the node runs.
+	r = se.send(t, "c1", tok, nodes.Message{Type: nodes.MsgHeartbeat, ID: "8", Node: node, Changed: []string{id}, Running: 1, Deadline: deadline})
+	if len(r.Beat.Environments) != 1 || r.Beat.Environments[0].State != domain.StateReady {
+		t.Fatalf("beat naming the environment: %+v", r.Beat)
+	}
+	if d := se.Do("DELETE", "/v1/environments/"+id, apitest.BobToken, nil); d.Status != 200 {
+		t.Fatalf("delete: %d %s", d.Status, d.Body)
+	}
+	r = se.send(t, "c1", tok, nodes.Message{Type: nodes.MsgHeartbeat, ID: "9", Node: node, Running: 1, Deadline: deadline})
+	if len(r.Beat.Environments) != 1 || r.Beat.Environments[0].State != domain.StateStopping {
+		t.Fatalf("beat after the delete: %+v", r.Beat)
+	}
+	r = se.send(t, "c1", tok, nodes.Message{Type: nodes.MsgReport, ID: "10", Node: node, Environment: id, Report: &nodes.Report{State: domain.StateStopped}})
+	if r.Record == nil || r.Record.State != domain.StateStopped {
+		t.Fatalf("report stopped: %+v", r)
+	}
+
+	if err := se.socket.Disconnect(ctx, nodes.Conn{ID: "c1", Principal: domain.Principal{OrgID: "acme", Pool: "local"}}); err != nil {
+		t.Fatal(err)
+	}
+	if conns, _ := se.Store.PoolConnections(ctx, "acme", "local", "", 10, se.Clock.Now()); len(conns) != 0 {
+		t.Fatalf("connections after disconnect: %+v", conns)
+	}
+}
+
+// A request that fails is answered with the status and code of the HTTP
+// endpoint; resuming a node on a new connection records that connection.
+func TestSocketErrorsAndResume(t *testing.T) {
+	se := newSocketEnv(t)
+	tok := se.credential(t, apitest.AliceToken, "local")
+	other := se.credential(t, apitest.AliceToken, "local")
+	node := se.hello(t, "c1", tok, 2)
+	for _, tc := range []struct {
+		name   string
+		token  string
+		m      nodes.Message
+		status int
+	}{
+		{"unknown type", tok, nodes.Message{Type: "dance", ID: "a"}, 400},
+		{"another credential's node", other, nodes.Message{Type: nodes.MsgHeartbeat, ID: "b", Node: node}, 404},
+		{"no such node", tok, nodes.Message{Type: nodes.MsgClaim, ID: "c", Node: "node_nope"}, 404},
+		{"report without report", tok, nodes.Message{Type: nodes.MsgReport, ID: "d", Node: node, Environment: "env_x"}, 422},
+		{"resume of another credential's node", other, nodes.Message{Type: nodes.MsgHello, ID: "e", Node: node}, 404},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := se.send(t, "c9", tc.token, tc.m)
+			if r.Type != nodes.MsgError || r.Error == nil || r.Error.Status != tc.status || r.Error.Message == "" {
+				t.Fatalf("answer %+v, want error %d", r, tc.status)
+			}
+		})
+	}
+	r := se.send(t, "c2", tok, nodes.Message{Type: nodes.MsgHello, ID: "f", Node: node})
+	if r.Type != nodes.MsgRegistered || r.Registered.Node.ID != node || r.Registered.TunnelKey != "" {
+		t.Fatalf("resume: %+v", r)
+	}
+	conns, _ := se.Store.PoolConnections(context.Background(), "acme", "local", "", 10, se.Clock.Now())
+	if len(conns) != 2 {
+		t.Fatalf("connections after resume: %+v", conns)
+	}
+}
+
+// An offer that is lost (the poster swallowed it) is sent again by the
+// re-offer job once it is due, with backoff, until the environment is
+// claimed; a gone connection is forgotten and another one woken.
+func TestReofferAndGoneConnections(t *testing.T) {
+	se := newSocketEnv(t)
+	ctx := context.Background()
+	tok := se.credential(t, apitest.AliceToken, "local")
+	node := se.hello(t, "c1", tok, 2)
+	se.poster.drop = true
+	id := se.lease(t, apitest.BobToken, map[string]any{"template": "shell"})
+	se.poster.drop = false
+	if res, err := se.offerer.Reoffer(ctx); err != nil || res.Offers != 1 || res.Reoffered != 0 {
+		t.Fatalf("re-offer before due: %+v %v", res, err)
+	}
+	se.Clock.Advance(3 * time.Second)
+	if res, err := se.offerer.Reoffer(ctx); err != nil || res.Reoffered != 1 {
+		t.Fatalf("re-offer when due: %+v %v", res, err)
+	}
+	if got := offered(se.poster.taken()); len(got["c1"]) != 1 || got["c1"][0] != id {
+		t.Fatalf("re-offered: %v", got)
+	}
+	// The next re-offer waits twice as long.
+	se.Clock.Advance(3 * time.Second)
+	if res, _ := se.offerer.Reoffer(ctx); res.Reoffered != 0 {
+		t.Fatalf("re-offer before the backoff: %+v", res)
+	}
+	se.Clock.Advance(3 * time.Second)
+	if res, _ := se.offerer.Reoffer(ctx); res.Reoffered != 1 {
+		t.Fatalf("re-offer after the backoff: %+v", res)
+	}
+	se.poster.taken()
+
+	// c1 is gone: the wake goes to c2 and c1 is forgotten.
+	se.hello(t, "c2", tok, 2)
+	se.poster.gone["c1"] = true
+	id2 := se.lease(t, apitest.BobToken, map[string]any{"template": "shell"})
+	if got := offered(se.poster.taken()); len(got["c2"]) != 1 || got["c2"][0] != id2 {
+		t.Fatalf("offers with c1 gone: %v", got)
+	}
+	conns, _ := se.Store.PoolConnections(ctx, "acme", "local", "", 10, se.Clock.Now())
+	if len(conns) != 1 || conns[0].ID != "c2" {
+		t.Fatalf("connections: %+v", conns)
+	}
+	r := se.send(t, "c2", tok, nodes.Message{Type: nodes.MsgClaim, ID: "x", Node: node, Environment: id})
+	if r.Claimed == nil || r.Claimed.Environment.ID != id {
+		t.Fatalf("claim: %+v", r)
+	}
+}
+
+// Of nodes that claim the same offered environment at once, exactly one
+// gets it.
+func TestSocketClaimIsExact(t *testing.T) {
+	se := newSocketEnv(t)
+	tok := se.credential(t, apitest.AliceToken, "local")
+	const n = 6
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = se.hello(t, nodes.ConnectionID("c"+string(rune('a'+i))), tok, 1)
+	}
+	id := se.lease(t, apitest.BobToken, map[string]any{"template": "shell"})
+	var wg sync.WaitGroup
+	got := make([]nodes.Message, n)
+	for i := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[i] = se.send(t, nodes.ConnectionID("c"+string(rune('a'+i))), tok, nodes.Message{Type: nodes.MsgClaim, ID: "x", Node: ids[i], Environment: id})
+		}()
+	}
+	wg.Wait()
+	winners := 0
+	for _, r := range got {
+		if r.Type == nodes.MsgError {
+			t.Fatalf("claim failed: %+v", r.Error)
+		}
+		if r.Claimed != nil {
+			winners++
+			if r.Claimed.Environment.ID != id {
+				t.Fatalf("claimed %s", r.Claimed.Environment.ID)
+			}
+		}
+	}
+	if winners != 1 {
+		t.Fatalf("%d nodes claimed the environment, want 1", winners)
+	}
+}

@@ -1,0 +1,206 @@
+package store
+
+import (
+	"context"
+	"hash/fnv"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/envlease/envlease/shared/domain"
+	"github.com/envlease/envlease/shared/nodes"
+)
+
+// Node protocol items:
+//
+//	CONNS#<org>#<pool>  CONN#<connection>   a node's open WebSocket; ttl a little past the longest connection
+//	OFFER#<shard>       <org>#<env>         a pending environment a node was woken for; the re-offer job's
+//
+// Connections live in one partition per pool, so a lease reads a few of its
+// pool's with one query and wakes one of them. Offers are spread over
+// domain.OfferShards partitions by environment, so no one partition takes every
+// lease's write; the re-offer job reads every shard, and what it reads is
+// what is still offered: its cost follows what is pending.
+type connItem struct {
+	PK        string    `dynamodbav:"PK"`
+	SK        string    `dynamodbav:"SK"`
+	Org       string    `dynamodbav:"org"`
+	Pool      string    `dynamodbav:"pool"`
+	Conn      string    `dynamodbav:"conn"`
+	Node      string    `dynamodbav:"node"`
+	Full      bool      `dynamodbav:"full"`
+	Connected time.Time `dynamodbav:"connected"`
+	TTL       int64     `dynamodbav:"ttl"`
+}
+
+type offerItem struct {
+	PK       string    `dynamodbav:"PK"`
+	SK       string    `dynamodbav:"SK"`
+	Org      string    `dynamodbav:"org"`
+	Pool     string    `dynamodbav:"pool"`
+	Env      string    `dynamodbav:"env"`
+	Due      time.Time `dynamodbav:"due"`
+	Attempts int       `dynamodbav:"attempts"`
+	Created  time.Time `dynamodbav:"created"`
+	TTL      int64     `dynamodbav:"ttl"`
+}
+
+// ConnectionKept bounds how long a connection record outlives a $disconnect
+// that never came: API Gateway closes every WebSocket after two hours.
+const ConnectionKept = 3 * time.Hour
+
+// OfferKept bounds how long an offer is kept if the job never removes it.
+const OfferKept = 24 * time.Hour
+
+func connPK(org, pool string) string { return "CONNS#" + org + "#" + pool }
+func connSK(id string) string        { return "CONN#" + id }
+
+// OfferShard is the shard of an environment's offer.
+func OfferShard(env string) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(env))
+	return int(h.Sum32() % domain.OfferShards)
+}
+
+func offerPK(shard int) string       { return "OFFER#" + strconv.Itoa(shard) }
+func offerSK(org, env string) string { return org + "#" + env }
+
+// The node protocol's handler and its offers go through the same store.
+var (
+	_ nodes.ConnectionStore = (*Store)(nil)
+	_ nodes.OfferStore      = (*Store)(nil)
+)
+
+func (it connItem) domain() domain.NodeConnection {
+	return domain.NodeConnection{ID: it.Conn, OrgID: it.Org, Pool: it.Pool, Node: it.Node, Full: it.Full, Connected: it.Connected.UTC()}
+}
+
+// PutConnection records a node's open connection (again, on a resumed hello).
+func (s *Store) PutConnection(ctx context.Context, c domain.NodeConnection) error {
+	item, err := marshal(connItem{
+		PK: connPK(c.OrgID, c.Pool), SK: connSK(c.ID), Org: c.OrgID, Pool: c.Pool, Conn: c.ID, Node: c.Node,
+		Full: c.Full, Connected: c.Connected, TTL: c.Connected.Add(ConnectionKept).Unix(),
+	})
+	if err != nil {
+		return err
+	}
+	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: item})
+	return dependencyError("put connection", err)
+}
+
+// DeleteConnection forgets a connection; forgetting one twice is harmless.
+func (s *Store) DeleteConnection(ctx context.Context, org, pool, id string) error {
+	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(s.table), Key: key(connPK(org, pool), connSK(id))})
+	return dependencyError("delete connection", err)
+}
+
+// SetConnectionFull records whether the connection's node has free
+// capacity, if the connection is still recorded.
+func (s *Store) SetConnectionFull(ctx context.Context, org, pool, id string, full bool) error {
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.table), Key: key(connPK(org, pool), connSK(id)),
+		UpdateExpression:          aws.String("SET #full = :full"),
+		ConditionExpression:       aws.String("attribute_exists(PK)"),
+		ExpressionAttributeNames:  map[string]string{"#full": "full"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":full": boolean(full)},
+	})
+	if IsConditionFailed(err) {
+		return nil
+	}
+	return dependencyError("set connection full", err)
+}
+
+// PoolConnections returns up to limit recorded connections of a pool,
+// starting after the connection id from (ids are random, so a random from
+// reads a random window), wrapping to the start when the window is short.
+// One query when the pool has limit connections past from, two otherwise.
+// Records whose TTL passed by at are left out (TTL deletes lazily).
+func (s *Store) PoolConnections(ctx context.Context, org, pool, from string, limit int, at time.Time) ([]domain.NodeConnection, error) {
+	now := at.Unix()
+	var out []domain.NodeConnection
+	seen := map[string]bool{}
+	for pass := 0; pass < 2 && len(out) < limit; pass++ {
+		in := &dynamodb.QueryInput{
+			TableName:                 aws.String(s.table),
+			KeyConditionExpression:    aws.String("PK = :pk AND SK > :from"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(connPK(org, pool)), ":from": str(connSK(from))},
+			Limit:                     aws.Int32(int32(limit)),
+		}
+		if pass == 1 {
+			if from == "" {
+				break
+			}
+			in.ExpressionAttributeValues[":from"] = str("CONN#")
+		}
+		res, err := s.db.Query(ctx, in)
+		if err != nil {
+			return nil, dependencyError("pool connections", err)
+		}
+		for _, raw := range res.Items {
+			var it connItem
+			if err := unmarshal(raw, &it); err != nil {
+				return nil, err
+			}
+			// TTL deletion is lazy: an expired record is not a connection.
+			if it.TTL < now || seen[it.Conn] {
+				continue
+			}
+			seen[it.Conn] = true
+			out = append(out, it.domain())
+		}
+	}
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// PutOffer records (or moves) the offer of a pending environment.
+func (s *Store) PutOffer(ctx context.Context, o domain.Offer) error {
+	item, err := marshal(offerItem{
+		PK: offerPK(OfferShard(o.Environment)), SK: offerSK(o.OrgID, o.Environment), Org: o.OrgID, Pool: o.Pool,
+		Env: o.Environment, Due: o.Due, Attempts: o.Attempts, Created: o.Created, TTL: o.Created.Add(OfferKept).Unix(),
+	})
+	if err != nil {
+		return err
+	}
+	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: item})
+	return dependencyError("put offer", err)
+}
+
+// DeleteOffer forgets an offer; forgetting one twice is harmless.
+func (s *Store) DeleteOffer(ctx context.Context, org, env string) error {
+	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName: aws.String(s.table), Key: key(offerPK(OfferShard(env)), offerSK(org, env)),
+	})
+	return dependencyError("delete offer", err)
+}
+
+// ShardOffers returns up to limit offers of one shard, due or not: the
+// shard holds only environments offered and not yet seen claimed.
+func (s *Store) ShardOffers(ctx context.Context, shard, limit int) ([]domain.Offer, error) {
+	p := dynamodb.NewQueryPaginator(s.db, &dynamodb.QueryInput{
+		TableName:                 aws.String(s.table),
+		KeyConditionExpression:    aws.String("PK = :pk"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(offerPK(shard))},
+		Limit:                     aws.Int32(int32(min(limit, 500))),
+	})
+	var out []domain.Offer
+	for p.HasMorePages() && len(out) < limit {
+		res, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, dependencyError("shard offers", err)
+		}
+		for _, raw := range res.Items {
+			var it offerItem
+			if err := unmarshal(raw, &it); err != nil {
+				return nil, err
+			}
+			out = append(out, domain.Offer{OrgID: it.Org, Pool: it.Pool, Environment: it.Env, Due: it.Due.UTC(), Attempts: it.Attempts, Created: it.Created.UTC()})
+		}
+	}
+	return out, nil
+}
