@@ -12,8 +12,8 @@ import (
 )
 
 // Every group that reserves concurrency gets it on its function, the
-// environments and timeout functions and the jobs reserve, the nodes
-// function is capped, and the reservations leave the account's default
+// environments and timeout functions and the jobs reserve, the nodes and
+// node protocol functions are capped, and the reservations leave the account's default
 // 1,000 at least the 100 unreserved executions Lambda requires.
 func TestReservedConcurrency(t *testing.T) {
 	s := synth(t)
@@ -27,7 +27,7 @@ func TestReservedConcurrency(t *testing.T) {
 		}
 		total += g.ReservedConcurrency
 	}
-	for _, name := range []string{"environments", "timeouts", "lostnodes", "nodes"} {
+	for _, name := range []string{"environments", "timeouts", "lostnodes", "nodes", "nodesws"} {
 		if g := groupNamed(t, name); g.ReservedConcurrency <= 0 {
 			t.Errorf("%s reserves no concurrency", name)
 		}
