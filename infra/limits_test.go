@@ -41,8 +41,13 @@ func TestReservedConcurrency(t *testing.T) {
 // stage, apart from the default the other routes share.
 func TestRouteThrottles(t *testing.T) {
 	s := synth(t)
+	seen := 0
 	for _, st := range s.resources("AWS::ApiGatewayV2::Stage") {
 		p := props(st)
+		if ref(p["ApiId"]) != logicalID(s.Stack.Api) {
+			continue // the node protocol's WebSocket stage has its own limit
+		}
+		seen++
 		def, _ := p["DefaultRouteSettings"].(map[string]any)
 		rs, _ := p["RouteSettings"].(map[string]any)
 		for _, name := range []string{"nodes", "environments"} {
@@ -65,6 +70,9 @@ func TestRouteThrottles(t *testing.T) {
 		if n := groupNamed(t, "nodes").Throttle; n.Rate >= groupNamed(t, "environments").Throttle.Rate {
 			t.Errorf("node routes may take %v/s, as much as people's", n.Rate)
 		}
+	}
+	if seen != 1 {
+		t.Errorf("%d stages of the HTTP API, want 1", seen)
 	}
 }
 
