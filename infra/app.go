@@ -21,8 +21,10 @@ const (
 	ctxTracing       = "envlease:tracing"
 	ctxThrottleRate  = "envlease:throttleRateLimit"
 	ctxThrottleBurst = "envlease:throttleBurstLimit"
-	ctxAlarmEmail    = "envlease:alarmEmail"
-	ctxSAMLocal      = "envlease:samLocal"
+	// ctxReserved=false leaves out the functions' reserved concurrency.
+	ctxReserved   = "envlease:reservedConcurrency"
+	ctxAlarmEmail = "envlease:alarmEmail"
+	ctxSAMLocal   = "envlease:samLocal"
 	// Further origins of the web console (custom domains of the API),
 	// comma separated or a list: the artifact bucket's CORS rule allows them
 	// besides the API's own endpoint.
@@ -97,12 +99,17 @@ func newApp(opts appOptions) (awscdk.App, *EnvleaseStack, error) {
 	if props.SAMLocal, err = contextBool(app, ctxSAMLocal, false); err != nil {
 		return nil, nil, err
 	}
-	if props.ThrottleRate, err = contextNumber(app, ctxThrottleRate, 100); err != nil {
+	if props.ThrottleRate, err = contextNumber(app, ctxThrottleRate, 500); err != nil {
 		return nil, nil, err
 	}
-	if props.ThrottleBurst, err = contextNumber(app, ctxThrottleBurst, 200); err != nil {
+	if props.ThrottleBurst, err = contextNumber(app, ctxThrottleBurst, 1000); err != nil {
 		return nil, nil, err
 	}
+	reserve, err := contextBool(app, ctxReserved, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	props.NoReservedConcurrency = !reserve
 	stack, err := NewEnvleaseStack(app, StackName, props)
 	if err != nil {
 		return nil, nil, err

@@ -74,6 +74,22 @@ type Group struct {
 	// Socket is the node protocol's function: every route of the WebSocket
 	// API and its $connect authorizer go to it (websocket.go).
 	Socket bool
+	// ReservedConcurrency reserves (and caps) the function's concurrent
+	// executions (0: none, it shares the account's unreserved pool). A
+	// reservation keeps other functions from starving this one, and caps
+	// what this one can take from them. The README's Scale section sizes
+	// them; the stack leaves them out with the context flag
+	// envlease:reservedConcurrency=false (accounts still at a small quota).
+	ReservedConcurrency int
+	// Throttle limits the group's routes on the API stage (nil: the stage's
+	// default limit), so one kind of traffic (nodes, people) cannot use up
+	// another's share of the account's API Gateway quota.
+	Throttle *Throttle
+}
+
+// Throttle is an API Gateway route limit: steady requests per second and burst.
+type Throttle struct {
+	Rate, Burst float64
 }
 
 // IsJob reports whether the group is a scheduled function.
@@ -89,6 +105,33 @@ func (g Group) IsJob() bool { return g.Schedule > 0 }
 const (
 	apiMemoryMB = 256
 	apiTimeout  = 10 * time.Second
+)
+
+// Sized for the target of the README's Scale section (10,000 organizations,
+// 200,000 live environments, 20,000 leases and 200,000 touches a minute,
+// 5,000 nodes). People's environment traffic is about 4,000 requests/s at
+// about 20 ms each, 80 executions: 300 reserved leave room for cold starts
+// and a slow table. The nodes function is the HTTP fallback of the node
+// protocol (its claim long-polls hold an execution each): capped at 200, so
+// a fleet that falls back to it cannot take the account's pool. The node
+// protocol's function (nodesws) answers about 1,500 short messages a second
+// at the target, about 25 executions, plus its one re-offer run: capped at
+// 100. The jobs reserve what one run and an overlapping retry need.
+// Together 606 of the account's default 1,000, leaving the rest to the
+// other functions.
+const (
+	environmentsReserved = 300
+	nodesReserved        = 200
+	nodeSocketReserved   = 100
+	jobReserved          = 2
+)
+
+// Route limits: the environments routes carry people's touches and leases;
+// the node routes are apart so a fleet's heartbeats and claims cannot take
+// people's share; the stage default covers the other routes.
+var (
+	environmentsThrottle = &Throttle{Rate: 6000, Burst: 3000}
+	nodesThrottle        = &Throttle{Rate: 1000, Burst: 1000}
 )
 
 // Groups are the functions of the service.
@@ -109,7 +152,8 @@ var Groups = []Group{
 	// A lease wakes a node of its pool over the node protocol.
 	{Name: "environments", Description: "leasing, reading, touching and releasing environments, and their tunnel tickets",
 		Routes:   []Route{{Path: "/v1/environments", Proxy: true}},
-		MemoryMB: apiMemoryMB, Timeout: apiTimeout, Table: TableReadWrite, PostsToNodes: true},
+		MemoryMB: apiMemoryMB, Timeout: apiTimeout, Table: TableReadWrite, PostsToNodes: true,
+		ReservedConcurrency: environmentsReserved, Throttle: environmentsThrottle},
 	{Name: "templates", Description: "templates and pools the organization can lease",
 		Routes:   []Route{{Path: "/v1/templates"}},
 		MemoryMB: apiMemoryMB, Timeout: apiTimeout, Table: TableRead},
@@ -129,14 +173,16 @@ var Groups = []Group{
 	// Registration names the node protocol's WebSocket.
 	{Name: "nodes", Description: "node agents: registration, heartbeats, claims, state reports",
 		Routes:   []Route{{Path: "/v1/nodes", Proxy: true}},
-		MemoryMB: apiMemoryMB, Timeout: 28 * time.Second, Table: TableReadWrite, SignsLinks: true, NamesSocket: true},
+		MemoryMB: apiMemoryMB, Timeout: 28 * time.Second, Table: TableReadWrite, SignsLinks: true, NamesSocket: true,
+		ReservedConcurrency: nodesReserved, Throttle: nodesThrottle},
 	// The node protocol's WebSocket API (websocket.go): every message is a
 	// short invocation (a few DynamoDB calls), and the schedule runs the
 	// re-offer job for nearly the whole minute, one invocation at a time;
 	// the timeout leaves the next run no overlap. Claims sign snapshot links.
 	{Name: "nodesws", Description: "the node protocol over a WebSocket: hello, heartbeats, offers, claims, reports; and the re-offer job",
 		Schedule: time.Minute, Socket: true, PostsToNodes: true, NamesSocket: true,
-		MemoryMB: apiMemoryMB, Timeout: 58 * time.Second, Table: TableReadWrite, SignsLinks: true},
+		MemoryMB: apiMemoryMB, Timeout: 58 * time.Second, Table: TableReadWrite, SignsLinks: true,
+		ReservedConcurrency: nodeSocketReserved},
 	// Events are read only: the writes that record them are the other groups'.
 	{Name: "events", Description: "an organization's events",
 		Routes:   []Route{{Path: "/v1/events"}},
@@ -155,20 +201,26 @@ var Groups = []Group{
 	{Name: "console", Description: "the web console's page and files",
 		Routes:   []Route{{Path: "/"}, {Path: "/console", Proxy: true}},
 		MemoryMB: 128, Timeout: 5 * time.Second, Table: TableNone, S3Origin: true},
-	// Runs every minute: finishes well inside the minute.
+	// Runs every minute: stops taking work 5 s before its timeout, so it
+	// ends well inside the minute and the next run goes on.
 	{Name: "timeouts", Description: "stops environments past their idle or hard deadline",
 		Schedule: time.Minute,
-		MemoryMB: 512, Timeout: 50 * time.Second, Table: TableReadWrite},
+		MemoryMB: 512, Timeout: 50 * time.Second, Table: TableReadWrite, ReservedConcurrency: jobReserved},
+	// The lost-node sweep has its own schedule and reservation, so a long
+	// timeout run never delays it.
+	{Name: "lostnodes", Description: "declares lost the nodes that stopped heartbeating and fails what they ran",
+		Schedule: time.Minute,
+		MemoryMB: 256, Timeout: 50 * time.Second, Table: TableReadWrite, ReservedConcurrency: jobReserved},
 	// Runs every minute, POSTing to receivers (10 s each at most, 8 at a
 	// time) until the outbox is empty or 15 s are left: it stops starting
 	// pages before its timeout, and the next run picks up the rest.
 	{Name: "deliveries", Description: "delivers events to webhooks, with retries",
 		Schedule: time.Minute,
-		MemoryMB: 256, Timeout: 55 * time.Second, Table: TableReadWrite},
+		MemoryMB: 256, Timeout: 55 * time.Second, Table: TableReadWrite, ReservedConcurrency: jobReserved},
 	// Runs every 15 minutes and may delete many objects.
 	{Name: "expiry", Description: "removes expired artifacts and their objects",
 		Schedule: 15 * time.Minute,
-		MemoryMB: 512, Timeout: 5 * time.Minute, Table: TableReadWrite, Bucket: BucketDelete},
+		MemoryMB: 512, Timeout: 5 * time.Minute, Table: TableReadWrite, Bucket: BucketDelete, ReservedConcurrency: jobReserved},
 }
 
 // GroupNames returns the names of groups, in order.

@@ -52,6 +52,10 @@ type EnvleaseStackProps struct {
 	// --env-vars set variables the template declares, and these point the
 	// SDK at a local stack such as LocalStack.
 	SAMLocal bool
+	// NoReservedConcurrency leaves out the groups' concurrency reservations,
+	// for accounts whose Lambda concurrency quota is still too small to hold
+	// them (new accounts start far below 1,000).
+	NoReservedConcurrency bool
 	// ConsoleOrigins are further origins (https://console.example.com) the
 	// web console is served from, such as custom domains of the API; the
 	// API's own endpoint is always allowed.
@@ -130,7 +134,7 @@ func NewEnvleaseStack(scope constructs.Construct, id string, props *EnvleaseStac
 	s.AlarmTopic = newAlarmTopic(stack, props.AlarmEmail)
 
 	for _, g := range props.Groups {
-		s.Functions[g.Name] = s.newFunction(g, props.AssetDirs[g.Name], logLevel, props.Tracing, props.SAMLocal)
+		s.Functions[g.Name] = s.newFunction(g, props.AssetDirs[g.Name], logLevel, props.Tracing, props.SAMLocal, !props.NoReservedConcurrency)
 	}
 	s.Api = s.newHTTPAPI(props.Groups, props.ThrottleRate, props.ThrottleBurst)
 	s.NodeSocket = s.newNodeSocket(props.Groups)
@@ -154,7 +158,7 @@ func NewEnvleaseStack(scope constructs.Construct, id string, props *EnvleaseStac
 }
 
 // newTable renders store.Schema, the same definition local table creation
-// uses: string keys, every index projecting all attributes, TTL on the
+// uses: string keys, each index projecting what the schema names, TTL on the
 // attribute the code writes.
 func newTable(stack awscdk.Stack) awsdynamodb.Table {
 	sch := store.Schema
@@ -175,12 +179,16 @@ func newTable(stack awscdk.Stack) awsdynamodb.Table {
 		DeletionProtection: jsii.Bool(true),
 	})
 	for _, ix := range sch.Indexes {
-		table.AddGlobalSecondaryIndex(&awsdynamodb.GlobalSecondaryIndexProps{
+		gp := &awsdynamodb.GlobalSecondaryIndexProps{
 			IndexName:      jsii.String(ix.Name),
 			PartitionKey:   str(ix.PartitionKey),
 			SortKey:        str(ix.SortKey),
-			ProjectionType: awsdynamodb.ProjectionType_ALL,
-		})
+			ProjectionType: awsdynamodb.ProjectionType(ix.Projection),
+		}
+		if len(ix.Include) > 0 {
+			gp.NonKeyAttributes = jsii.Strings(ix.Include...)
+		}
+		table.AddGlobalSecondaryIndex(gp)
 	}
 	return table
 }
@@ -330,7 +338,7 @@ func newAlarmTopic(stack awscdk.Stack, email string) awssns.Topic {
 	return t
 }
 
-func (s *EnvleaseStack) newFunction(g Group, assetDir, logLevel string, tracing, samLocal bool) awslambda.Function {
+func (s *EnvleaseStack) newFunction(g Group, assetDir, logLevel string, tracing, samLocal, reserve bool) awslambda.Function {
 	stack := s.Stack
 	id := jsii.String(exportName(g.Name) + "Function")
 	logGroup := awslogs.NewLogGroup(stack, jsii.String(exportName(g.Name)+"Logs"), &awslogs.LogGroupProps{
@@ -383,6 +391,9 @@ func (s *EnvleaseStack) newFunction(g Group, assetDir, logLevel string, tracing,
 	}
 	if tracing {
 		fp.Tracing = awslambda.Tracing_ACTIVE
+	}
+	if g.ReservedConcurrency > 0 && reserve {
+		fp.ReservedConcurrentExecutions = jsii.Number(float64(g.ReservedConcurrency))
 	}
 	if g.IsJob() {
 		// A failed run is not retried by Lambda: the next scheduled run does
@@ -514,6 +525,25 @@ func (s *EnvleaseStack) newHTTPAPI(groups []Group, rate, burst float64) awsapiga
 	if burst <= 0 {
 		burst = 200
 	}
+	// Groups with their own limit get it on each of their routes.
+	routeSettings := map[string]interface{}{}
+	for _, g := range groups {
+		if g.Throttle == nil {
+			continue
+		}
+		for _, r := range g.Routes {
+			keys := []string{"ANY " + r.Path}
+			if r.Proxy {
+				keys = append(keys, "ANY "+r.Path+"/{proxy+}")
+			}
+			for _, k := range keys {
+				routeSettings[k] = map[string]interface{}{
+					"ThrottlingRateLimit":  g.Throttle.Rate,
+					"ThrottlingBurstLimit": g.Throttle.Burst,
+				}
+			}
+		}
+	}
 	accessLogs := awslogs.NewLogGroup(stack, jsii.String("ApiAccessLogs"), &awslogs.LogGroupProps{
 		Retention: awslogs.RetentionDays_ONE_MONTH,
 	})
@@ -526,6 +556,15 @@ func (s *EnvleaseStack) newHTTPAPI(groups []Group, rate, burst float64) awsapiga
 		},
 	})
 	cfnStage := stage.Node().DefaultChild().(awsapigatewayv2.CfnStage)
+	if len(routeSettings) > 0 {
+		cfnStage.SetRouteSettings(routeSettings)
+		// A route's settings need the route to exist first.
+		for _, child := range *api.Node().Children() {
+			if res, ok := child.Node().DefaultChild().(awscdk.CfnResource); ok && *res.CfnResourceType() == "AWS::ApiGatewayV2::Route" {
+				cfnStage.Node().AddDependency(child)
+			}
+		}
+	}
 	cfnStage.SetAccessLogSettings(&awsapigatewayv2.CfnStage_AccessLogSettingsProperty{
 		DestinationArn: accessLogs.LogGroupArn(),
 		Format:         jsii.String(accessLogFormat),

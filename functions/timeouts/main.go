@@ -14,7 +14,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/envlease/envlease/shared/clock"
-	"github.com/envlease/envlease/shared/nodes"
 	"github.com/envlease/envlease/shared/platform"
 	"github.com/envlease/envlease/shared/store"
 	"github.com/envlease/envlease/shared/timeouts"
@@ -24,10 +23,9 @@ func main() {
 	rt := platform.Boot(context.Background())
 	cfg, log, awsCfg := rt.Config, rt.Log, rt.AWS
 	st := store.New(dynamodb.NewFromConfig(awsCfg), cfg.Table)
-	// Other periodic checks that share this schedule are appended to the
-	// handler's extra sweeps here: the node side's lost-node sweep.
-	lostNodes := nodes.NewService(st, nil, clock.System{}, nodes.Options{}).LostNodeSweep(log)
-	lambda.Start(handler(st, clock.System{}, log, timeouts.Options{}, lostNodes))
+	// The lost-node sweep has its own schedule (functions/lostnodes); other
+	// checks that must share this one would be appended as extra sweeps.
+	lambda.Start(handler(st, clock.System{}, log, timeouts.Options{}))
 }
 
 // handler runs the timeout job once per scheduled event, then each extra

@@ -96,8 +96,8 @@ func startAgent(d deps) func() {
 	}
 }
 
-// lostNodeSweep is the node side's periodic check, run by the local job
-// loop as functions/timeouts runs it in AWS.
+// lostNodeSweep is the node side's periodic check, run by its own local loop
+// as functions/lostnodes runs it in AWS.
 func lostNodeSweep(d deps) timeouts.Sweep {
 	return nodes.NewService(d.store, nil, d.clock, devNodeOptions).LostNodeSweep(d.log)
 }

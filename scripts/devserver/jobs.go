@@ -11,14 +11,17 @@ import (
 	"github.com/envlease/envlease/shared/timeouts"
 )
 
-// jobSweeps are further periodic checks run after the timeout job on the same
-// tick, as functions/timeouts runs its extra sweeps (the node side's
-// lost-node sweep belongs here).
-func jobSweeps(d deps) []timeouts.Sweep { return []timeouts.Sweep{lostNodeSweep(d)} }
+// minRunTime is the least time a local run is given, however short -sweep:
+// a run stops taking work before its deadline, and one given a few
+// milliseconds would do nothing.
+const minRunTime = 10 * time.Second
 
-// startJobs runs the timeout and expiry jobs every d.sweep, as EventBridge
-// runs functions/timeouts and functions/expiry in AWS, and returns a function
-// that stops them: it cancels a run in progress and waits for it to end, so
+// startJobs runs the timeout and expiry jobs every d.sweep, and the lost-node
+// sweep on its own loop at the same period, as EventBridge runs
+// functions/timeouts, functions/expiry and functions/lostnodes in AWS. Each
+// run gets a deadline of one period (at least minRunTime), as a Lambda gets
+// its timeout, so it stops taking new work before the next tick. It returns a function that
+// stops them: it cancels a run in progress and waits for it to end, so
 // nothing touches the table or the bucket after the stack is torn down.
 // A sweep of 0 or less runs no jobs.
 func startJobs(d deps) func() {
@@ -27,30 +30,37 @@ func startJobs(d deps) func() {
 	}
 	ctx, cancel := context.WithCancel(d.ctx)
 	blobs := blob.New(blob.Options{Client: d.s3, Bucket: d.bucket, Clock: d.clock})
-	extra := jobSweeps(d)
+	lost := lostNodeSweep(d)
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		tick := time.NewTicker(d.sweep)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-			sum, err := timeouts.Run(ctx, d.store, d.clock, timeouts.Options{})
-			logRun(ctx, d.log, "timeouts run", sum.Found, sum, err)
-			for _, sweep := range extra {
-				if err := sweep(ctx, d.clock.Now()); err != nil && ctx.Err() == nil {
-					d.log.ErrorContext(ctx, "sweep", "err", err.Error())
+	every := func(run func(ctx context.Context)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tick := time.NewTicker(d.sweep)
+			defer tick.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-tick.C:
 				}
+				runCtx, done := context.WithTimeout(ctx, max(d.sweep, minRunTime))
+				run(runCtx)
+				done()
 			}
-			esum, err := expiry.Run(ctx, d.store, blobs, d.clock, expiry.Options{Log: d.log})
-			logRun(ctx, d.log, "expiry run", esum.Found, esum, err)
+		}()
+	}
+	every(func(ctx context.Context) {
+		sum, err := timeouts.Run(ctx, d.store, d.clock, timeouts.Options{})
+		logRun(ctx, d.log, "timeouts run", sum.Found, sum, err)
+		esum, err := expiry.Run(ctx, d.store, blobs, d.clock, expiry.Options{Log: d.log})
+		logRun(ctx, d.log, "expiry run", esum.Found, esum, err)
+	})
+	every(func(ctx context.Context) {
+		if err := lost(ctx, d.clock.Now()); err != nil && ctx.Err() == nil {
+			d.log.ErrorContext(ctx, "lost-node sweep", "err", err.Error())
 		}
-	}()
+	})
 	return func() {
 		cancel()
 		wg.Wait()

@@ -62,7 +62,7 @@ type deps struct {
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8080", "listen address of the API")
 	fixturePath := flag.String("fixture", "", "organization configuration file (default: the built-in demo, scripts/devserver/demo.json)")
-	sweep := flag.Duration("sweep", 15*time.Second, "how often the timeout and expiry jobs run")
+	sweep := flag.Duration("sweep", 15*time.Second, "how often the timeout and expiry jobs and the lost-node sweep run")
 	dataDir := flag.String("data", "", "folder for S3 objects (default: a temporary folder removed on exit)")
 	logLevel := flag.String("log", "info", "log level: debug, info, warn, error")
 	hooks := flag.Duration("webhooks", 2*time.Second, "how often the webhook delivery job runs (0: never)")

@@ -39,7 +39,7 @@ func (e *env) dueSK(t testing.TB, id string) string {
 	it := e.rawArtifact(t, id)
 	pk, _ := it["GSI2PK"].(*types.AttributeValueMemberS)
 	sk, _ := it["GSI2SK"].(*types.AttributeValueMemberS)
-	if pk == nil || sk == nil || pk.Value != store.ArtifactDuePK {
+	if pk == nil || sk == nil || pk.Value != e.Store.ArtifactDuePartition("acme", id) {
 		t.Fatalf("%s is not in the due index: %v", id, it)
 	}
 	return sk.Value

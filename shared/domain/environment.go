@@ -265,3 +265,31 @@ func SortableID(prefix string, t time.Time) string {
 	}
 	return fmt.Sprintf("%s%011x%s", prefix, t.UnixMilli(), b[:])
 }
+
+// EnvRecordKept is how long a stopped or failed environment's record stays
+// readable (GET, the stopped and failed listings) after it stopped; DynamoDB
+// TTL deletes it later. Usage is kept apart, in the usage ledger, for as long
+// as usage is reported.
+const EnvRecordKept = 30 * 24 * time.Hour
+
+// PurgeAt is when a stopped or failed environment's record is gone: stopped
+// (or, for a record without that instant, created) plus EnvRecordKept. Live
+// and stopping environments are never purged (ok false).
+func (e Environment) PurgeAt() (time.Time, bool) {
+	if e.State.Live() || e.State == StateStopping {
+		return time.Time{}, false
+	}
+	from := e.Created
+	if e.Stopped != nil {
+		from = *e.Stopped
+	}
+	return from.Add(EnvRecordKept), true
+}
+
+// Purged reports whether e's record is past its keeping at now. DynamoDB TTL
+// deletes late (and emulators never), so readers ask this rather than rely
+// on the record being gone.
+func (e Environment) Purged(now time.Time) bool {
+	at, ok := e.PurgeAt()
+	return ok && !now.Before(at)
+}

@@ -568,12 +568,18 @@ func (s *Service) template(ctx context.Context, org, name string, now time.Time)
 	return t, nil
 }
 
-// Get returns one environment of the caller's organization, in any state.
+// Get returns one environment of the caller's organization, in any state. A
+// stopped or failed record past its keeping (domain.EnvRecordKept) is not
+// found, whether or not DynamoDB TTL has deleted it yet.
 func (s *Service) Get(ctx context.Context, p domain.Principal, id string) (domain.Environment, error) {
 	if !validID(id) {
 		return domain.Environment{}, domain.NotFound("environment")
 	}
-	return s.store.GetEnvironment(ctx, p.OrgID, id)
+	e, err := s.store.GetEnvironment(ctx, p.OrgID, id)
+	if err == nil && e.Purged(s.clock.Now()) {
+		return domain.Environment{}, domain.NotFound("environment")
+	}
+	return e, err
 }
 
 func validID(id string) bool {
@@ -591,7 +597,21 @@ func (s *Service) List(ctx context.Context, p domain.Principal, q domain.EnvQuer
 	if q.Limit < 1 || q.Limit > MaxListLimit {
 		return domain.EnvPage{}, domain.BadRequest("limit", "limit must be between 1 and %d", MaxListLimit)
 	}
-	return s.store.ListEnvironments(ctx, p.OrgID, q)
+	page, err := s.store.ListEnvironments(ctx, p.OrgID, q)
+	if err != nil {
+		return page, err
+	}
+	// Records past their keeping are left out, as Get does; the page may
+	// then be shorter than the limit, and `next` still goes on from its end.
+	now := s.clock.Now()
+	kept := page.Environments[:0]
+	for _, e := range page.Environments {
+		if !e.Purged(now) {
+			kept = append(kept, e)
+		}
+	}
+	page.Environments = kept
+	return page, nil
 }
 
 // Delete ends a lease and releases its quota at once. A pending environment

@@ -21,11 +21,13 @@ import (
 	"github.com/envlease/envlease/shared/blob"
 	"github.com/envlease/envlease/shared/clock"
 	"github.com/envlease/envlease/shared/domain"
+	"github.com/envlease/envlease/shared/sweep"
 )
 
 // Store is what the job needs from persistence (store.Store).
 type Store interface {
-	DueArtifacts(ctx context.Context, now time.Time, limit int, cursor string) ([]domain.Artifact, string, error)
+	ArtifactDuePartitions() []string
+	DueArtifacts(ctx context.Context, part string, now time.Time, limit int, cursor string) ([]domain.Artifact, string, error)
 	GetArtifact(ctx context.Context, org, id string) (domain.Artifact, error)
 	AbandonArtifact(ctx context.Context, org, id string, uploadUntil time.Time) error
 	ExpireArtifact(ctx context.Context, org, id string, now time.Time) error
@@ -39,16 +41,26 @@ type Blobs interface {
 
 // Defaults of Options.
 const (
-	DefaultPageSize = 100
-	DefaultWorkers  = 8
+	DefaultPageSize     = 100
+	DefaultWorkers      = 4
+	DefaultShardWorkers = 8
 )
 
 // Options tune a run; zero values take the defaults.
 type Options struct {
 	PageSize int
-	Workers  int
-	// MaxPages bounds one run (0: until nothing is due).
+	// Workers is how many artifacts of a page are expired at once, and
+	// ShardWorkers how many due-index partitions are worked at once.
+	Workers      int
+	ShardWorkers int
+	// MaxPages bounds the index pages of one run over all partitions (0:
+	// until nothing is due).
 	MaxPages int
+	// Margin is how long before the context's deadline the run stops taking
+	// new work (sweep.DefaultMargin if 0); BudgetClock measures it (real
+	// time if nil).
+	Margin      time.Duration
+	BudgetClock clock.Clock
 	// Log receives a warning per artifact whose multipart leftovers could not
 	// be listed or aborted (nil: discarded).
 	Log *slog.Logger
@@ -83,13 +95,16 @@ type Summary struct {
 	UploadCleanupFailed int `json:"uploadCleanupFailed"`
 	// Failed could not be expired; they stay in the index and the next run retries.
 	Failed     int   `json:"failed"`
+	Partitions int   `json:"partitions"`
 	Pages      int   `json:"pages"`
 	More       bool  `json:"more"`
 	DurationMs int64 `json:"durationMs"`
 }
 
-// Run expires every artifact due at the clock's current instant, walking the
-// due index in pages with continuation.
+// Run expires every artifact due at the clock's current instant, working the
+// partitions of the due index with up to ShardWorkers at once, each in pages
+// with continuation, until the time budget (the context's deadline less
+// Margin) or MaxPages ends it (More).
 //
 // Per artifact, the objects go first and the tombstone after, so a
 // tombstone always means the bytes are gone; a run that dies in between
@@ -108,41 +123,71 @@ func Run(ctx context.Context, st Store, blobs Blobs, clk clock.Clock, opts Optio
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
+	if opts.ShardWorkers <= 0 {
+		opts.ShardWorkers = DefaultShardWorkers
+	}
 	start := time.Now()
 	now := clk.Now()
-	var sum Summary
-	var errs []error
-	cursor := ""
-	for {
-		if opts.MaxPages > 0 && sum.Pages == opts.MaxPages {
+	budget := sweep.NewBudget(ctx, opts.BudgetClock, opts.Margin)
+	var (
+		mu    sync.Mutex
+		sum   Summary
+		errs  []error
+		pages int
+	)
+	takePage := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if budget.Spent() || opts.MaxPages > 0 && pages >= opts.MaxPages {
 			sum.More = true
-			break
+			return false
 		}
-		if err := ctx.Err(); err != nil {
-			errs = append(errs, err)
-			break
-		}
-		due, next, err := st.DueArtifacts(ctx, now, opts.PageSize, cursor)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("read the due index: %w", err))
-			break
-		}
-		sum.Pages++
-		sum.Found += len(due)
-		if err := expireAll(ctx, st, blobs, due, now, opts, &sum); err != nil {
-			errs = append(errs, err)
-		}
-		if next == "" {
-			break
-		}
-		cursor = next
+		pages++
+		return true
 	}
+	fail := func(err error) {
+		mu.Lock()
+		errs = append(errs, err)
+		mu.Unlock()
+	}
+	sweep.Each(ctx, st.ArtifactDuePartitions(), opts.ShardWorkers, func(ctx context.Context, part string) {
+		for cursor, read := "", false; ; {
+			if err := ctx.Err(); err != nil {
+				fail(err)
+				return
+			}
+			if !takePage() {
+				return
+			}
+			due, next, err := st.DueArtifacts(ctx, part, now, opts.PageSize, cursor)
+			mu.Lock()
+			if !read {
+				read = true
+				sum.Partitions++
+			}
+			sum.Pages++
+			if err == nil {
+				sum.Found += len(due)
+			}
+			mu.Unlock()
+			if err != nil {
+				fail(fmt.Errorf("read due partition %s: %w", part, err))
+				return
+			}
+			if err := expireAll(ctx, st, blobs, due, now, opts, budget, &mu, &sum); err != nil {
+				fail(err)
+			}
+			if next == "" {
+				return
+			}
+			cursor = next
+		}
+	})
 	sum.DurationMs = time.Since(start).Milliseconds()
 	return sum, errors.Join(errs...)
 }
 
-func expireAll(ctx context.Context, st Store, blobs Blobs, due []domain.Artifact, now time.Time, opts Options, sum *Summary) error {
-	var mu sync.Mutex
+func expireAll(ctx context.Context, st Store, blobs Blobs, due []domain.Artifact, now time.Time, opts Options, budget sweep.Budget, mu *sync.Mutex, sum *Summary) error {
 	var first error
 	jobs := make(chan domain.Artifact)
 	var wg sync.WaitGroup
@@ -179,6 +224,12 @@ func expireAll(ctx context.Context, st Store, blobs Blobs, due []domain.Artifact
 		}()
 	}
 	for _, a := range due {
+		if budget.Spent() {
+			mu.Lock()
+			sum.More = true
+			mu.Unlock()
+			break
+		}
 		jobs <- a
 	}
 	close(jobs)

@@ -2,7 +2,7 @@
 // issues a node credential for one of the organization's pools; an agent
 // holding it registers a node, heartbeats, claims pending environments of the
 // pool, and reports what became of them. Nodes that stop heartbeating are
-// declared lost by SweepLostNodes, which the timeout job runs.
+// declared lost by SweepLostNodes, which runs on its own schedule.
 //
 // Every write that must be exact under concurrency is one conditional
 // DynamoDB call in the store: a claim is a versioned write conditioned on
@@ -16,7 +16,6 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
-	"log/slog"
 	mrand "math/rand/v2"
 	"net"
 	"net/url"
@@ -47,7 +46,9 @@ type Store interface {
 	HeartbeatNode(ctx context.Context, n domain.Node, now, deadline time.Time) (domain.Node, error)
 	BeatNode(ctx context.Context, org, id, keyID, pool string, now, deadline time.Time) (domain.Node, error)
 	EndNode(ctx context.Context, n domain.Node, state string, now time.Time) (bool, error)
-	DueNodes(ctx context.Context, now time.Time, limit int) ([]domain.Node, error)
+	NodeDuePartitions() []string
+	DueNodes(ctx context.Context, part string, now time.Time, limit int, cursor string) ([]domain.Node, string, error)
+	ReindexNode(ctx context.Context, n domain.Node) error
 
 	GetEnvironment(ctx context.Context, org, id string) (domain.Environment, error)
 	GetEnvironments(ctx context.Context, org string, ids []string) ([]domain.Environment, error)
@@ -110,8 +111,10 @@ const (
 	MaxCapacity = 10000
 	// claimCandidates is how many pending environments one look considers.
 	claimCandidates = 10
-	// sweepPage is how many due nodes the sweep reads at once.
-	sweepPage = 25
+	// sweepPage is how many due nodes the sweep reads at once, and
+	// sweepShardWorkers how many due-index partitions it works at once.
+	sweepPage         = 25
+	sweepShardWorkers = 8
 	// attempts bounds retries of a versioned write that lost a race.
 	attempts = 5
 )
@@ -767,44 +770,6 @@ func (s *Service) Deregister(ctx context.Context, p domain.Principal, id string)
 	return s.store.GetNode(ctx, n.OrgID, n.ID)
 }
 
-// SweepResult says what one sweep did.
-type SweepResult struct {
-	Nodes        int `json:"nodes"`
-	Environments int `json:"environments"`
-}
-
-// SweepLostNodes declares lost every active node whose last heartbeat is
-// older than LostAfter at now, and fails what it ran with error "node lost",
-// releasing the quota once. It finds them through the NODEDUE index, so its
-// cost follows what is due. The timeout job calls it every run.
-func (s *Service) SweepLostNodes(ctx context.Context, now time.Time) (SweepResult, error) {
-	var res SweepResult
-	seen := map[string]bool{}
-	for {
-		due, err := s.store.DueNodes(ctx, now, sweepPage)
-		if err != nil {
-			return res, err
-		}
-		fresh := 0
-		for _, n := range due {
-			if seen[n.OrgID+"/"+n.ID] {
-				continue
-			}
-			seen[n.OrgID+"/"+n.ID] = true
-			fresh++
-			failed, err := s.endNode(ctx, n, domain.NodeLost, ErrorNodeLost, StopLost)
-			if err != nil {
-				return res, err
-			}
-			res.Environments += failed
-			res.Nodes++
-		}
-		if len(due) < sweepPage || fresh == 0 {
-			return res, nil
-		}
-	}
-}
-
 // endNode fails a node's environments, then ends the node. In that order, a
 // sweep that dies half way finds the node due again next time. The node item
 // is ended under a version condition: a heartbeat that came in between keeps
@@ -848,17 +813,4 @@ func (s *Service) failNodeEnvs(ctx context.Context, n domain.Node, msg, reason s
 		}
 	}
 	return count, nil
-}
-
-// LostNodeSweep is SweepLostNodes in the shape of the timeout job's extra
-// sweeps (timeouts.Sweep): functions/timeouts and the local job loop run it
-// on their schedule. It logs what it ended.
-func (s *Service) LostNodeSweep(log *slog.Logger) func(ctx context.Context, now time.Time) error {
-	return func(ctx context.Context, now time.Time) error {
-		res, err := s.SweepLostNodes(ctx, now)
-		if res.Nodes > 0 {
-			log.InfoContext(ctx, "lost nodes", "nodes", res.Nodes, "environments", res.Environments)
-		}
-		return err
-	}
 }

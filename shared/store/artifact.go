@@ -16,7 +16,7 @@ import (
 //
 //	ORG#<org>  ARTIFACT#<id>   the artifact, in every state
 //	  GSI1 ORG#<org>#ARTIFACTS / <created>#<id>          only while sealed: the listing, newest first
-//	  GSI2 ARTEXP / <due>#<org>#<id>                     until it is a tombstone: the expiry job's due index,
+//	  GSI2 ARTEXP#<shard> / <due>#<org>#<id>                   until it is a tombstone: the expiry job's due index,
 //	                                                     due = domain.Artifact.DueAt (sealed: expires;
 //	                                                     open, failed: uploadUntil + ArtifactUploadGrace)
 //	  ttl  expires + ArtifactTombstone (epoch seconds)
@@ -33,7 +33,8 @@ import (
 // some time after that.
 const ArtifactTombstone = 30 * 24 * time.Hour
 
-// ArtifactDuePK is the GSI2 partition of artifacts by due time.
+// ArtifactDuePK is the base of the GSI2 partitions of artifacts by due time
+// (ArtifactDuePK#<shard>).
 const ArtifactDuePK = "ARTEXP"
 
 // sortTime is the fixed-width UTC form used in sort keys, so string order is
@@ -51,6 +52,11 @@ func artifactGSI1SK(a domain.Artifact) string {
 // form finds the due ones.
 func ArtifactDueSK(due time.Time, org, id string) string {
 	return due.UTC().Format(sortTime) + "#" + org + "#" + id
+}
+
+// ArtifactDuePartition is the GSI2 partition of artifact id of org.
+func (s *Store) ArtifactDuePartition(org, id string) string {
+	return shardPK(ArtifactDuePK, s.shardOf(org, id))
 }
 
 // DueSortKey renders t as the prefix of due-index sort keys.
@@ -101,7 +107,7 @@ type artifactItem struct {
 
 func tombstoneTTL(expires time.Time) int64 { return expires.Add(ArtifactTombstone).Unix() }
 
-func newArtifactItem(a domain.Artifact) artifactItem {
+func (s *Store) newArtifactItem(a domain.Artifact) artifactItem {
 	it := artifactItem{
 		PK: orgPK(a.OrgID), SK: artifactSK(a.ID), TTL: tombstoneTTL(a.Expires),
 		ID: a.ID, Org: a.OrgID, Project: a.Project, Name: a.Name, Size: a.Size, SHA256: a.SHA256,
@@ -125,7 +131,7 @@ func newArtifactItem(a domain.Artifact) artifactItem {
 		it.GSI1PK, it.GSI1SK = artifactsGSI1PK(a.OrgID), artifactGSI1SK(a)
 	}
 	if due, ok := a.DueAt(); ok {
-		it.GSI2PK, it.GSI2SK = ArtifactDuePK, ArtifactDueSK(due, a.OrgID, a.ID)
+		it.GSI2PK, it.GSI2SK = s.ArtifactDuePartition(a.OrgID, a.ID), ArtifactDueSK(due, a.OrgID, a.ID)
 	}
 	return it
 }
@@ -156,7 +162,7 @@ func (it artifactItem) domain() (domain.Artifact, error) {
 
 // PutArtifact stores a new (open) artifact. An existing id is refused.
 func (s *Store) PutArtifact(ctx context.Context, a domain.Artifact) error {
-	return s.putNew(ctx, "put artifact", newArtifactItem(a), "an artifact with this id already exists")
+	return s.putNew(ctx, "put artifact", s.newArtifactItem(a), "an artifact with this id already exists")
 }
 
 // GetArtifact reads one artifact of org, in whatever state it is: one
@@ -195,7 +201,7 @@ func (s *Store) GetArtifact(ctx context.Context, org, id string) (domain.Artifac
 func (s *Store) SealArtifact(ctx context.Context, a domain.Artifact) error {
 	a.State = domain.ArtifactSealed
 	a.UploadID = ""
-	item, err := marshal(newArtifactItem(a))
+	item, err := marshal(s.newArtifactItem(a))
 	if err != nil {
 		return err
 	}
@@ -231,7 +237,7 @@ func (s *Store) FailArtifact(ctx context.Context, a domain.Artifact) error {
 		ExpressionAttributeNames: map[string]string{"#state": "state"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":open": str(domain.ArtifactOpen), ":failed": str(domain.ArtifactFailed),
-			":duepk": str(ArtifactDuePK), ":duesk": str(ArtifactDueSK(due, a.OrgID, a.ID)),
+			":duepk": str(s.ArtifactDuePartition(a.OrgID, a.ID)), ":duesk": str(ArtifactDueSK(due, a.OrgID, a.ID)),
 		},
 	})
 	if IsConditionFailed(err) {
@@ -257,7 +263,7 @@ func (s *Store) RenewArtifactUpload(ctx context.Context, a domain.Artifact, unti
 		ExpressionAttributeNames: map[string]string{"#state": "state"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":open": str(domain.ArtifactOpen), ":until": str(until.UTC().Format(sortTime)),
-			":duepk": str(ArtifactDuePK), ":duesk": str(ArtifactDueSK(due, a.OrgID, a.ID)),
+			":duepk": str(s.ArtifactDuePartition(a.OrgID, a.ID)), ":duesk": str(ArtifactDueSK(due, a.OrgID, a.ID)),
 		},
 	})
 	if IsConditionFailed(err) {
@@ -308,7 +314,7 @@ func (s *Store) ExpireArtifact(ctx context.Context, org, id string, now time.Tim
 	prev := a.State
 	a.State = domain.ArtifactExpired
 	a.UploadID = ""
-	it := newArtifactItem(a) // a tombstone: no index keys
+	it := s.newArtifactItem(a) // a tombstone: no index keys
 	it.TTL = now.Add(ArtifactTombstone).Unix()
 	item, err := marshal(it)
 	if err != nil {
@@ -372,7 +378,12 @@ func (s *Store) ListArtifacts(ctx context.Context, org string, now time.Time, li
 		if err != nil {
 			return nil, "", dependencyError("list artifacts", err)
 		}
-		for _, raw := range page.Items {
+		// GSI1 projects keys (and state): the listed records are the base items.
+		items, err := s.fetchItems(ctx, "list artifacts", page.Items)
+		if err != nil {
+			return nil, "", err
+		}
+		for _, raw := range items {
 			var it artifactItem
 			if err := unmarshal(raw, &it); err != nil {
 				return nil, "", err

@@ -18,9 +18,10 @@ import (
 //
 //	ORG#<org>  ENV#<id>
 //	  GSI1 ORG#<org>#ENV#live | ORG#<org>#ENV#<state>   <created>#<id>    listing, newest first
-//	  GSI2 ENVDUE                <due>#<org>#<id>                          live only: the timeout job's index
+//	  GSI2 ENVDUE#<shard>        <due>#<org>#<id>                          live only: the timeout job's index (a lower bound of the deadline, see due.go)
 //	  GSI3 POOL#<org>#<pool>#pending  <created>#<org>#<id>                 pending only: nodes of the pool claim from it
 //	  GSI3 NODE#<org>#<node>     <created>#<id>                            starting, ready, stopping: what a node runs
+//	  ttl                        stopped and failed only: stopped + domain.EnvRecordKept
 //	ORG#<org>  SBXPORT#<sandbox>#<port>   a listen port held by a live environment of the sandbox
 //
 // The live partition of GSI1 holds only live environments, so listing them
@@ -65,6 +66,10 @@ type envItem struct {
 	Restored   *restoredItem     `dynamodbav:"restored,omitempty"`
 	StopReason string            `dynamodbav:"stopReason"`
 	Ports      []int             `dynamodbav:"ports,omitempty"`
+	// TTL lets DynamoDB delete a stopped or failed record once it has been
+	// kept domain.EnvRecordKept; readers compare it to now (Purged), as TTL
+	// deletes late.
+	TTL int64 `dynamodbav:"ttl,omitempty"`
 	// Version is bumped by every write of the item. StopEnvironment replaces
 	// the whole item (minidyn v0.8.2 ignores REMOVE, and leaving the sparse
 	// indexes needs their keys gone), conditioned on the version it read, so
@@ -111,11 +116,15 @@ func EnvListPartition(org, state string) string { return orgPK(org) + "#ENV#" + 
 
 func envListSK(created time.Time, id string) string { return FormatTime(created) + "#" + id }
 
-// DuePK is the one GSI2 partition of live environments, ordered by deadline.
+// DuePK is the base of the GSI2 partitions of live environments
+// (DuePK#<shard>), ordered by deadline.
 const DuePK = "ENVDUE"
 
+// EnvDuePartition is the GSI2 partition of environment id of org.
+func (s *Store) EnvDuePartition(org, id string) string { return shardPK(DuePK, s.shardOf(org, id)) }
+
 // DueSK orders a live environment by its deadline, min(idleUntil, expires).
-// The timeout job queries GSI2PK = DuePK AND GSI2SK < DueBefore(now).
+// The timeout job queries GSI2PK = <a shard> AND GSI2SK < DueBefore(now).
 func DueSK(due time.Time, org, id string) string { return FormatTime(due) + "#" + org + "#" + id }
 
 // DueBefore is the exclusive upper bound of GSI2SK for environments due at or before now.
@@ -142,7 +151,7 @@ func poolPendingSK(created time.Time, org, id string) string {
 
 func portSK(sandbox string, port int) string { return "SBXPORT#" + sandbox + "#" + strconv.Itoa(port) }
 
-func newEnvItem(e domain.Environment) envItem {
+func (s *Store) newEnvItem(e domain.Environment) envItem {
 	it := envItem{
 		PK: orgPK(e.OrgID), SK: envSK(e.ID),
 		GSI1PK: envListPK(e.OrgID, e.State), GSI1SK: envListSK(e.Created, e.ID),
@@ -159,7 +168,10 @@ func newEnvItem(e domain.Environment) envItem {
 		it.Ports = nil
 	}
 	if e.State.Live() {
-		it.GSI2PK, it.GSI2SK = DuePK, DueSK(e.Due(), e.OrgID, e.ID)
+		it.GSI2PK, it.GSI2SK = s.EnvDuePartition(e.OrgID, e.ID), DueSK(e.Due(), e.OrgID, e.ID)
+	}
+	if at, ok := e.PurgeAt(); ok {
+		it.TTL = at.Unix()
 	}
 	if e.State == domain.StatePending {
 		it.GSI3PK, it.GSI3SK = PoolPendingPK(e.OrgID, e.Pool), poolPendingSK(e.Created, e.OrgID, e.ID)
@@ -235,7 +247,7 @@ func liveValues(vals map[string]types.AttributeValue) map[string]types.Attribute
 // code quota, domain.ErrListenPortTaken (the caller picks other ports).
 func (s *Store) LeaseEnvironment(ctx context.Context, l domain.Lease) error {
 	e := l.Env
-	envAV, err := marshal(newEnvItem(e))
+	envAV, err := marshal(s.newEnvItem(e))
 	if err != nil {
 		return err
 	}
@@ -396,8 +408,13 @@ func (s *Store) ListEnvironments(ctx context.Context, org string, q domain.EnvQu
 	if err != nil {
 		return domain.EnvPage{}, dependencyError("list environments", err)
 	}
-	page := domain.EnvPage{Environments: make([]domain.Environment, 0, len(out.Items))}
-	for _, raw := range out.Items {
+	// GSI1 projects keys and state: the listed records are the base items.
+	items, err := s.fetchItems(ctx, "list environments", out.Items)
+	if err != nil {
+		return domain.EnvPage{}, err
+	}
+	page := domain.EnvPage{Environments: make([]domain.Environment, 0, len(items))}
+	for _, raw := range items {
 		e, err := decodeEnv(raw)
 		if err != nil {
 			return domain.EnvPage{}, err
@@ -475,7 +492,7 @@ func (s *Store) stopItems(ctx context.Context, e domain.Environment, to domain.S
 	// (claimable) GSI3 key: nothing is due or claimable after a stop. A
 	// `stopping` environment keeps its node's GSI3 entry, so the node learns
 	// that it must tear it down.
-	item, err := marshal(newEnvItem(after))
+	item, err := marshal(s.newEnvItem(after))
 	if err != nil {
 		return nil, after, err
 	}
@@ -513,10 +530,12 @@ func (s *Store) stopItems(ctx context.Context, e domain.Environment, to domain.S
 	return items, after, nil
 }
 
-// TouchEnvironment moves idleUntil forward to idleUntil, and the due index
-// with it, if the environment is still live and its deadline is earlier. It
-// returns the environment and whether it moved; when it did not, the current
-// record comes back so the caller can tell a stop from a later touch.
+// TouchEnvironment moves idleUntil forward to idleUntil if the environment is
+// still live and its deadline is earlier. It writes the base item alone: the
+// due-index entry stays where it is, a lower bound of the later deadline,
+// and the timeout job moves it when it comes due (see due.go). It returns
+// the environment and whether it moved; when it did not, the current record
+// comes back so the caller can tell a stop from a later touch.
 func (s *Store) TouchEnvironment(ctx context.Context, e domain.Environment, idleUntil time.Time) (domain.Environment, bool, error) {
 	after := e
 	after.IdleUntil = idleUntil.UTC()
@@ -524,11 +543,11 @@ func (s *Store) TouchEnvironment(ctx context.Context, e domain.Environment, idle
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                aws.String(s.table),
 		Key:                      key(orgPK(e.OrgID), envSK(e.ID)),
-		UpdateExpression:         aws.String("SET idleUntil = :iu, GSI2SK = :due, version = version + :one"),
+		UpdateExpression:         aws.String("SET idleUntil = :iu, version = version + :one"),
 		ConditionExpression:      aws.String("attribute_exists(PK) AND " + liveCondition + " AND idleUntil < :iu"),
 		ExpressionAttributeNames: map[string]string{"#state": "state"},
 		ExpressionAttributeValues: liveValues(map[string]types.AttributeValue{
-			":iu": str(FormatTime(idleUntil)), ":due": str(DueSK(after.Due(), e.OrgID, e.ID)), ":one": num(1),
+			":iu": str(FormatTime(idleUntil)), ":one": num(1),
 		}),
 	})
 	if IsConditionFailed(err) {
@@ -549,7 +568,7 @@ func (s *Store) PutEnvironments(ctx context.Context, envs []domain.Environment) 
 		n := min(25, len(envs))
 		var reqs []types.WriteRequest
 		for _, e := range envs[:n] {
-			item, err := marshal(newEnvItem(e))
+			item, err := marshal(s.newEnvItem(e))
 			if err != nil {
 				return err
 			}

@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"hash/fnv"
 	"strings"
 	"time"
 
@@ -29,7 +28,8 @@ import (
 //	  ttl  time + domain.EventRetention
 //
 // Event ids sort by time, so every listing is one Query of one partition,
-// read backwards, whatever the history: `since` is a key condition on the
+// read backwards, whatever the history (an index listing then reads the
+// events it found with one BatchGetItem: the indexes project keys only): `since` is a key condition on the
 // id (domain.EventIDFloor), and an exact type is a filter inside its kind's
 // partition (the page stays bounded by Limit and the cursor is the last key
 // read, so it is honest even when a page comes back short).
@@ -55,20 +55,18 @@ type eventItem struct {
 	TTL         int64     `dynamodbav:"ttl"`
 }
 
-// DueShards is how many GSI2 partitions the webhook outbox is spread over,
-// so no one partition takes every organization's writes.
-const DueShards = 32
+// WebhookDueBase is the webhook outbox's GSI2 index: its partitions,
+// WebhookDuePK(n) for n below OutboxShards, hold events waiting to be fanned
+// out to webhooks and deliveries waiting for a try.
+const WebhookDueBase = "WHDUE"
 
-// WebhookDuePK is the n-th GSI2 partition of the webhook outbox: events
-// waiting to be fanned out to webhooks and deliveries waiting for a try.
-func WebhookDuePK(n int) string { return fmt.Sprintf("WHDUE#%d", n) }
+// WebhookDuePK is the n-th GSI2 partition of the webhook outbox.
+func WebhookDuePK(n int) string { return shardPK(WebhookDueBase, n) }
 
-// shardOf spreads keys over DueShards partitions.
-func shardOf(s string) int {
-	h := fnv.New32a()
-	h.Write([]byte(s))
-	return int(h.Sum32() % DueShards)
-}
+// OutboxShards is how many partitions the webhook outbox is spread over (the
+// store's due-index shard count), so no one partition takes every
+// organization's writes.
+func (s *Store) OutboxShards() int { return s.shards }
 
 func eventPK(org string) string           { return "EVT#" + org }
 func eventKindPK(org, kind string) string { return "EVT#" + org + "#" + kind }
@@ -76,7 +74,7 @@ func eventSubjectPK(org string, s domain.Subject) string {
 	return "EVT#" + org + "#" + s.Kind + "/" + s.ID
 }
 
-func newEventItem(ev domain.Event, outbox bool) (eventItem, error) {
+func (s *Store) newEventItem(ev domain.Event, outbox bool) (eventItem, error) {
 	data, err := json.Marshal(ev.Data)
 	if err != nil {
 		return eventItem{}, domain.Internal(fmt.Errorf("event data: %w", err))
@@ -90,7 +88,7 @@ func newEventItem(ev domain.Event, outbox bool) (eventItem, error) {
 		Data: string(data), TTL: ev.Time.Add(domain.EventRetention).Unix(),
 	}
 	if outbox {
-		it.GSI2PK = WebhookDuePK(shardOf(ev.OrgID + ev.ID))
+		it.GSI2PK = WebhookDuePK(s.shardOf(ev.OrgID, ev.ID))
 		it.GSI2SK = FormatTime(ev.Time) + "#E#" + ev.OrgID + "#" + ev.ID
 	}
 	return it, nil
@@ -110,7 +108,7 @@ func (it eventItem) domain() (domain.Event, error) {
 // eventPut is the transaction item that writes ev into the outbox. It is
 // appended to the transaction of the change ev reports.
 func (s *Store) eventPut(ev domain.Event) (types.TransactWriteItem, error) {
-	it, err := newEventItem(ev, true)
+	it, err := s.newEventItem(ev, true)
 	if err != nil {
 		return types.TransactWriteItem{}, err
 	}
@@ -126,7 +124,7 @@ func (s *Store) eventPut(ev domain.Event) (types.TransactWriteItem, error) {
 // PutEvent writes an event that reports no change of its own (a refused
 // lease): one PutItem.
 func (s *Store) PutEvent(ctx context.Context, ev domain.Event) error {
-	it, err := newEventItem(ev, true)
+	it, err := s.newEventItem(ev, true)
 	if err != nil {
 		return err
 	}
@@ -208,8 +206,16 @@ func (s *Store) ListEvents(ctx context.Context, org string, q domain.EventQuery,
 	if err != nil {
 		return domain.EventPage{}, dependencyError("list events", err)
 	}
-	page := domain.EventPage{Events: make([]domain.Event, 0, len(out.Items))}
-	for _, raw := range out.Items {
+	items := out.Items
+	if in.IndexName != nil {
+		// The kind and subject indexes project keys only (Schema): the events
+		// are read from the table, strongly consistent, in one BatchGetItem.
+		if items, err = s.fetchItems(ctx, "list events", out.Items); err != nil {
+			return domain.EventPage{}, err
+		}
+	}
+	page := domain.EventPage{Events: make([]domain.Event, 0, len(items))}
+	for _, raw := range items {
 		var it eventItem
 		if err := unmarshal(raw, &it); err != nil {
 			return domain.EventPage{}, err

@@ -77,7 +77,7 @@ func (s *Store) PutKey(ctx context.Context, k domain.APIKey) error {
 
 // ListKeys returns an organization's key records, newest first.
 func (s *Store) ListKeys(ctx context.Context, org string) ([]domain.APIKey, error) {
-	items, err := queryAll[keyItem](ctx, s, "list keys", &dynamodb.QueryInput{
+	items, err := queryIndexAll[keyItem](ctx, s, "list keys", &dynamodb.QueryInput{
 		TableName:              aws.String(s.table),
 		IndexName:              aws.String(IndexGSI1),
 		KeyConditionExpression: aws.String("GSI1PK = :pk AND begins_with(GSI1SK, :sk)"),
@@ -117,11 +117,16 @@ func (s *Store) GetKey(ctx context.Context, org, id string) (domain.APIKey, erro
 	if err != nil {
 		return domain.APIKey{}, dependencyError("get key", err)
 	}
-	if len(out.Items) == 0 {
+	// GSI1 projects keys only: the record is the base item it points at.
+	items, err := s.fetchItems(ctx, "get key", out.Items[:min(1, len(out.Items))])
+	if err != nil {
+		return domain.APIKey{}, err
+	}
+	if len(items) == 0 {
 		return domain.APIKey{}, domain.NotFound("key")
 	}
 	var it keyItem
-	if err := unmarshal(out.Items[0], &it); err != nil {
+	if err := unmarshal(items[0], &it); err != nil {
 		return domain.APIKey{}, err
 	}
 	return it.domain(), nil

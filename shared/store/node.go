@@ -16,10 +16,12 @@ import (
 // Node items live under their organization:
 //
 //	ORG#<org>  NODE#<id>
-//	  GSI2 NODEDUE   <heartbeat deadline>#<org>#<id>   active only: the lost-node sweep's index
+//	  GSI2 NODEDUE#<shard>   <heartbeat deadline>#<org>#<id>   active only: the lost-node sweep's index
 //	  ttl            lost or left nodes only: the record is kept a week, then TTL removes it
 //
-// A heartbeat moves the deadline (GSI2SK) forward. Leaving the index needs its
+// A heartbeat moves the deadline forward on the base item only: the index
+// entry is a lower bound of it, moved by the sweep that finds the node not
+// lost yet (ReindexNode; see due.go). Leaving the index needs its
 // keys gone, which minidyn v0.8.2 cannot do with REMOVE, so marking a node
 // lost or left replaces the whole item under a version condition, like a stop.
 type nodeItem struct {
@@ -47,8 +49,8 @@ type nodeItem struct {
 	TunnelKey     []byte     `dynamodbav:"tunnelKey,omitempty"`
 }
 
-// NodeDuePK is the one GSI2 partition of active nodes, ordered by the time
-// they are lost unless they heartbeat.
+// NodeDuePK is the base of the GSI2 partitions of active nodes
+// (NodeDuePK#<shard>), ordered by the time they are lost unless they heartbeat.
 const NodeDuePK = "NODEDUE"
 
 // NodeRecordKept is how long a lost or left node's record stays readable.
@@ -56,7 +58,7 @@ const NodeRecordKept = 7 * 24 * time.Hour
 
 func nodeSK(id string) string { return "NODE#" + id }
 
-func newNodeItem(n domain.Node) nodeItem {
+func (s *Store) newNodeItem(n domain.Node) nodeItem {
 	it := nodeItem{
 		PK: orgPK(n.OrgID), SK: nodeSK(n.ID),
 		Org: n.OrgID, ID: n.ID, Name: n.Name, Pool: n.Pool, Address: n.Address, Capacity: n.Capacity,
@@ -65,7 +67,7 @@ func newNodeItem(n domain.Node) nodeItem {
 		TunnelURL: n.TunnelURL, TunnelKey: n.TunnelKey,
 	}
 	if n.State == domain.NodeActive {
-		it.GSI2PK, it.GSI2SK = NodeDuePK, DueSK(n.Deadline, n.OrgID, n.ID)
+		it.GSI2PK, it.GSI2SK = shardPK(NodeDuePK, s.shardOf(n.OrgID, n.ID)), DueSK(n.Deadline, n.OrgID, n.ID)
 	} else {
 		kept := n.LastHeartbeat
 		if n.Left != nil {
@@ -89,7 +91,7 @@ func (it nodeItem) domain() domain.Node {
 func (s *Store) PutNode(ctx context.Context, n domain.Node) error {
 	ev := domain.NewEvent(ctx, domain.EventNodeRegister, n.OrgID, domain.Subject{Kind: "node", ID: n.ID}, n.Registered,
 		map[string]any{"name": n.Name, "pool": n.Pool, "capacity": n.Capacity})
-	return s.putNewWithEvent(ctx, "put node", newNodeItem(n), "a node with this id already exists", ev)
+	return s.putNewWithEvent(ctx, "put node", s.newNodeItem(n), "a node with this id already exists", ev)
 }
 
 // GetNode reads a node of org, strongly consistent.
@@ -128,18 +130,19 @@ func (s *Store) ListNodes(ctx context.Context, org string) ([]domain.Node, error
 }
 
 // HeartbeatNode records a heartbeat at now and moves the lost deadline, if
-// the node is still active. A node already declared lost (or gone) gets
+// the node is still active. It writes the base item alone (see the note on
+// nodeItem). A node already declared lost (or gone) gets
 // domain.CodeGone: its environments were failed, it must register again.
 func (s *Store) HeartbeatNode(ctx context.Context, n domain.Node, now, deadline time.Time) (domain.Node, error) {
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                aws.String(s.table),
 		Key:                      key(orgPK(n.OrgID), nodeSK(n.ID)),
-		UpdateExpression:         aws.String("SET lastHeartbeat = :now, deadline = :dl, GSI2SK = :due, version = version + :one"),
+		UpdateExpression:         aws.String("SET lastHeartbeat = :now, deadline = :dl, version = version + :one"),
 		ConditionExpression:      aws.String("attribute_exists(PK) AND #state = :active"),
 		ExpressionAttributeNames: map[string]string{"#state": "state"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":now": str(FormatTime(now)), ":dl": str(FormatTime(deadline)),
-			":due": str(DueSK(deadline, n.OrgID, n.ID)), ":one": num(1), ":active": str(domain.NodeActive),
+			":one": num(1), ":active": str(domain.NodeActive),
 		},
 		ReturnValues: types.ReturnValueAllNew,
 	})
@@ -168,7 +171,7 @@ func (s *Store) EndNode(ctx context.Context, n domain.Node, state string, now ti
 	after.Version = n.Version + 1
 	// No ticket can be signed for an ended node, so its key goes with it.
 	after.TunnelKey = nil
-	item, err := marshal(newNodeItem(after))
+	item, err := marshal(s.newNodeItem(after))
 	if err != nil {
 		return false, err
 	}
@@ -186,31 +189,45 @@ func (s *Store) EndNode(ctx context.Context, n domain.Node, state string, now ti
 	return reasons == nil, nil
 }
 
-// DueNodes returns up to limit active nodes whose heartbeat deadline is at or
-// before now, across organizations, oldest deadline first. The index holds
-// only active nodes, so the cost follows what is due, not history.
-func (s *Store) DueNodes(ctx context.Context, now time.Time, limit int) ([]domain.Node, error) {
-	out, err := s.db.Query(ctx, &dynamodb.QueryInput{
-		TableName:              aws.String(s.table),
-		IndexName:              aws.String(IndexGSI2),
-		KeyConditionExpression: aws.String("GSI2PK = :pk AND GSI2SK < :before"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":pk": str(NodeDuePK), ":before": str(DueBefore(now)),
-		},
-		Limit: aws.Int32(int32(limit)),
-	})
+// DueNodes returns one page of at most limit active nodes of due partition
+// part whose index entry is at or before now, oldest first, and the next
+// page's cursor. They are the base items: one whose deadline is still ahead
+// (it heartbeat since its entry was written) goes to ReindexNode.
+func (s *Store) DueNodes(ctx context.Context, part string, now time.Time, limit int, cursor string) ([]domain.Node, string, error) {
+	items, next, err := s.queryDue(ctx, "due nodes", NodeDuePK, part, now, limit, cursor)
 	if err != nil {
-		return nil, dependencyError("due nodes", err)
+		return nil, "", err
 	}
-	nodes := make([]domain.Node, 0, len(out.Items))
-	for _, raw := range out.Items {
+	nodes := make([]domain.Node, 0, len(items))
+	for _, raw := range items {
 		var it nodeItem
 		if err := unmarshal(raw, &it); err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		nodes = append(nodes, it.domain())
 	}
-	return nodes, nil
+	return nodes, next, nil
+}
+
+// ReindexNode moves an active node's due-index entry to its current lost
+// deadline, read from the base item. Heartbeats only move the deadline
+// later, so the entry stays a lower bound; the version is not bumped, as in
+// ReindexEnvironment.
+func (s *Store) ReindexNode(ctx context.Context, n domain.Node) error {
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                aws.String(s.table),
+		Key:                      key(orgPK(n.OrgID), nodeSK(n.ID)),
+		UpdateExpression:         aws.String("SET GSI2SK = :due"),
+		ConditionExpression:      aws.String("attribute_exists(GSI2PK) AND #state = :active"),
+		ExpressionAttributeNames: map[string]string{"#state": "state"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":due": str(DueSK(n.Deadline, n.OrgID, n.ID)), ":active": str(domain.NodeActive),
+		},
+	})
+	if IsConditionFailed(err) {
+		return nil
+	}
+	return dependencyError("reindex node", err)
 }
 
 // PendingEnvironments returns up to limit pending environments of an
@@ -237,23 +254,31 @@ func (s *Store) queryGSI3(ctx context.Context, op, pk string, limit int) ([]doma
 	if limit > 0 {
 		in.Limit = aws.Int32(int32(limit))
 	}
-	var envs []domain.Environment
+	var refs []map[string]types.AttributeValue
 	p := dynamodb.NewQueryPaginator(s.db, in)
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
 			return nil, dependencyError(op, err)
 		}
-		for _, raw := range page.Items {
-			e, err := decodeEnv(raw)
-			if err != nil {
-				return nil, err
-			}
-			envs = append(envs, e)
-		}
-		if limit > 0 && len(envs) >= limit {
+		refs = append(refs, page.Items...)
+		if limit > 0 && len(refs) >= limit {
 			break
 		}
+	}
+	// GSI3 projects keys only: what a node acts on is the base item, read
+	// strongly consistent (no read at all when the partition is empty).
+	items, err := s.fetchItems(ctx, op, refs)
+	if err != nil {
+		return nil, err
+	}
+	envs := make([]domain.Environment, 0, len(items))
+	for _, raw := range items {
+		e, err := decodeEnv(raw)
+		if err != nil {
+			return nil, err
+		}
+		envs = append(envs, e)
 	}
 	return envs, nil
 }
@@ -305,7 +330,7 @@ func (s *Store) ClaimEnvironment(ctx context.Context, e domain.Environment, n do
 	after.State = domain.StateStarting
 	after.Node = n.ID
 	after.Version = e.Version + 1
-	item, err := marshal(newEnvItem(after))
+	item, err := marshal(s.newEnvItem(after))
 	if err != nil {
 		return domain.Environment{}, false, err
 	}
@@ -356,7 +381,7 @@ func (s *Store) ReplaceEnvironment(ctx context.Context, before, after domain.Env
 		return domain.Environment{}, false, domain.Internal(fmt.Errorf("replace environment %s -> %s: stops go through StopEnvironment", before.State, after.State))
 	}
 	after.Version = before.Version + 1
-	item, err := marshal(newEnvItem(after))
+	item, err := marshal(s.newEnvItem(after))
 	if err != nil {
 		return domain.Environment{}, false, err
 	}

@@ -15,7 +15,9 @@ import (
 // is conditioned on the node being active and belonging to the credential
 // (keyID) and pool, so the node protocol's heartbeat needs no read first.
 // A refusal is told apart with one read: not the credential's node is
-// NotFound, no longer active is Gone.
+// NotFound, no longer active is Gone. Like HeartbeatNode it writes the base
+// item alone: the due-index entry stays a lower bound of the deadline, moved
+// by the lost-node sweep (see due.go).
 func (s *Store) BeatNode(ctx context.Context, org, id, keyID, pool string, now, deadline time.Time) (domain.Node, error) {
 	if !idOK(id) {
 		return domain.Node{}, domain.NotFound("node")
@@ -23,12 +25,12 @@ func (s *Store) BeatNode(ctx context.Context, org, id, keyID, pool string, now, 
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                aws.String(s.table),
 		Key:                      key(orgPK(org), nodeSK(id)),
-		UpdateExpression:         aws.String("SET lastHeartbeat = :now, deadline = :dl, GSI2SK = :due, version = version + :one"),
+		UpdateExpression:         aws.String("SET lastHeartbeat = :now, deadline = :dl, version = version + :one"),
 		ConditionExpression:      aws.String("attribute_exists(PK) AND #state = :active AND keyId = :key AND #pool = :pool"),
 		ExpressionAttributeNames: map[string]string{"#state": "state", "#pool": "pool"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":now": str(FormatTime(now)), ":dl": str(FormatTime(deadline)),
-			":due": str(DueSK(deadline, org, id)), ":one": num(1), ":active": str(domain.NodeActive),
+			":one": num(1), ":active": str(domain.NodeActive),
 			":key": str(keyID), ":pool": str(pool),
 		},
 		ReturnValues: types.ReturnValueAllNew,

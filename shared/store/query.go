@@ -30,6 +30,33 @@ func queryAll[I any](ctx context.Context, s *Store, op string, in *dynamodb.Quer
 	return out, nil
 }
 
+// queryIndexAll is queryAll over an index that does not project what I
+// needs: it reads every page of the query, then the base items it lists.
+func queryIndexAll[I any](ctx context.Context, s *Store, op string, in *dynamodb.QueryInput) ([]I, error) {
+	var refs []map[string]types.AttributeValue
+	p := dynamodb.NewQueryPaginator(s.db, in)
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, dependencyError(op, err)
+		}
+		refs = append(refs, page.Items...)
+	}
+	items, err := s.fetchItems(ctx, op, refs)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]I, 0, len(items))
+	for _, raw := range items {
+		var it I
+		if err := unmarshal(raw, &it); err != nil {
+			return nil, err
+		}
+		out = append(out, it)
+	}
+	return out, nil
+}
+
 // inPartition queries the items of partition pk whose sort key starts with prefix.
 func (s *Store) inPartition(pk, prefix string) *dynamodb.QueryInput {
 	return &dynamodb.QueryInput{

@@ -38,11 +38,17 @@ const (
 	IndexGSI3 = "GSI3"
 )
 
-// Index describes one global secondary index.
+// Index describes one global secondary index and what it projects.
+// Projection is "KEYS_ONLY" or "INCLUDE" (with Include naming the non-key
+// attributes): an index that projects an attribute is written again whenever
+// that attribute changes, so each index carries only what a query must
+// filter on, and readers fetch the base items they need (fetchItems).
 type Index struct {
 	Name         string
 	PartitionKey string
 	SortKey      string
+	Projection   types.ProjectionType
+	Include      []string
 }
 
 // TableSchema is the one definition of the table's keys and indexes. The CDK
@@ -52,6 +58,11 @@ type TableSchema struct {
 	SortKey      string
 	Indexes      []Index
 	TTLAttribute string
+	// DueShards is how many partitions each due index (environments, nodes,
+	// artifacts) is spread over, so no one partition key takes the writes of
+	// every organization. It may grow (items written under the smaller count
+	// stay in shards the jobs still read) but must never shrink.
+	DueShards int
 }
 
 // Schema is the table layout used by every part of the system.
@@ -59,11 +70,43 @@ var Schema = TableSchema{
 	PartitionKey: AttrPK,
 	SortKey:      AttrSK,
 	Indexes: []Index{
-		{Name: IndexGSI1, PartitionKey: AttrGSI1PK, SortKey: AttrGSI1SK},
-		{Name: IndexGSI2, PartitionKey: AttrGSI2PK, SortKey: AttrGSI2SK},
-		{Name: IndexGSI3, PartitionKey: AttrGSI3PK, SortKey: AttrGSI3SK},
+		// Listings of an organization; the environment listing filters on
+		// state, which only changes with the lifecycle, never on a touch.
+		{Name: IndexGSI1, PartitionKey: AttrGSI1PK, SortKey: AttrGSI1SK,
+			Projection: types.ProjectionTypeInclude, Include: []string{"state"}},
+		// The jobs read the base items of what is due (BatchGetItem).
+		{Name: IndexGSI2, PartitionKey: AttrGSI2PK, SortKey: AttrGSI2SK, Projection: types.ProjectionTypeKeysOnly},
+		// Claims and node reports act on the base items (BatchGetItem).
+		{Name: IndexGSI3, PartitionKey: AttrGSI3PK, SortKey: AttrGSI3SK, Projection: types.ProjectionTypeKeysOnly},
 	},
 	TTLAttribute: AttrTTL,
+	DueShards:    32,
+}
+
+// Projects reports whether an item written with attribute attr lands that
+// attribute in index ix (its keys, the table's keys, or an included one).
+func (ix Index) Projects(attr string) bool {
+	switch attr {
+	case ix.PartitionKey, ix.SortKey, AttrPK, AttrSK:
+		return true
+	}
+	if ix.Projection == types.ProjectionTypeAll {
+		return true
+	}
+	for _, a := range ix.Include {
+		if a == attr {
+			return true
+		}
+	}
+	return false
+}
+
+func (ix Index) projection() *types.Projection {
+	p := &types.Projection{ProjectionType: ix.Projection}
+	if ix.Projection == types.ProjectionTypeInclude {
+		p.NonKeyAttributes = append([]string(nil), ix.Include...)
+	}
+	return p
 }
 
 // CreateTableInput renders the schema as an on-demand CreateTable request.
@@ -84,7 +127,7 @@ func (s TableSchema) CreateTableInput(name string) *dynamodb.CreateTableInput {
 				{AttributeName: aws.String(ix.PartitionKey), KeyType: types.KeyTypeHash},
 				{AttributeName: aws.String(ix.SortKey), KeyType: types.KeyTypeRange},
 			},
-			Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll},
+			Projection: ix.projection(),
 		})
 	}
 	return &dynamodb.CreateTableInput{

@@ -36,6 +36,8 @@ import (
 type Store struct {
 	db    *dynamodb.Client
 	table string
+	// shards is how many partitions each due index is spread over.
+	shards int
 	// clock stamps the events of the few writes not given a time (see SetClock).
 	clock clock.Clock
 }
@@ -43,7 +45,7 @@ type Store struct {
 // New returns a store over table. Every call it makes is counted against the
 // request in its context (see package metrics), for the request log.
 func New(db *dynamodb.Client, table string) *Store {
-	return &Store{db: dynamodb.New(db.Options(), countRequestCalls), table: table}
+	return &Store{db: dynamodb.New(db.Options(), countRequestCalls), table: table, shards: Schema.DueShards}
 }
 
 func countRequestCalls(o *dynamodb.Options) {

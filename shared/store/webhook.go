@@ -153,7 +153,7 @@ func deliveryPK(org, hook string) string { return "WHD#" + org + "#" + hook }
 // DeliveryID is the id of the delivery of event evID.
 func DeliveryID(evID string) string { return "dlv_" + strings.TrimPrefix(evID, "evt_") }
 
-func newDeliveryItem(d domain.Delivery) deliveryItem {
+func (s *Store) newDeliveryItem(d domain.Delivery) deliveryItem {
 	attempts, _ := json.Marshal(d.Attempts) // plain values: always encodes
 	it := deliveryItem{
 		PK: deliveryPK(d.OrgID, d.Webhook), SK: d.ID,
@@ -162,7 +162,7 @@ func newDeliveryItem(d domain.Delivery) deliveryItem {
 		LastError: d.LastError, Body: d.Body, Version: d.Version, TTL: d.Created.Add(domain.EventRetention).Unix(),
 	}
 	if d.State == domain.DeliveryPending && d.NextTry != nil {
-		it.GSI2PK = WebhookDuePK(shardOf(d.OrgID + d.ID + d.Webhook))
+		it.GSI2PK = WebhookDuePK(s.shardOf(d.OrgID, d.Webhook+"/"+d.ID))
 		it.GSI2SK = FormatTime(*d.NextTry) + "#D#" + d.OrgID + "#" + d.Webhook + "#" + d.ID
 	}
 	return it
@@ -185,10 +185,12 @@ func (it deliveryItem) domain() domain.Delivery {
 }
 
 // DueOutbox returns up to limit entries of shard n due at or before now,
-// oldest first. Like the other due indexes, GSI2 is eventually consistent:
-// every action on an entry is a write conditioned on its base item.
+// oldest first, read from their base items (strongly consistent). GSI2 is
+// eventually consistent, so an entry whose base item has left the outbox or
+// moved on is skipped, and every action on an entry is a write conditioned
+// on its base item.
 func (s *Store) DueOutbox(ctx context.Context, shard int, now time.Time, limit int) ([]domain.OutboxEntry, error) {
-	items, _, err := s.queryDue(ctx, "due outbox", WebhookDuePK(shard), now, limit, "")
+	items, _, err := s.queryDue(ctx, "due outbox", WebhookDueBase, WebhookDuePK(shard), now, limit, "")
 	if err != nil {
 		return nil, err
 	}
@@ -201,6 +203,9 @@ func (s *Store) DueOutbox(ctx context.Context, shard int, now time.Time, limit i
 			if err := unmarshal(raw, &it); err != nil {
 				return nil, err
 			}
+			if it.GSI2PK == "" {
+				continue // fanned out since the index was read
+			}
 			ev, err := it.domain()
 			if err != nil {
 				return nil, err
@@ -212,6 +217,9 @@ func (s *Store) DueOutbox(ctx context.Context, shard int, now time.Time, limit i
 				return nil, err
 			}
 			d := it.domain()
+			if d.State != domain.DeliveryPending || d.NextTry == nil || d.NextTry.After(now) {
+				continue // tried or moved since the index was read
+			}
 			out = append(out, domain.OutboxEntry{Delivery: &d})
 		}
 	}
@@ -226,7 +234,7 @@ func (s *Store) FanOut(ctx context.Context, ev domain.Event, deliveries []domain
 	if len(deliveries)+1 > maxTransactItems {
 		return false, domain.Internal(fmt.Errorf("fan out %s: %d deliveries", ev.ID, len(deliveries)))
 	}
-	it, err := newEventItem(ev, false)
+	it, err := s.newEventItem(ev, false)
 	if err != nil {
 		return false, err
 	}
@@ -239,7 +247,7 @@ func (s *Store) FanOut(ctx context.Context, ev domain.Event, deliveries []domain
 		ConditionExpression: aws.String("attribute_exists(GSI2PK)"),
 	}}}
 	for _, d := range deliveries {
-		dav, err := marshal(newDeliveryItem(d))
+		dav, err := marshal(s.newDeliveryItem(d))
 		if err != nil {
 			return false, err
 		}
@@ -272,7 +280,7 @@ func (s *Store) FanOut(ctx context.Context, ev domain.Event, deliveries []domain
 // It reports whether the write happened.
 func (s *Store) SaveDelivery(ctx context.Context, before, after domain.Delivery, disable *domain.Event) (bool, error) {
 	after.Version = before.Version + 1
-	av, err := marshal(newDeliveryItem(after))
+	av, err := marshal(s.newDeliveryItem(after))
 	if err != nil {
 		return false, err
 	}

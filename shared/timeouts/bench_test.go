@@ -3,6 +3,8 @@ package timeouts_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -44,11 +46,12 @@ func counted(e *apitest.Env) (*store.Store, *store.CallCounter) {
 }
 
 // One sweep costs the same DynamoDB calls with 100 due among 10,000 live as
-// among 100: the index query reads what is due and nothing else.
+// among 100: the index queries read what is due and nothing else.
 func TestSweepCostGrowsWithWhatIsDueNotWithWhatIsLive(t *testing.T) {
 	if testing.Short() {
 		t.Skip("seeds 10,000 environments")
 	}
+	var costs []map[string]int
 	for _, live := range []int{100, 10000} {
 		e := apitest.New(t, nil)
 		seedLive(t, e, "c", live, 100, e.Clock.Now())
@@ -58,15 +61,22 @@ func TestSweepCostGrowsWithWhatIsDueNotWithWhatIsLive(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// 100 due fill exactly one page of 100, so DynamoDB hands back a
-		// continuation key and a second query finds the end.
-		want := map[string]int{"Query": 2, "TransactWriteItems": 100}
-		if got := calls.Counts(); sum.Stopped != 100 || sum.Pages != 2 || len(got) != len(want) || got["Query"] != 2 || got["TransactWriteItems"] != 100 {
-			t.Fatalf("live %d: summary %+v, calls %v, want %v", live, sum, got, want)
+		// One query per partition of the due index (none holds a full page
+		// of 100), one BatchGetItem per partition that has any, one stop
+		// transaction per environment.
+		parts := len(e.Store.EnvDuePartitions())
+		got := calls.Counts()
+		if sum.Stopped != 100 || sum.Pages != parts || got["Query"] != parts || got["TransactWriteItems"] != 100 ||
+			got["BatchGetItem"] < 1 || got["BatchGetItem"] > parts || len(got) != 3 {
+			t.Fatalf("live %d: summary %+v, calls %v", live, sum, got)
 		}
+		costs = append(costs, got)
 		if n := running(t, e, "acme", "sleeper"); n != live-100 {
 			t.Fatalf("live %d: running %d", live, n)
 		}
+	}
+	if fmt.Sprint(costs[0]) != fmt.Sprint(costs[1]) {
+		t.Fatalf("calls among 100 live %v, among 10,000 live %v", costs[0], costs[1])
 	}
 }
 
@@ -98,4 +108,41 @@ func BenchmarkSweep(b *testing.B) {
 			b.ReportMetric(float64(found)/float64(b.N), "items-read/sweep")
 		})
 	}
+}
+
+// BenchmarkRunStopsAllDue is one timeout-job run that stops 10,000 due
+// environments (ENVLEASE_BENCH_DUE changes the count), seeded untimed before
+// each run, and reports the DynamoDB calls per stop. minidyn copies its whole
+// table in every transaction, so the figure worth recording is DynamoDB
+// Local's:
+//
+//	ENVLEASE_TEST_DYNAMO=dynamodb-local go test ./shared/timeouts -run '^$' -bench RunStopsAllDue -benchtime 1x
+func BenchmarkRunStopsAllDue(b *testing.B) {
+	due := 10000
+	if v, err := strconv.Atoi(os.Getenv("ENVLEASE_BENCH_DUE")); err == nil && v > 0 {
+		due = v
+	}
+	e := apitest.New(b, nil)
+	setRunning(b, e, "acme", "sleeper", 1<<30)
+	st, calls := counted(e)
+	var stops, total int
+	var elapsed time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		b.StopTimer()
+		seedLive(b, e, fmt.Sprintf("all%d_", i), due, due, e.Clock.Now())
+		calls.Reset()
+		b.StartTimer()
+		start := time.Now()
+		sum, err := timeouts.Run(context.Background(), st, e.Clock, timeouts.Options{})
+		elapsed += time.Since(start)
+		if err != nil || sum.Stopped != due || sum.More {
+			b.Fatalf("%+v %v", sum, err)
+		}
+		stops += sum.Stopped
+		total += calls.Total()
+		b.Logf("run: %+v, calls %v", sum, calls.Counts())
+	}
+	b.ReportMetric(float64(total)/float64(stops), "calls/stop")
+	b.ReportMetric(float64(stops)/elapsed.Seconds(), "stops/s")
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/envlease/envlease/shared/clock"
 	"github.com/envlease/envlease/shared/domain"
+	"github.com/envlease/envlease/shared/sweep"
 )
 
 // Stop reasons this job records. idle: idleUntil passed without a touch;
@@ -25,19 +26,24 @@ const (
 
 // Store is what the job needs from persistence (store.Store).
 type Store interface {
-	DueEnvironments(ctx context.Context, now time.Time, limit int, cursor string) (domain.EnvPage, error)
+	EnvDuePartitions() []string
+	DueEnvironments(ctx context.Context, part string, now time.Time, limit int, cursor string) (domain.EnvPage, error)
+	ReindexEnvironment(ctx context.Context, e domain.Environment) error
 	StopEnvironment(ctx context.Context, e domain.Environment, to domain.State, reason string, now time.Time) (domain.Environment, bool, error)
 }
 
 // Sweep is another periodic check run beside the timeout job by the same
-// schedule (the lost-node sweep of the node side, for one). Each gets the
-// run's context and instant.
+// schedule. Each gets the run's context and instant.
 type Sweep func(ctx context.Context, now time.Time) error
 
 // Defaults of Options.
 const (
 	DefaultPageSize = 100
-	DefaultWorkers  = 8
+	// DefaultWorkers stops run at once within one partition's page, and
+	// DefaultShardWorkers partitions are worked at once: at most 32 calls in
+	// flight, which a 512 MB function keeps busy without queueing.
+	DefaultWorkers      = 4
+	DefaultShardWorkers = 8
 	// stopAttempts bounds how often one environment is stopped again after
 	// its record changed under the job (a touch, a node's report).
 	stopAttempts = 5
@@ -49,9 +55,16 @@ type Options struct {
 	PageSize int
 	// Workers is how many stops of a page run at once.
 	Workers int
-	// MaxPages bounds one run (0: until nothing is due). What is left is
-	// found by the next run, which starts again from the earliest deadline.
+	// ShardWorkers is how many due-index partitions are worked at once.
+	ShardWorkers int
+	// MaxPages bounds the index pages of one run over all partitions (0:
+	// until nothing is due). What is left is found by the next run.
 	MaxPages int
+	// Margin is how long before the context's deadline the run stops taking
+	// new work (sweep.DefaultMargin if 0); BudgetClock measures it (real
+	// time if nil).
+	Margin      time.Duration
+	BudgetClock clock.Clock
 }
 
 // Summary is what a run did; the scheduled function logs it as JSON.
@@ -65,12 +78,18 @@ type Summary struct {
 	// AlreadyStopped were no longer live when the run came to them: a DELETE,
 	// a node or an overlapping run stopped them first.
 	AlreadyStopped int `json:"alreadyStopped"`
-	// NotDue were touched after the index was read: their deadline moved.
-	NotDue int `json:"notDue"`
+	// NotDue were touched after their index entry was written: their
+	// deadline moved, and Reindexed of them had their entry moved to it.
+	NotDue    int `json:"notDue"`
+	Reindexed int `json:"reindexed"`
 	// Failed could not be stopped (a dependency error); the next run retries.
 	Failed int `json:"failed"`
-	Pages  int `json:"pages"`
-	// More is true when MaxPages ended the run before the index was exhausted.
+	// Partitions is how many due-index partitions the run read; Pages how
+	// many index queries it made.
+	Partitions int `json:"partitions"`
+	Pages      int `json:"pages"`
+	// More is true when MaxPages or the time budget ended the run before the
+	// index was exhausted.
 	More       bool  `json:"more"`
 	DurationMs int64 `json:"durationMs"`
 }
@@ -97,13 +116,17 @@ func StopState(e domain.Environment) domain.State {
 	return domain.StateStopped
 }
 
-// Run stops every environment due at the clock's current instant. It walks
-// the due index in pages of PageSize with continuation. Each stop goes
-// through StopEnvironment, conditioned on the base item's version, so the
-// quota is released exactly once however many runs, DELETEs and node reports
-// race it. Errors stopping one environment are counted, not fatal: the rest
-// of the page is still stopped and the next run retries. An error reading
-// the index ends the run and is returned with the summary so far.
+// Run stops every environment due at the clock's current instant. It works
+// the partitions of the due index with up to ShardWorkers at once, each in
+// pages of PageSize with continuation, and stops taking new work when the
+// time budget (the context's deadline less Margin) or MaxPages is reached,
+// reporting More. Each stop goes through StopEnvironment, conditioned on the
+// base item's version, so the quota is released exactly once however many
+// runs, DELETEs and node reports race it. An environment the index listed
+// but whose deadline a touch moved is reindexed (see store's due.go).
+// Errors on one environment are counted, not fatal: the rest is still
+// stopped and the next run retries. An error reading a partition ends that
+// partition's work and is returned with the summary.
 func Run(ctx context.Context, st Store, clk clock.Clock, opts Options) (Summary, error) {
 	if opts.PageSize <= 0 {
 		opts.PageSize = DefaultPageSize
@@ -111,44 +134,76 @@ func Run(ctx context.Context, st Store, clk clock.Clock, opts Options) (Summary,
 	if opts.Workers <= 0 {
 		opts.Workers = DefaultWorkers
 	}
+	if opts.ShardWorkers <= 0 {
+		opts.ShardWorkers = DefaultShardWorkers
+	}
 	start := time.Now()
 	now := clk.Now()
-	var sum Summary
-	var errs []error
-	cursor := ""
-	for {
-		if opts.MaxPages > 0 && sum.Pages == opts.MaxPages {
+	budget := sweep.NewBudget(ctx, opts.BudgetClock, opts.Margin)
+	var (
+		mu    sync.Mutex
+		sum   Summary
+		errs  []error
+		pages int
+	)
+	// takePage reserves one index query of the run, or reports that the run
+	// must stop (and that there may be more).
+	takePage := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if budget.Spent() || opts.MaxPages > 0 && pages >= opts.MaxPages {
 			sum.More = true
-			break
+			return false
 		}
-		if err := ctx.Err(); err != nil {
-			errs = append(errs, err)
-			break
-		}
-		page, err := st.DueEnvironments(ctx, now, opts.PageSize, cursor)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("read the due index: %w", err))
-			break
-		}
-		sum.Pages++
-		sum.Found += len(page.Environments)
-		pageErr := stopAll(ctx, st, page.Environments, now, opts.Workers, &sum)
-		if pageErr != nil {
-			errs = append(errs, pageErr)
-		}
-		if page.Next == "" {
-			break
-		}
-		cursor = page.Next
+		pages++
+		return true
 	}
+	parts := st.EnvDuePartitions()
+	sweep.Each(ctx, parts, opts.ShardWorkers, func(ctx context.Context, part string) {
+		read := false
+		for cursor := ""; ; {
+			if err := ctx.Err(); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+				return
+			}
+			if !takePage() {
+				return
+			}
+			page, err := st.DueEnvironments(ctx, part, now, opts.PageSize, cursor)
+			mu.Lock()
+			if !read {
+				read = true
+				sum.Partitions++
+			}
+			sum.Pages++
+			if err != nil {
+				errs = append(errs, fmt.Errorf("read due partition %s: %w", part, err))
+				mu.Unlock()
+				return
+			}
+			sum.Found += len(page.Environments)
+			mu.Unlock()
+			if err := stopAll(ctx, st, page.Environments, now, opts.Workers, budget, &mu, &sum); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+			if page.Next == "" {
+				return
+			}
+			cursor = page.Next
+		}
+	})
 	sum.DurationMs = time.Since(start).Milliseconds()
 	return sum, errors.Join(errs...)
 }
 
 // stopAll stops the environments of one page with up to workers at once and
-// adds the outcomes to sum. It returns the first error met, if any.
-func stopAll(ctx context.Context, st Store, envs []domain.Environment, now time.Time, workers int, sum *Summary) error {
-	var mu sync.Mutex
+// adds the outcomes to sum (under mu). Once the budget is spent it takes no
+// more of them; they stay due for the next run. It returns the first error met.
+func stopAll(ctx context.Context, st Store, envs []domain.Environment, now time.Time, workers int, budget sweep.Budget, mu *sync.Mutex, sum *Summary) error {
 	var first error
 	jobs := make(chan domain.Environment)
 	var wg sync.WaitGroup
@@ -168,6 +223,12 @@ func stopAll(ctx context.Context, st Store, envs []domain.Environment, now time.
 		}()
 	}
 	for _, e := range envs {
+		if budget.Spent() {
+			mu.Lock()
+			sum.More = true
+			mu.Unlock()
+			break
+		}
 		jobs <- e
 	}
 	close(jobs)
@@ -182,6 +243,7 @@ const (
 	stoppedHard
 	alreadyStopped
 	notDue
+	reindexed
 	failed
 )
 
@@ -197,6 +259,9 @@ func (s *Summary) add(o outcome) {
 		s.AlreadyStopped++
 	case notDue:
 		s.NotDue++
+	case reindexed:
+		s.NotDue++
+		s.Reindexed++
 	case failed:
 		s.Failed++
 	}
@@ -212,7 +277,12 @@ func stopOne(ctx context.Context, st Store, e domain.Environment, now time.Time)
 		}
 		reason := Reason(e, now)
 		if reason == "" {
-			return notDue, nil
+			// Touched since its entry was written: move the entry to the
+			// deadline now on the item. A failure only leaves it early.
+			if err := st.ReindexEnvironment(ctx, e); err != nil {
+				return notDue, nil
+			}
+			return reindexed, nil
 		}
 		cur, stopped, err := st.StopEnvironment(ctx, e, StopState(e), reason, now)
 		if err != nil {

@@ -125,7 +125,8 @@ func TestIdleTimeoutStopsAndReleasesQuotaAndRecordsUsage(t *testing.T) {
 	id := lease(t, e, apitest.BobToken, "sleeper")
 
 	e.Clock.Advance(10*time.Minute - time.Second)
-	if s := sweep(t, e); s.Found != 0 || s.Stopped != 0 || s.Pages != 1 {
+	// One query per partition of the due index, each finding nothing.
+	if s := sweep(t, e); s.Found != 0 || s.Stopped != 0 || s.Pages != len(e.Store.EnvDuePartitions()) {
 		t.Fatalf("a second before the idle deadline: %+v", s)
 	}
 	if st := get(t, e, apitest.BobToken, id).State; st != "pending" {
@@ -327,8 +328,9 @@ func TestUsageSplitsAtMidnight(t *testing.T) {
 	}
 }
 
-// 250 due among others not due, pages of 100: all stopped in 3 pages, with
-// continuation, and the ones not due untouched.
+// 250 due among others not due, pages of 5 in each partition of the due
+// index: all stopped, each partition read with continuation, and the ones
+// not due untouched.
 func TestBoundedPagesWithContinuation(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
@@ -351,13 +353,22 @@ func TestBoundedPagesWithContinuation(t *testing.T) {
 		t.Fatal(err)
 	}
 	setRunning(t, e, "acme", "sleeper", 300)
+	due := map[string]int{}
+	for _, env := range envs[:250] {
+		due[e.Store.EnvDuePartition(env.OrgID, env.ID)]++
+	}
+	// A partition of n due takes n/5 full pages and one more that ends it.
+	pages := 0
+	for _, part := range e.Store.EnvDuePartitions() {
+		pages += due[part]/5 + 1
+	}
 
-	sum, err := timeouts.Run(ctx, e.Store, e.Clock, timeouts.Options{PageSize: 100})
+	sum, err := timeouts.Run(ctx, e.Store, e.Clock, timeouts.Options{PageSize: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sum.Found != 250 || sum.Stopped != 250 || sum.Idle != 250 || sum.Pages != 3 || sum.Failed != 0 {
-		t.Fatalf("summary %+v, want 250 found and stopped in 3 pages", sum)
+	if sum.Found != 250 || sum.Stopped != 250 || sum.Idle != 250 || sum.Pages != pages || sum.Failed != 0 {
+		t.Fatalf("summary %+v, want 250 found and stopped in %d pages", sum, pages)
 	}
 	if n := running(t, e, "acme", "sleeper"); n != 50 {
 		t.Fatalf("running = %d, want the 50 not due", n)
@@ -365,11 +376,12 @@ func TestBoundedPagesWithContinuation(t *testing.T) {
 	// MaxPages bounds a run; the next run picks up the rest.
 	e.Clock.Advance(2 * time.Minute)
 	sum, err = timeouts.Run(ctx, e.Store, e.Clock, timeouts.Options{PageSize: 20, MaxPages: 2})
-	if err != nil || sum.Stopped != 40 || !sum.More {
+	if err != nil || sum.Pages != 2 || sum.Stopped == 0 || sum.Stopped >= 50 || !sum.More {
 		t.Fatalf("bounded run: %+v %v", sum, err)
 	}
-	if sum = sweep(t, e); sum.Stopped != 10 || sum.More {
-		t.Fatalf("the rest: %+v", sum)
+	first := sum.Stopped
+	if sum = sweep(t, e); sum.Stopped != 50-first || sum.More {
+		t.Fatalf("the rest: %+v, want %d", sum, 50-first)
 	}
 	if n := running(t, e, "acme", "sleeper"); n != 0 {
 		t.Fatalf("running = %d", n)

@@ -122,7 +122,7 @@ type run struct {
 func (j *Job) Run(ctx context.Context) (Summary, error) {
 	r := &run{hooks: map[string][]domain.Webhook{}}
 	var errs []error
-	for shard := 0; shard < store.DueShards; shard++ {
+	for shard := 0; shard < j.store.OutboxShards(); shard++ {
 		for {
 			if j.outOfTime(ctx) {
 				r.sum.OutOfTime = true

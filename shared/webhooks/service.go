@@ -23,6 +23,7 @@ type Store interface {
 	GetDelivery(ctx context.Context, org, hook, id string) (domain.Delivery, error)
 	ListDeliveries(ctx context.Context, org, hook string, limit int, cursor string) (domain.DeliveryPage, error)
 	SaveDelivery(ctx context.Context, before, after domain.Delivery, disable *domain.Event) (bool, error)
+	OutboxShards() int
 	DueOutbox(ctx context.Context, shard int, now time.Time, limit int) ([]domain.OutboxEntry, error)
 	FanOut(ctx context.Context, ev domain.Event, deliveries []domain.Delivery) (bool, error)
 }
