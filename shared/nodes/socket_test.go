@@ -361,3 +361,58 @@ func TestHeartbeatNeverPullsTheDeadlineIn(t *testing.T) {
 		t.Fatalf("state %s", n.State)
 	}
 }
+
+// A connection keeps the principal it opened with; revoking its node
+// credential still stops the node at once: its claims and its next
+// deadline-writing beat check the credential in their own transaction.
+func TestRevokedCredentialOnAnOpenConnection(t *testing.T) {
+	se := newSocketEnv(t)
+	ctx := context.Background()
+	tok := se.credential(t, apitest.AliceToken, "local")
+	p, err := apitest.NewAuth(se.Env).Authenticate(ctx, "Bearer "+tok, "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := nodes.Conn{ID: "c1", Principal: p}
+	send := func(m nodes.Message) nodes.Message {
+		t.Helper()
+		b, _ := json.Marshal(m)
+		var r nodes.Message
+		if err := json.Unmarshal(se.socket.Handle(ctx, conn, b), &r); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	r := send(nodes.Message{Type: nodes.MsgHello, ID: "1", Register: &nodes.RegisterRequest{Name: "n", Address: "127.0.0.1", Capacity: 2}})
+	if r.Registered == nil {
+		t.Fatalf("hello: %+v", r)
+	}
+	node := r.Registered.Node.ID
+	if r = send(nodes.Message{Type: nodes.MsgHeartbeat, ID: "2", Node: node}); r.Type != nodes.MsgBeat {
+		t.Fatalf("beat before the revoke: %+v", r)
+	}
+	deadline := r.Beat.Deadline
+
+	k, err := se.Store.GetKey(ctx, "acme", p.KeyID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := se.Store.RevokeKey(ctx, k, se.Clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	id := se.lease(t, apitest.BobToken, map[string]any{"template": "shell"})
+	r = send(nodes.Message{Type: nodes.MsgClaim, ID: "3", Node: node, Environment: id})
+	if r.Type != nodes.MsgError || r.Error == nil || r.Error.Status != 401 {
+		t.Fatalf("claim with a revoked credential: %+v", r)
+	}
+	if got := se.get(t, apitest.BobToken, id); got.State != domain.StatePending {
+		t.Fatalf("environment after the refused claim: %s", got.State)
+	}
+	// Beats that write nothing disclose nothing and cost nothing; the next
+	// one that moves the deadline is refused.
+	se.Clock.Advance(time.Minute + time.Second)
+	r = send(nodes.Message{Type: nodes.MsgHeartbeat, ID: "4", Node: node, Deadline: deadline})
+	if r.Type != nodes.MsgError || r.Error == nil || r.Error.Status != 401 {
+		t.Fatalf("deadline beat with a revoked credential: %+v", r)
+	}
+}

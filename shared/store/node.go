@@ -338,8 +338,11 @@ func (s *Store) GetEnvironments(ctx context.Context, org string, ids []string) (
 // transaction that also checks the node is still active: the environment's
 // put is conditioned on the version and state read (pending), so of two
 // nodes racing for it exactly one wins, and a node the lost-node sweep has
-// ended can claim nothing more. It reports whether this call claimed it.
-func (s *Store) ClaimEnvironment(ctx context.Context, e domain.Environment, n domain.Node, now time.Time) (domain.Environment, bool, error) {
+// ended can claim nothing more. With keyHash (a node protocol claim, whose
+// principal was authenticated when its connection opened) the transaction
+// also checks the node credential is not revoked since. It reports whether
+// this call claimed it.
+func (s *Store) ClaimEnvironment(ctx context.Context, e domain.Environment, n domain.Node, keyHash string, now time.Time) (domain.Environment, bool, error) {
 	after := e
 	after.State = domain.StateStarting
 	after.Node = n.ID
@@ -364,6 +367,11 @@ func (s *Store) ClaimEnvironment(ctx context.Context, e domain.Environment, n do
 			ExpressionAttributeValues: map[string]types.AttributeValue{":active": str(domain.NodeActive)},
 		}},
 	}
+	credAt := -1
+	if keyHash != "" {
+		credAt = len(items)
+		items = append(items, s.credentialCheck(keyHash))
+	}
 	evPut, err := s.eventPut(domain.EnvEvent(ctx, after, now))
 	if err != nil {
 		return domain.Environment{}, false, err
@@ -376,6 +384,8 @@ func (s *Store) ClaimEnvironment(ctx context.Context, e domain.Environment, n do
 	switch {
 	case reasons == nil:
 		return after, true, nil
+	case conditionFailed(reasons, credAt):
+		return domain.Environment{}, false, errRevokedCredential()
 	case conditionFailed(reasons, 1):
 		return domain.Environment{}, false, domain.Errorf(domain.CodeGone, "node %s is no longer active; register again", n.ID)
 	case conditionFailed(reasons, 0):
