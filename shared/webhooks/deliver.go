@@ -232,6 +232,7 @@ func (j *Job) fanOut(ctx context.Context, r *run, ev domain.Event) ([]domain.Del
 		return nil, false, domain.Internal(err)
 	}
 	now := j.clock.Now()
+	hold := j.holdUntil(ctx, now)
 	var ds []domain.Delivery
 	for _, h := range hooks {
 		// A webhook gets what happened from its creation on, not the outbox's backlog.
@@ -240,7 +241,7 @@ func (j *Job) fanOut(ctx context.Context, r *run, ev domain.Event) ([]domain.Del
 		}
 		ds = append(ds, domain.Delivery{
 			ID: store.DeliveryID(ev.ID), Webhook: h.ID, Event: ev.ID, Type: ev.Type, State: domain.DeliveryPending,
-			Created: now, NextTry: &now, Attempts: []domain.Attempt{}, OrgID: ev.OrgID, Body: body,
+			Created: now, NextTry: &hold, Attempts: []domain.Attempt{}, OrgID: ev.OrgID, Body: body,
 		})
 	}
 	ok, err := j.store.FanOut(ctx, ev, ds)
@@ -252,6 +253,21 @@ func (j *Job) fanOut(ctx context.Context, r *run, ev domain.Event) ([]domain.Del
 	r.sum.Created += len(ds)
 	r.mu.Unlock()
 	return ds, true, nil
+}
+
+// holdUntil is when the deliveries this run's fan-out creates fall due for
+// other runs. This run tries them at once (work), so a run that overlaps it
+// (one woken by the table's stream while the scheduled one, or another
+// woken one, is still going) must not read them as due and POST them too;
+// should this run die before recording an attempt, they fall due when its
+// invocation would have ended, and the next run tries them. Their first
+// attempt replaces the hold with the real outcome.
+func (j *Job) holdUntil(ctx context.Context, now time.Time) time.Time {
+	hold := j.opts.Timeout + j.opts.Reserve
+	if dl, ok := ctx.Deadline(); ok {
+		hold = max(hold, time.Until(dl))
+	}
+	return now.Add(hold)
 }
 
 // deliver makes one attempt of d and records it.
