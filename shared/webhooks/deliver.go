@@ -165,10 +165,17 @@ func (j *Job) work(ctx context.Context, r *run, due []domain.OutboxEntry, errs *
 	}
 	sem := make(chan struct{}, j.opts.Parallel)
 	var wg sync.WaitGroup
-	var todo []domain.Delivery
+	// A delivery read from the due index is claimed before its POST
+	// (another run may have read it too); one this run's fan-out created is
+	// held for it already (holdUntil).
+	type task struct {
+		d     domain.Delivery
+		claim bool
+	}
+	var todo []task
 	for _, e := range due {
 		if e.Event == nil {
-			todo = append(todo, *e.Delivery)
+			todo = append(todo, task{*e.Delivery, true})
 			continue
 		}
 		created, ok, err := j.fanOut(ctx, r, *e.Event)
@@ -179,16 +186,18 @@ func (j *Job) work(ctx context.Context, r *run, due []domain.OutboxEntry, errs *
 		if ok {
 			progress++
 			// Tried at once, whatever shard they are indexed in.
-			todo = append(todo, created...)
+			for _, d := range created {
+				todo = append(todo, task{d, false})
+			}
 		}
 	}
-	for _, d := range todo {
+	for _, tk := range todo {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			ok, err := j.deliver(ctx, r, d)
+			ok, err := j.deliver(ctx, r, tk.d, tk.claim)
 			if err != nil {
 				fail(err)
 				return
@@ -270,8 +279,11 @@ func (j *Job) holdUntil(ctx context.Context, now time.Time) time.Time {
 	return now.Add(hold)
 }
 
-// deliver makes one attempt of d and records it.
-func (j *Job) deliver(ctx context.Context, r *run, d domain.Delivery) (bool, error) {
+// deliver makes one attempt of d and records it. With claim, it first holds
+// d for this run (holdUntil) by a write conditioned on the version read, and
+// leaves d alone if that write loses: a run that overlaps this one read d
+// as due as well, and only one of them may POST it.
+func (j *Job) deliver(ctx context.Context, r *run, d domain.Delivery, claim bool) (bool, error) {
 	hooks, err := j.webhooks(ctx, r, d.OrgID)
 	if err != nil {
 		return false, err
@@ -290,6 +302,18 @@ func (j *Job) deliver(ctx context.Context, r *run, d domain.Delivery) (bool, err
 	case hook.State != domain.WebhookEnabled:
 		after.State, after.NextTry, after.LastError = domain.DeliveryFailed, nil, "the webhook is disabled"
 	default:
+		if claim {
+			held := d
+			hold := j.holdUntil(ctx, now)
+			held.NextTry = &hold
+			ok, err := j.store.SaveDelivery(ctx, d, held, nil)
+			if err != nil || !ok {
+				return false, err
+			}
+			held.Version++
+			d = held
+			after = d
+		}
 		a := j.post(ctx, *hook, d)
 		after.Attempts = append(append([]domain.Attempt{}, d.Attempts...), a)
 		after.LastCode, after.LastMs, after.LastError = a.StatusCode, a.DurationMs, a.Error

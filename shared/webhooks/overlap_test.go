@@ -54,3 +54,51 @@ func TestOverlappingRunsPostOnce(t *testing.T) {
 		t.Fatalf("deliveries: %+v", d)
 	}
 }
+
+// The same for a retry that fell due: the run that claims it POSTs it, and
+// an overlapping run finds it held.
+func TestOverlappingRunsRetryOnce(t *testing.T) {
+	var posts atomic.Int32
+	inFlight := make(chan struct{})
+	release := make(chan struct{})
+	rcv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch posts.Add(1) {
+		case 1:
+			w.WriteHeader(http.StatusInternalServerError)
+		case 2:
+			close(inFlight)
+			<-release
+		}
+	}))
+	defer rcv.Close()
+	s := newStack(t, &receiver{Server: rcv}, true)
+	hook := s.must("POST", "/v1/webhooks", apitest.AliceToken, map[string]any{"url": rcv.URL + "/hook", "types": []string{"key."}}, 201)["webhook"].(map[string]any)["id"].(string)
+	s.must("POST", "/v1/tokens", apitest.BobToken, map[string]any{"name": "laptop"}, 201)
+	if sum := s.run(); sum.Retrying != 1 {
+		t.Fatalf("first attempt: %+v", sum)
+	}
+	s.Clock.Advance(webhooks.FirstRetry)
+
+	first := make(chan webhooks.Summary)
+	go func() {
+		sum, err := s.job.Run(context.Background())
+		if err != nil {
+			t.Error(err)
+		}
+		first <- sum
+	}()
+	<-inFlight
+	second := s.run()
+	close(release)
+	sum := <-first
+	if sum.Succeeded != 1 || second.Succeeded+second.Retrying+second.Failed != 0 {
+		t.Fatalf("first run %+v, second run %+v", sum, second)
+	}
+	if n := posts.Load(); n != 2 {
+		t.Fatalf("the receiver got %d POSTs (one 500, one retry), want 2", n)
+	}
+	d := s.deliveries(hook)
+	if len(d) != 1 || d[0].State != domain.DeliverySucceeded || len(d[0].Attempts) != 2 || d[0].NextTry != nil {
+		t.Fatalf("deliveries: %+v", d)
+	}
+}
