@@ -121,7 +121,7 @@ const (
 // protocol's function (nodesws) answers about 1,500 short messages a second
 // at the target, about 25 executions, plus its one re-offer run: capped at
 // 100. The jobs reserve what one run and an overlapping retry need.
-// Together 606 of the account's default 1,000, leaving the rest to the
+// Together 608 of the account's default 1,000, leaving the rest to the
 // other functions.
 const (
 	environmentsReserved = 300
