@@ -48,7 +48,7 @@ func (a *app) webhooksCreateCommand() *cobra.Command {
 			if a.json() {
 				return a.printJSON(out)
 			}
-			a.say("Created webhook %s for %s. Its signing secret is shown only this once:", out.Webhook.ID, strings.Join(out.Webhook.Types, ", "))
+			a.say("Created webhook %s for %s; its signing secret is shown only this once:", out.Webhook.ID, strings.Join(out.Webhook.Types, ", "))
 			_, err = a.stdout.Write([]byte(out.Secret + "\n"))
 			return err
 		}),

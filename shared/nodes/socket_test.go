@@ -332,3 +332,32 @@ func TestSocketClaimIsExact(t *testing.T) {
 		t.Fatalf("%d nodes claimed the environment, want 1", winners)
 	}
 }
+
+// A node's deadline never moves earlier: an HTTP heartbeat (LostAfter ahead)
+// after a socket beat (DeadlineEvery + LostAfter ahead) keeps the later one,
+// because the lost-node sweep may have moved the node's due entry to it and
+// would otherwise find the node late.
+func TestHeartbeatNeverPullsTheDeadlineIn(t *testing.T) {
+	se := newSocketEnv(t)
+	tok := se.credential(t, apitest.AliceToken, "local")
+	node := se.hello(t, "c1", tok, 1)
+	r := se.send(t, "c1", tok, nodes.Message{Type: nodes.MsgHeartbeat, ID: "2", Node: node})
+	if r.Type != nodes.MsgBeat || r.Beat == nil || r.Beat.Deadline.IsZero() {
+		t.Fatalf("socket beat: %+v", r)
+	}
+	later := r.Beat.Deadline
+	se.Clock.Advance(5 * time.Second)
+	if hr := se.Do("POST", "/v1/nodes/"+node+"/heartbeat", tok, map[string]any{"environments": []string{}}); hr.Status != 200 {
+		t.Fatalf("HTTP heartbeat: %d %s", hr.Status, hr.Body)
+	}
+	n, err := se.Store.GetNode(context.Background(), "acme", node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !n.Deadline.Equal(later) {
+		t.Fatalf("deadline %s after the HTTP heartbeat, want the socket beat's %s", n.Deadline, later)
+	}
+	if n.State != domain.NodeActive {
+		t.Fatalf("state %s", n.State)
+	}
+}

@@ -133,12 +133,17 @@ func (s *Store) ListNodes(ctx context.Context, org string) ([]domain.Node, error
 // the node is still active. It writes the base item alone (see the note on
 // nodeItem). A node already declared lost (or gone) gets
 // domain.CodeGone: its environments were failed, it must register again.
+//
+// The deadline only ever moves later (deadlineLater): the node's due-index
+// entry may lie anywhere up to the deadline it was last moved to, so a
+// heartbeat that pulled the deadline earlier (an HTTP beat, 60 s ahead, after
+// a socket beat, 120 s ahead) would let the lost-node sweep find the node late.
 func (s *Store) HeartbeatNode(ctx context.Context, n domain.Node, now, deadline time.Time) (domain.Node, error) {
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                aws.String(s.table),
 		Key:                      key(orgPK(n.OrgID), nodeSK(n.ID)),
 		UpdateExpression:         aws.String("SET lastHeartbeat = :now, deadline = :dl, version = version + :one"),
-		ConditionExpression:      aws.String("attribute_exists(PK) AND #state = :active"),
+		ConditionExpression:      aws.String("attribute_exists(PK) AND #state = :active AND " + deadlineLater),
 		ExpressionAttributeNames: map[string]string{"#state": "state"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":now": str(FormatTime(now)), ":dl": str(FormatTime(deadline)),
@@ -147,6 +152,10 @@ func (s *Store) HeartbeatNode(ctx context.Context, n domain.Node, now, deadline 
 		ReturnValues: types.ReturnValueAllNew,
 	})
 	if IsConditionFailed(err) {
+		cur, gerr := s.GetNode(ctx, n.OrgID, n.ID)
+		if gerr == nil && cur.State == domain.NodeActive && cur.Deadline.After(deadline) {
+			return cur, nil // alive, and its deadline is already later
+		}
 		return domain.Node{}, domain.Errorf(domain.CodeGone, "node %s is no longer active (declared lost or deregistered); its environments were failed; register again", n.ID)
 	}
 	if err != nil {
@@ -158,6 +167,11 @@ func (s *Store) HeartbeatNode(ctx context.Context, n domain.Node, now, deadline 
 	}
 	return it.domain(), nil
 }
+
+// deadlineLater is the condition that a heartbeat's deadline (:dl) is not
+// earlier than the one recorded (times are fixed-width UTC strings, so they
+// compare as strings).
+const deadlineLater = "(attribute_not_exists(deadline) OR deadline <= :dl)"
 
 // EndNode replaces an active node with its lost or left record (out of the
 // due index, with a TTL), if nothing wrote it since n was read. It reports

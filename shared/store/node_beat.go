@@ -26,7 +26,7 @@ func (s *Store) BeatNode(ctx context.Context, org, id, keyID, pool string, now, 
 		TableName:                aws.String(s.table),
 		Key:                      key(orgPK(org), nodeSK(id)),
 		UpdateExpression:         aws.String("SET lastHeartbeat = :now, deadline = :dl, version = version + :one"),
-		ConditionExpression:      aws.String("attribute_exists(PK) AND #state = :active AND keyId = :key AND #pool = :pool"),
+		ConditionExpression:      aws.String("attribute_exists(PK) AND #state = :active AND keyId = :key AND #pool = :pool AND " + deadlineLater),
 		ExpressionAttributeNames: map[string]string{"#state": "state", "#pool": "pool"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":now": str(FormatTime(now)), ":dl": str(FormatTime(deadline)),
@@ -42,6 +42,8 @@ func (s *Store) BeatNode(ctx context.Context, org, id, keyID, pool string, now, 
 			return domain.Node{}, gerr
 		case n.KeyID != keyID || n.Pool != pool:
 			return domain.Node{}, domain.NotFound("node")
+		case n.State == domain.NodeActive && n.Deadline.After(deadline):
+			return n, nil // alive, and its deadline is already later (HeartbeatNode)
 		}
 		return domain.Node{}, domain.Errorf(domain.CodeGone, "node %s is no longer active (declared lost or deregistered); its environments were failed; register again", id)
 	}
