@@ -165,10 +165,17 @@ func (j *Job) work(ctx context.Context, r *run, due []domain.OutboxEntry, errs *
 	}
 	sem := make(chan struct{}, j.opts.Parallel)
 	var wg sync.WaitGroup
-	var todo []domain.Delivery
+	// A delivery read from the due index is claimed before its POST
+	// (another run may have read it too); one this run's fan-out created is
+	// held for it already (holdUntil).
+	type task struct {
+		d     domain.Delivery
+		claim bool
+	}
+	var todo []task
 	for _, e := range due {
 		if e.Event == nil {
-			todo = append(todo, *e.Delivery)
+			todo = append(todo, task{*e.Delivery, true})
 			continue
 		}
 		created, ok, err := j.fanOut(ctx, r, *e.Event)
@@ -179,16 +186,18 @@ func (j *Job) work(ctx context.Context, r *run, due []domain.OutboxEntry, errs *
 		if ok {
 			progress++
 			// Tried at once, whatever shard they are indexed in.
-			todo = append(todo, created...)
+			for _, d := range created {
+				todo = append(todo, task{d, false})
+			}
 		}
 	}
-	for _, d := range todo {
+	for _, tk := range todo {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			ok, err := j.deliver(ctx, r, d)
+			ok, err := j.deliver(ctx, r, tk.d, tk.claim)
 			if err != nil {
 				fail(err)
 				return
@@ -232,6 +241,7 @@ func (j *Job) fanOut(ctx context.Context, r *run, ev domain.Event) ([]domain.Del
 		return nil, false, domain.Internal(err)
 	}
 	now := j.clock.Now()
+	hold := j.holdUntil(ctx, now)
 	var ds []domain.Delivery
 	for _, h := range hooks {
 		// A webhook gets what happened from its creation on, not the outbox's backlog.
@@ -240,7 +250,7 @@ func (j *Job) fanOut(ctx context.Context, r *run, ev domain.Event) ([]domain.Del
 		}
 		ds = append(ds, domain.Delivery{
 			ID: store.DeliveryID(ev.ID), Webhook: h.ID, Event: ev.ID, Type: ev.Type, State: domain.DeliveryPending,
-			Created: now, NextTry: &now, Attempts: []domain.Attempt{}, OrgID: ev.OrgID, Body: body,
+			Created: now, NextTry: &hold, Attempts: []domain.Attempt{}, OrgID: ev.OrgID, Body: body,
 		})
 	}
 	ok, err := j.store.FanOut(ctx, ev, ds)
@@ -254,8 +264,26 @@ func (j *Job) fanOut(ctx context.Context, r *run, ev domain.Event) ([]domain.Del
 	return ds, true, nil
 }
 
-// deliver makes one attempt of d and records it.
-func (j *Job) deliver(ctx context.Context, r *run, d domain.Delivery) (bool, error) {
+// holdUntil is when the deliveries this run's fan-out creates fall due for
+// other runs. This run tries them at once (work), so a run that overlaps it
+// (one woken by the table's stream while the scheduled one, or another
+// woken one, is still going) must not read them as due and POST them too;
+// should this run die before recording an attempt, they fall due when its
+// invocation would have ended, and the next run tries them. Their first
+// attempt replaces the hold with the real outcome.
+func (j *Job) holdUntil(ctx context.Context, now time.Time) time.Time {
+	hold := j.opts.Timeout + j.opts.Reserve
+	if dl, ok := ctx.Deadline(); ok {
+		hold = max(hold, time.Until(dl))
+	}
+	return now.Add(hold)
+}
+
+// deliver makes one attempt of d and records it. With claim, it first holds
+// d for this run (holdUntil) by a write conditioned on the version read, and
+// leaves d alone if that write loses: a run that overlaps this one read d
+// as due as well, and only one of them may POST it.
+func (j *Job) deliver(ctx context.Context, r *run, d domain.Delivery, claim bool) (bool, error) {
 	hooks, err := j.webhooks(ctx, r, d.OrgID)
 	if err != nil {
 		return false, err
@@ -274,6 +302,18 @@ func (j *Job) deliver(ctx context.Context, r *run, d domain.Delivery) (bool, err
 	case hook.State != domain.WebhookEnabled:
 		after.State, after.NextTry, after.LastError = domain.DeliveryFailed, nil, "the webhook is disabled"
 	default:
+		if claim {
+			held := d
+			hold := j.holdUntil(ctx, now)
+			held.NextTry = &hold
+			ok, err := j.store.SaveDelivery(ctx, d, held, nil)
+			if err != nil || !ok {
+				return false, err
+			}
+			held.Version++
+			d = held
+			after = d
+		}
 		a := j.post(ctx, *hook, d)
 		after.Attempts = append(append([]domain.Attempt{}, d.Attempts...), a)
 		after.LastCode, after.LastMs, after.LastError = a.StatusCode, a.DurationMs, a.Error
