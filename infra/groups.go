@@ -121,13 +121,17 @@ const (
 // protocol's function (nodesws) answers about 1,500 short messages a second
 // at the target, about 25 executions, plus its one re-offer run: capped at
 // 100. The jobs reserve what one run and an overlapping retry need.
-// Together 608 of the account's default 1,000, leaving the rest to the
+// Together 616 of the account's default 1,000, leaving the rest to the
 // other functions.
 const (
 	environmentsReserved = 300
 	nodesReserved        = 200
 	nodeSocketReserved   = 100
 	jobReserved          = 2
+	// The delivery job is woken by the table's stream, one run per busy
+	// stream shard at a time, besides its schedule: two would throttle
+	// (and alarm) as soon as the stream has more than one busy shard.
+	deliveriesReserved = 10
 )
 
 // Route limits: the environments routes carry people's touches and leases;
@@ -222,7 +226,7 @@ var Groups = []Group{
 	// caps how many stream-woken runs overlap (trigger.go).
 	{Name: "deliveries", Description: "delivers events to webhooks, with retries",
 		Schedule: time.Minute, WakeOnOutbox: true,
-		MemoryMB: 256, Timeout: 55 * time.Second, Table: TableReadWrite, ReservedConcurrency: jobReserved},
+		MemoryMB: 256, Timeout: 55 * time.Second, Table: TableReadWrite, ReservedConcurrency: deliveriesReserved},
 	// Runs every 15 minutes and may delete many objects.
 	{Name: "expiry", Description: "removes expired artifacts and their objects",
 		Schedule: 15 * time.Minute,
