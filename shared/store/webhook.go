@@ -184,15 +184,19 @@ func (it deliveryItem) domain() domain.Delivery {
 	return d
 }
 
-// DueOutbox returns up to limit entries of shard n due at or before now,
-// oldest first, read from their base items (strongly consistent). GSI2 is
-// eventually consistent, so an entry whose base item has left the outbox or
-// moved on is skipped, and every action on an entry is a write conditioned
-// on its base item.
-func (s *Store) DueOutbox(ctx context.Context, shard int, now time.Time, limit int) ([]domain.OutboxEntry, error) {
-	items, _, err := s.queryDue(ctx, "due outbox", WebhookDueBase, WebhookDuePK(shard), now, limit, "")
+// DueOutbox returns one page of shard n's entries due at or before now,
+// oldest first, read from their base items (strongly consistent), and the
+// cursor of the next page ("" after the last). limit bounds the index
+// entries read, not the entries returned: GSI2 is eventually consistent, so
+// an entry whose base item has left the outbox or moved on is skipped (a
+// page may come back short, even empty, with more after it), and every
+// action on an entry is a write conditioned on its base item. The job pages
+// on with the cursor within a run, so entries it cannot settle (stale, or
+// failing) never hide the ones behind them.
+func (s *Store) DueOutbox(ctx context.Context, shard int, now time.Time, limit int, cursor string) ([]domain.OutboxEntry, string, error) {
+	items, next, err := s.queryDue(ctx, "due outbox", WebhookDueBase, WebhookDuePK(shard), now, limit, cursor)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	out := make([]domain.OutboxEntry, 0, len(items))
 	for _, raw := range items {
@@ -201,20 +205,20 @@ func (s *Store) DueOutbox(ctx context.Context, shard int, now time.Time, limit i
 		case pk != nil && strings.HasPrefix(pk.Value, "EVT#"):
 			var it eventItem
 			if err := unmarshal(raw, &it); err != nil {
-				return nil, err
+				return nil, "", err
 			}
 			if it.GSI2PK == "" {
 				continue // fanned out since the index was read
 			}
 			ev, err := it.domain()
 			if err != nil {
-				return nil, err
+				return nil, "", err
 			}
 			out = append(out, domain.OutboxEntry{Event: &ev})
 		case pk != nil && strings.HasPrefix(pk.Value, "WHD#"):
 			var it deliveryItem
 			if err := unmarshal(raw, &it); err != nil {
-				return nil, err
+				return nil, "", err
 			}
 			d := it.domain()
 			if d.State != domain.DeliveryPending || d.NextTry == nil || d.NextTry.After(now) {
@@ -223,16 +227,25 @@ func (s *Store) DueOutbox(ctx context.Context, shard int, now time.Time, limit i
 			out = append(out, domain.OutboxEntry{Delivery: &d})
 		}
 	}
-	return out, nil
+	return out, next, nil
 }
 
 // FanOut takes an event out of the outbox and, in the same transaction,
 // creates its delivery to each of hooks, due at now. It happens once: the
 // event's write is conditioned on it still being in the outbox, so a second
 // run (or a racing one) changes nothing and reports false.
+//
+// An organization has at most a few dozen webhooks (the service's limit),
+// but should more exist anyway, the deliveries past what one transaction
+// holds are written first, each by a PutItem that creates it only if it does
+// not exist: a delivery's key is its event and webhook, so a run that dies
+// before the transaction, or a racing run, adds no second one.
 func (s *Store) FanOut(ctx context.Context, ev domain.Event, deliveries []domain.Delivery) (bool, error) {
-	if len(deliveries)+1 > maxTransactItems {
-		return false, domain.Internal(fmt.Errorf("fan out %s: %d deliveries", ev.ID, len(deliveries)))
+	if extra := len(deliveries) - (maxTransactItems - 1); extra > 0 {
+		if err := s.putDeliveriesOnce(ctx, deliveries[:extra]); err != nil {
+			return false, err
+		}
+		deliveries = deliveries[extra:]
 	}
 	it, err := s.newEventItem(ev, false)
 	if err != nil {
@@ -271,6 +284,22 @@ func (s *Store) FanOut(ctx context.Context, ev domain.Event, deliveries []domain
 		return false, err
 	}
 	return reasons == nil, nil
+}
+
+func (s *Store) putDeliveriesOnce(ctx context.Context, ds []domain.Delivery) error {
+	for _, d := range ds {
+		av, err := marshal(s.newDeliveryItem(d))
+		if err != nil {
+			return err
+		}
+		_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
+			TableName: aws.String(s.table), Item: av, ConditionExpression: aws.String("attribute_not_exists(PK)"),
+		})
+		if err != nil && !IsConditionFailed(err) {
+			return dependencyError("fan out event", err)
+		}
+	}
+	return nil
 }
 
 // SaveDelivery replaces a delivery with after, if it is still the version
@@ -352,6 +381,55 @@ func (s *Store) EnableWebhook(ctx context.Context, org, id string) (domain.Webho
 		return domain.Webhook{}, err
 	}
 	return it.domain(), nil
+}
+
+// ReleaseHeld queues again, due at now, up to limit of a webhook's held
+// deliveries (those recorded while it was disabled), each with a fresh 24
+// hours of retries, and reports how many it released and whether more may be
+// held. It reads the webhook's delivery partition with a filter: what it
+// reads is bounded by the deliveries' ttl (domain.EventRetention), and a
+// caller with more to release calls again.
+func (s *Store) ReleaseHeld(ctx context.Context, org, hook string, now time.Time, limit int) (int, bool, error) {
+	pk := deliveryPK(org, hook)
+	in := &dynamodb.QueryInput{
+		TableName:                 aws.String(s.table),
+		KeyConditionExpression:    aws.String("PK = :pk"),
+		FilterExpression:          aws.String("#state = :held"),
+		ExpressionAttributeNames:  map[string]string{"#state": "state"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(pk), ":held": str(domain.DeliveryHeld)},
+		ConsistentRead:            aws.Bool(true),
+		Limit:                     aws.Int32(100),
+	}
+	released := 0
+	for {
+		out, err := s.db.Query(ctx, in)
+		if err != nil {
+			return released, true, dependencyError("release held deliveries", err)
+		}
+		for _, raw := range out.Items {
+			if released >= limit {
+				return released, true, nil
+			}
+			var it deliveryItem
+			if err := unmarshal(raw, &it); err != nil {
+				return released, true, err
+			}
+			d := it.domain()
+			after := d
+			after.State, after.NextTry, after.Retried = domain.DeliveryPending, &now, &now
+			ok, err := s.SaveDelivery(ctx, d, after, nil)
+			if err != nil {
+				return released, true, err
+			}
+			if ok {
+				released++
+			}
+		}
+		if len(out.LastEvaluatedKey) == 0 {
+			return released, false, nil
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
 }
 
 // GetDelivery reads one delivery of a webhook.

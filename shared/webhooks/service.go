@@ -24,7 +24,8 @@ type Store interface {
 	ListDeliveries(ctx context.Context, org, hook string, limit int, cursor string) (domain.DeliveryPage, error)
 	SaveDelivery(ctx context.Context, before, after domain.Delivery, disable *domain.Event) (bool, error)
 	OutboxShards() int
-	DueOutbox(ctx context.Context, shard int, now time.Time, limit int) ([]domain.OutboxEntry, error)
+	DueOutbox(ctx context.Context, shard int, now time.Time, limit int, cursor string) ([]domain.OutboxEntry, string, error)
+	ReleaseHeld(ctx context.Context, org, hook string, now time.Time, limit int) (int, bool, error)
 	FanOut(ctx context.Context, ev domain.Event, deliveries []domain.Delivery) (bool, error)
 }
 
@@ -134,9 +135,15 @@ func (s *Service) Deliveries(ctx context.Context, p domain.Principal, id string,
 	return s.store.ListDeliveries(ctx, p.OrgID, id, limit, cursor)
 }
 
+// maxRelease bounds the held deliveries one retry by hand queues again: a
+// webhook disabled for long may hold many (up to the ttl's worth); each
+// further retry releases the next ones.
+const maxRelease = 1000
+
 // Retry puts a delivery back in the queue, due now, whatever its state, with
 // a fresh 24 hours of retries. Retrying by hand is also how a disabled
-// webhook is turned back on, once its receiver is fixed.
+// webhook is turned back on, once its receiver is fixed: the deliveries held
+// while it was disabled are queued again with it (up to maxRelease a call).
 func (s *Service) Retry(ctx context.Context, p domain.Principal, hook, id string) (domain.Delivery, error) {
 	w, err := s.store.GetWebhook(ctx, p.OrgID, hook)
 	if err != nil {
@@ -146,15 +153,23 @@ func (s *Service) Retry(ctx context.Context, p domain.Principal, hook, id string
 	if err != nil {
 		return domain.Delivery{}, err
 	}
-	if d.State == domain.DeliveryPending {
-		return d, nil // already queued: the job will try it
-	}
 	if w.State == domain.WebhookDisabled {
 		if _, err := s.store.EnableWebhook(ctx, p.OrgID, hook); err != nil {
 			return domain.Delivery{}, err
 		}
 	}
 	now := s.clock.Now()
+	// Enabled first, released after: a delivery held by a job that read the
+	// webhook disabled just before is still found here.
+	if _, _, err := s.store.ReleaseHeld(ctx, p.OrgID, hook, now, maxRelease); err != nil {
+		return domain.Delivery{}, err
+	}
+	if d, err = s.store.GetDelivery(ctx, p.OrgID, hook, id); err != nil {
+		return domain.Delivery{}, err
+	}
+	if d.State == domain.DeliveryPending {
+		return d, nil // already queued: the job will try it
+	}
 	after := d
 	after.State = domain.DeliveryPending
 	after.NextTry = &now
