@@ -123,7 +123,7 @@ type Summary struct {
 	Disabled int `json:"webhooksDisabled"`
 	// Deferred deliveries were due but left for a later run: the budget was
 	// spent, the page queued its most, or their receiver gave no answer to
-	// PerWebhook attempts of this run already.
+	// an attempt of this run already.
 	Deferred  int  `json:"deferred"`
 	OutOfTime bool `json:"outOfTime"`
 	// Pages is how many index pages the run read over all shards.
@@ -308,10 +308,11 @@ func (j *Job) attempt(ctx context.Context, r *run, pg *page, d domain.Delivery) 
 	mine <- struct{}{}
 	defer func() { <-mine }()
 	r.mu.Lock()
-	silent := r.silent[d.Webhook] >= j.opts.PerWebhook
+	silent := r.silent[d.Webhook] > 0
 	r.mu.Unlock()
 	if silent {
-		// Its receiver did not answer this run: the rest wait for the next.
+		// Its receiver gave no answer this run: the rest wait for the next
+		// (at most the PerWebhook attempts in flight then timed out).
 		r.count(func(s *Summary) { s.Deferred++ })
 		return
 	}
