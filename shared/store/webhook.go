@@ -18,6 +18,7 @@ import (
 // Webhooks and their deliveries:
 //
 //	ORG#<org>          WEBHOOK#<id>     the webhook (URL, types, signing secret, state)
+//	ORG#<org>          COUNT#WEBHOOKS   how many webhooks the organization has (webhooks)
 //	WHD#<org>#<hook>   <delivery id>    one event on its way to one webhook, every attempt in it
 //	  GSI2 WHDUE#<n>   <next try>#D#<org>#<hook>#<delivery id>   pending only: the delivery job's index
 //	  ttl              created + domain.EventRetention
@@ -59,9 +60,73 @@ func (it webhookItem) domain() domain.Webhook {
 	}
 }
 
-// PutWebhook writes a new webhook.
+// PutWebhook writes a new webhook, whatever its organization already has
+// (fixtures and tests; the service creates them with CreateWebhook).
 func (s *Store) PutWebhook(ctx context.Context, w domain.Webhook) error {
 	return s.putNew(ctx, "put webhook", newWebhookItem(w), "a webhook with this id already exists")
+}
+
+const webhookCountSK = "COUNT#WEBHOOKS"
+
+// CreateWebhook writes a new webhook if its organization has fewer than
+// limit: the webhook's put and the organization's count, conditioned on
+// being under the limit, are one transaction, so creates that race cannot
+// pass it together (a read of the listing, then a put, could).
+func (s *Store) CreateWebhook(ctx context.Context, w domain.Webhook, limit int) error {
+	if err := s.initWebhookCount(ctx, w.OrgID); err != nil {
+		return err
+	}
+	item, err := marshal(newWebhookItem(w))
+	if err != nil {
+		return err
+	}
+	reasons, err := s.transact(ctx, "create webhook", []types.TransactWriteItem{
+		{Put: &types.Put{TableName: aws.String(s.table), Item: item, ConditionExpression: aws.String("attribute_not_exists(PK)")}},
+		{Update: &types.Update{
+			TableName: aws.String(s.table), Key: key(orgPK(w.OrgID), webhookCountSK),
+			UpdateExpression:          aws.String("ADD #n :one"),
+			ConditionExpression:       aws.String("#n < :max"),
+			ExpressionAttributeNames:  map[string]string{"#n": "webhooks"},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":one": num(1), ":max": num(int64(limit))},
+		}},
+	})
+	switch {
+	case err != nil:
+		return err
+	case conditionFailed(reasons, 1):
+		return domain.Errorf(domain.CodeConflict, "your organization has %d webhooks, the most it may have; delete one first", limit)
+	case reasons != nil:
+		return domain.Errorf(domain.CodeConflict, "a webhook with this id already exists")
+	}
+	return nil
+}
+
+// initWebhookCount creates an organization's webhook count, from its
+// listing, the first time one is created: every create after that counts
+// itself in. Two first creates write the same count; one of them wins.
+func (s *Store) initWebhookCount(ctx context.Context, org string) error {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(s.table), Key: key(orgPK(org), webhookCountSK), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return dependencyError("read webhook count", err)
+	}
+	if out.Item != nil {
+		return nil
+	}
+	hooks, err := s.ListWebhooks(ctx, org)
+	if err != nil {
+		return err
+	}
+	item := key(orgPK(org), webhookCountSK)
+	item["webhooks"] = num(int64(len(hooks)))
+	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: aws.String(s.table), Item: item, ConditionExpression: aws.String("attribute_not_exists(PK)"),
+	})
+	if err != nil && !IsConditionFailed(err) {
+		return dependencyError("create webhook count", err)
+	}
+	return nil
 }
 
 // ListWebhooks returns an organization's webhooks, newest first (ids sort by time).
@@ -106,16 +171,37 @@ func (s *Store) GetWebhook(ctx context.Context, org, id string) (domain.Webhook,
 	return it.domain(), nil
 }
 
-// DeleteWebhook removes a webhook. Its pending deliveries are failed by the
-// delivery job when their turn comes (it finds no webhook); its delivery
-// records stay until their ttl.
+// DeleteWebhook removes a webhook and counts it out of its organization's
+// webhooks, in one transaction. Its pending deliveries are failed by the
+// delivery job when their turn comes (it finds no webhook); its held ones
+// stay held; every delivery record stays until its ttl.
 func (s *Store) DeleteWebhook(ctx context.Context, org, id string) error {
 	if !idOK(id) {
 		return domain.NotFound("webhook")
 	}
-	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+	del := types.TransactWriteItem{Delete: &types.Delete{
 		TableName: aws.String(s.table), Key: key(orgPK(org), webhookSK(id)),
 		ConditionExpression: aws.String("attribute_exists(PK)"),
+	}}
+	reasons, err := s.transact(ctx, "delete webhook", []types.TransactWriteItem{del, {Update: &types.Update{
+		TableName: aws.String(s.table), Key: key(orgPK(org), webhookCountSK),
+		UpdateExpression:          aws.String("ADD #n :minus"),
+		ConditionExpression:       aws.String("#n > :zero"),
+		ExpressionAttributeNames:  map[string]string{"#n": "webhooks"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":minus": num(-1), ":zero": num(0)},
+	}}})
+	switch {
+	case err != nil:
+		return err
+	case conditionFailed(reasons, 0):
+		return domain.NotFound("webhook")
+	case reasons == nil:
+		return nil
+	}
+	// No count to take it from (written before the organization's first
+	// create kept one, or by PutWebhook): the delete alone.
+	_, err = s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName: del.Delete.TableName, Key: del.Delete.Key, ConditionExpression: del.Delete.ConditionExpression,
 	})
 	if IsConditionFailed(err) {
 		return domain.NotFound("webhook")

@@ -283,3 +283,63 @@ func TestFanOutPastOneTransaction(t *testing.T) {
 		}
 	}
 }
+
+// Creates that race cannot pass the organization's limit together: the
+// count is kept in the same transaction as each create; a delete makes
+// room for one more.
+func TestWebhookLimitUnderRace(t *testing.T) {
+	s := newStack(t, nil, true)
+	var created, refused atomic.Int32
+	var wg sync.WaitGroup
+	for range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				res := s.Do("POST", "/v1/webhooks", apitest.AliceToken, map[string]any{"url": "https://127.0.0.1/x", "types": []string{"*"}})
+				switch res.Status {
+				case 201:
+					created.Add(1)
+				case 409:
+					refused.Add(1)
+					return
+				case 503:
+					// a transaction conflict past its retries: try again
+				default:
+					t.Errorf("create: %d %s", res.Status, res.Body)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	var hooks struct{ Webhooks []domain.Webhook }
+	s.Do("GET", "/v1/webhooks", apitest.AliceToken, nil).JSON(t, &hooks)
+	if created.Load() != webhooks.MaxWebhooks || len(hooks.Webhooks) != webhooks.MaxWebhooks || refused.Load() != 6 {
+		t.Fatalf("created %d, listed %d, refused %d; want %d, %d, 6", created.Load(), len(hooks.Webhooks), refused.Load(), webhooks.MaxWebhooks, webhooks.MaxWebhooks)
+	}
+	s.must("DELETE", "/v1/webhooks/"+hooks.Webhooks[0].ID, apitest.AliceToken, nil, 204)
+	s.must("POST", "/v1/webhooks", apitest.AliceToken, map[string]any{"url": "https://127.0.0.1/x", "types": []string{"*"}}, 201)
+	if res := s.Do("POST", "/v1/webhooks", apitest.AliceToken, map[string]any{"url": "https://127.0.0.1/x", "types": []string{"*"}}); res.Status != 409 {
+		t.Fatalf("past the limit after a delete and a create: %d", res.Status)
+	}
+}
+
+// An organization's webhooks written before it kept a count (or by
+// PutWebhook) are counted at its first create.
+func TestWebhookCountStartsFromListing(t *testing.T) {
+	s := newStack(t, nil, true)
+	for i := range webhooks.MaxWebhooks - 1 {
+		w := domain.Webhook{ID: fmt.Sprintf("whk_old%02d", i), OrgID: "acme", URL: "https://127.0.0.1/x", Types: []string{"*"},
+			State: domain.WebhookEnabled, Created: s.Clock.Now(), CreatedBy: "alice", Secret: webhooks.NewSecret(), SecretPrefix: "whsec_"}
+		if err := s.Store.PutWebhook(context.Background(), w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.must("POST", "/v1/webhooks", apitest.AliceToken, map[string]any{"url": "https://127.0.0.1/x", "types": []string{"*"}}, 201)
+	if res := s.Do("POST", "/v1/webhooks", apitest.AliceToken, map[string]any{"url": "https://127.0.0.1/x", "types": []string{"*"}}); res.Status != 409 {
+		t.Fatalf("past the limit: %d", res.Status)
+	}
+	s.must("DELETE", "/v1/webhooks/whk_old00", apitest.AliceToken, nil, 204)
+	s.must("POST", "/v1/webhooks", apitest.AliceToken, map[string]any{"url": "https://127.0.0.1/x", "types": []string{"*"}}, 201)
+}

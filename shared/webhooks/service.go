@@ -16,6 +16,7 @@ import (
 // Store is what the webhooks service and the delivery job need.
 type Store interface {
 	PutWebhook(ctx context.Context, w domain.Webhook) error
+	CreateWebhook(ctx context.Context, w domain.Webhook, limit int) error
 	ListWebhooks(ctx context.Context, org string) ([]domain.Webhook, error)
 	GetWebhook(ctx context.Context, org, id string) (domain.Webhook, error)
 	DeleteWebhook(ctx context.Context, org, id string) error
@@ -29,8 +30,10 @@ type Store interface {
 	FanOut(ctx context.Context, ev domain.Event, deliveries []domain.Delivery) (bool, error)
 }
 
-// MaxWebhooks bounds an organization's webhooks: an event's fan-out to all
-// of them is one transaction (at most 100 items, one of them the event).
+// MaxWebhooks bounds an organization's webhooks, enforced by a count kept
+// in the same transaction as each create and delete: an event's fan-out to
+// all of them is one transaction (at most 100 items, one of them the event;
+// store.FanOut copes with more, should there be).
 const MaxWebhooks = 20
 
 // maxTypes bounds the types a webhook lists.
@@ -70,19 +73,12 @@ func (s *Service) Create(ctx context.Context, p domain.Principal, req CreateRequ
 	if err != nil {
 		return Created{}, err
 	}
-	existing, err := s.store.ListWebhooks(ctx, p.OrgID)
-	if err != nil {
-		return Created{}, err
-	}
-	if len(existing) >= MaxWebhooks {
-		return Created{}, domain.Errorf(domain.CodeConflict, "your organization has %d webhooks, the most it may have; delete one first", MaxWebhooks)
-	}
 	secret := NewSecret()
 	w := domain.Webhook{
 		ID: auth.NewID("whk_"), URL: u, Types: types, State: domain.WebhookEnabled, Created: s.clock.Now(),
 		CreatedBy: p.Actor(), OrgID: p.OrgID, Secret: secret, SecretPrefix: secret[:len(SecretPrefix)+6],
 	}
-	if err := s.store.PutWebhook(ctx, w); err != nil {
+	if err := s.store.CreateWebhook(ctx, w, MaxWebhooks); err != nil {
 		return Created{}, err
 	}
 	return Created{Webhook: w, Secret: secret}, nil
@@ -119,7 +115,8 @@ func (s *Service) List(ctx context.Context, p domain.Principal) ([]domain.Webhoo
 	return s.store.ListWebhooks(ctx, p.OrgID)
 }
 
-// Delete removes a webhook; its pending deliveries end as failed.
+// Delete removes a webhook; its pending deliveries end as failed, its held
+// ones stay held until their ttl.
 func (s *Service) Delete(ctx context.Context, p domain.Principal, id string) error {
 	return s.store.DeleteWebhook(ctx, p.OrgID, id)
 }
