@@ -59,7 +59,8 @@ type Options struct {
 	TLS *tls.Config
 	// Timeout bounds one POST, answer included (default 10 s).
 	Timeout time.Duration
-	// Parallel bounds the POSTs in flight over the whole run (default 8).
+	// Parallel bounds the POSTs in flight over the whole run (default 64: a
+	// run at the target rate must keep hundreds of POSTs a second going).
 	Parallel int
 	// PerWebhook bounds the POSTs in flight to one webhook (default 2), so
 	// that one organization's slow or dead receiver holds at most that many
@@ -77,8 +78,9 @@ type Options struct {
 	// MaxQueue bounds the POSTs one page queues (default 4 x Page): the
 	// deliveries past it stay due, for a later page or run.
 	MaxQueue int
-	// ShardWorkers is how many outbox shards are worked at once (default 4),
-	// and FanOutWorkers how many fan-outs of one page at once (default 4).
+	// ShardWorkers is how many outbox shards are worked at once (default 8),
+	// and FanOutWorkers how many fan-outs of one page at once (default 4):
+	// 32 DynamoDB writes in flight, as the other jobs keep.
 	ShardWorkers  int
 	FanOutWorkers int
 }
@@ -88,7 +90,7 @@ func (o Options) withDefaults() Options {
 		o.Timeout = 10 * time.Second
 	}
 	if o.Parallel <= 0 {
-		o.Parallel = 8
+		o.Parallel = 64
 	}
 	if o.PerWebhook <= 0 {
 		o.PerWebhook = 2
@@ -103,7 +105,7 @@ func (o Options) withDefaults() Options {
 		o.MaxQueue = 4 * o.Page
 	}
 	if o.ShardWorkers <= 0 {
-		o.ShardWorkers = 4
+		o.ShardWorkers = 8
 	}
 	if o.FanOutWorkers <= 0 {
 		o.FanOutWorkers = 4
