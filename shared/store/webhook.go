@@ -319,7 +319,9 @@ func (s *Store) DueOutbox(ctx context.Context, shard int, now time.Time, limit i
 // FanOut takes an event out of the outbox and, in the same transaction,
 // creates its delivery to each of hooks, due at now. It happens once: the
 // event's write is conditioned on it still being in the outbox, so a second
-// run (or a racing one) changes nothing and reports false.
+// run (or a racing one) changes nothing and reports false. A held delivery
+// (its webhook disabled) is created only if its webhook is still disabled
+// (heldCheck); if not, nothing is written and it reports false.
 //
 // An organization has at most a few dozen webhooks (the service's limit),
 // but should more exist anyway, the deliveries past what one transaction
@@ -345,6 +347,7 @@ func (s *Store) FanOut(ctx context.Context, ev domain.Event, deliveries []domain
 		TableName: aws.String(s.table), Item: av,
 		ConditionExpression: aws.String("attribute_exists(GSI2PK)"),
 	}}}
+	checked := map[string]bool{}
 	for _, d := range deliveries {
 		dav, err := marshal(s.newDeliveryItem(d))
 		if err != nil {
@@ -353,6 +356,10 @@ func (s *Store) FanOut(ctx context.Context, ev domain.Event, deliveries []domain
 		items = append(items, types.TransactWriteItem{Put: &types.Put{
 			TableName: aws.String(s.table), Item: dav, ConditionExpression: aws.String("attribute_not_exists(PK)"),
 		}})
+		if d.State == domain.DeliveryHeld && !checked[d.Webhook] && len(items) < maxTransactItems {
+			checked[d.Webhook] = true
+			items = append(items, heldCheck(s.table, d))
+		}
 	}
 	if len(items) == 1 {
 		// No webhook wants it: a conditional PutItem takes it out of the outbox.
@@ -370,6 +377,20 @@ func (s *Store) FanOut(ctx context.Context, ev domain.Event, deliveries []domain
 		return false, err
 	}
 	return reasons == nil, nil
+}
+
+// heldCheck is the condition of holding a delivery: its webhook is still
+// disabled. A job that read the webhook before it was enabled again (and its
+// held deliveries released) must not hold one more that nothing would
+// release: its write fails, and the entry stays due for a run that reads
+// the webhook anew.
+func heldCheck(table string, d domain.Delivery) types.TransactWriteItem {
+	return types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
+		TableName: aws.String(table), Key: key(orgPK(d.OrgID), webhookSK(d.Webhook)),
+		ConditionExpression:       aws.String("#state = :off"),
+		ExpressionAttributeNames:  map[string]string{"#state": "state"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":off": str(domain.WebhookDisabled)},
+	}}
 }
 
 func (s *Store) putDeliveriesOnce(ctx context.Context, ds []domain.Delivery) error {
@@ -404,6 +425,11 @@ func (s *Store) SaveDelivery(ctx context.Context, before, after domain.Delivery,
 		ConditionExpression:       aws.String("attribute_exists(PK) AND version = :v"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":v": num(before.Version)},
 	}}}
+	if after.State == domain.DeliveryHeld && before.State != domain.DeliveryHeld {
+		items = append(items, heldCheck(s.table, after))
+		reasons, err := s.transact(ctx, "hold delivery", items)
+		return err == nil && reasons == nil, err
+	}
 	if disable == nil {
 		// One item: a conditional PutItem, half the write cost of a transaction.
 		_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{

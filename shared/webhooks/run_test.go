@@ -268,7 +268,7 @@ func TestFanOutPastOneTransaction(t *testing.T) {
 	now := o.Clock.Now()
 	for i := range 130 {
 		ds = append(ds, domain.Delivery{ID: store.DeliveryID(ev.ID), Webhook: fmt.Sprintf("whk_%03d", i), Event: ev.ID, Type: ev.Type,
-			State: domain.DeliveryHeld, Created: now, Attempts: []domain.Attempt{}, OrgID: "acme", Body: []byte(`{}`)})
+			State: domain.DeliveryPending, Created: now, NextTry: &now, Attempts: []domain.Attempt{}, OrgID: "acme", Body: []byte(`{}`)})
 	}
 	if ok, err := o.st.FanOut(ctx, ev, ds); err != nil || !ok {
 		t.Fatalf("fan-out: %v %v", ok, err)
@@ -278,7 +278,7 @@ func TestFanOutPastOneTransaction(t *testing.T) {
 	}
 	for _, d := range ds {
 		got, err := o.st.GetDelivery(ctx, "acme", d.Webhook, d.ID)
-		if err != nil || got.State != domain.DeliveryHeld || got.Version != 0 {
+		if err != nil || got.State != domain.DeliveryPending || got.Version != 0 {
 			t.Fatalf("delivery to %s: %+v %v", d.Webhook, got, err)
 		}
 	}
@@ -342,4 +342,52 @@ func TestWebhookCountStartsFromListing(t *testing.T) {
 	}
 	s.must("DELETE", "/v1/webhooks/whk_old00", apitest.AliceToken, nil, 204)
 	s.must("POST", "/v1/webhooks", apitest.AliceToken, map[string]any{"url": "https://127.0.0.1/x", "types": []string{"*"}}, 201)
+}
+
+// staleHooks lists the webhooks as they were before a retry by hand enabled
+// them again: disabled.
+type staleHooks struct{ *store.Store }
+
+func (s staleHooks) ListWebhooks(ctx context.Context, org string) ([]domain.Webhook, error) {
+	hs, err := s.Store.ListWebhooks(ctx, org)
+	for i := range hs {
+		hs[i].State = domain.WebhookDisabled
+	}
+	return hs, err
+}
+
+// A run that read a webhook as disabled just before it was enabled again
+// (and its held deliveries released) holds nothing more: the hold is
+// conditioned on the webhook still being disabled, so the event and the
+// delivery stay due and a later run sends them.
+func TestNoHoldAfterEnable(t *testing.T) {
+	o := newOneShard(t)
+	rcv := newReceiver(t, 200)
+	o.hook("whk_a", rcv.URL)
+	o.events(1, "x")
+	sum, err := o.job(staleHooks{o.st}, rcv, webhooks.Options{}).Run(context.Background())
+	if err != nil || sum.FannedOut != 0 || sum.Held != 0 {
+		t.Fatalf("run on a stale read %+v %v", sum, err)
+	}
+	sum, err = o.job(o.st, rcv, webhooks.Options{}).Run(context.Background())
+	if err != nil || sum.FannedOut != 1 || sum.Succeeded != 1 || rcv.count() != 1 {
+		t.Fatalf("next run %+v %v", sum, err)
+	}
+	// A pending delivery read with its webhook disabled stays pending.
+	rcv2 := newReceiver(t, 500, 200)
+	w2 := o.hook("whk_b", rcv2.URL)
+	o.events(1, "y")
+	if sum, err := o.job(o.st, rcv2, webhooks.Options{}).Run(context.Background()); err != nil || sum.Retrying != 1 {
+		t.Fatalf("first try %+v %v", sum, err)
+	}
+	o.Clock.Advance(time.Minute)
+	if sum, err := o.job(staleHooks{o.st}, rcv2, webhooks.Options{}).Run(context.Background()); err != nil || sum.Held != 0 {
+		t.Fatalf("stale run %+v %v", sum, err)
+	}
+	if got := o.states(w2.ID); got[domain.DeliveryPending] != 1 {
+		t.Fatalf("after a stale run: %v", got)
+	}
+	if sum, err := o.job(o.st, rcv2, webhooks.Options{}).Run(context.Background()); err != nil || sum.Succeeded != 1 {
+		t.Fatalf("next run %+v %v", sum, err)
+	}
 }
