@@ -61,6 +61,19 @@ var (
 		"s3:ListBucketMultipartUploads",
 	}
 
+	// A function woken by the table's stream (Group.WakeOnOutbox) reads it
+	// through its event source mapping: the first three on the stream's ARN;
+	// ListStreams has no resource-level permission, so it is on "*" in a
+	// statement of its own (it lists stream ARNs, never an item).
+	streamReadActions = []string{
+		"dynamodb:DescribeStream",
+		"dynamodb:GetRecords",
+		"dynamodb:GetShardIterator",
+	}
+	streamListActions = []string{
+		"dynamodb:ListStreams",
+	}
+
 	// The link signer's only permission.
 	linkSignerActions = []string{
 		"s3:GetObject",

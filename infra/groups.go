@@ -53,6 +53,10 @@ type Group struct {
 	CatchAll bool
 	// Schedule runs the function on an EventBridge rate (jobs only).
 	Schedule time.Duration
+	// WakeOnOutbox also invokes the function from the table's stream when
+	// an event enters the webhook outbox (trigger.go), so delivery starts
+	// within about a second; the schedule stays as the safety net.
+	WakeOnOutbox bool
 	// MemoryMB and Timeout are sized per group; see the comments in Groups.
 	MemoryMB int
 	Timeout  time.Duration
@@ -117,13 +121,17 @@ const (
 // protocol's function (nodesws) answers about 1,500 short messages a second
 // at the target, about 25 executions, plus its one re-offer run: capped at
 // 100. The jobs reserve what one run and an overlapping retry need.
-// Together 606 of the account's default 1,000, leaving the rest to the
+// Together 616 of the account's default 1,000, leaving the rest to the
 // other functions.
 const (
 	environmentsReserved = 300
 	nodesReserved        = 200
 	nodeSocketReserved   = 100
 	jobReserved          = 2
+	// The delivery job is woken by the table's stream, one run per busy
+	// stream shard at a time, besides its schedule: two would throttle
+	// (and alarm) as soon as the stream has more than one busy shard.
+	deliveriesReserved = 10
 )
 
 // Route limits: the environments routes carry people's touches and leases;
@@ -211,12 +219,14 @@ var Groups = []Group{
 	{Name: "lostnodes", Description: "declares lost the nodes that stopped heartbeating and fails what they ran",
 		Schedule: time.Minute,
 		MemoryMB: 256, Timeout: 50 * time.Second, Table: TableReadWrite, ReservedConcurrency: jobReserved},
-	// Runs every minute, POSTing to receivers (10 s each at most, 8 at a
-	// time) until the outbox is empty or 15 s are left: it stops starting
-	// pages before its timeout, and the next run picks up the rest.
+	// Woken by the table's stream when events enter the outbox, and every
+	// minute, POSTing to receivers (10 s each at most, 8 at a time) until
+	// the outbox is empty or 15 s are left: it stops starting pages before
+	// its timeout, and the next run picks up the rest. Its reservation also
+	// caps how many stream-woken runs overlap (trigger.go).
 	{Name: "deliveries", Description: "delivers events to webhooks, with retries",
-		Schedule: time.Minute,
-		MemoryMB: 256, Timeout: 55 * time.Second, Table: TableReadWrite, ReservedConcurrency: jobReserved},
+		Schedule: time.Minute, WakeOnOutbox: true,
+		MemoryMB: 256, Timeout: 55 * time.Second, Table: TableReadWrite, ReservedConcurrency: deliveriesReserved},
 	// Runs every 15 minutes and may delete many objects.
 	{Name: "expiry", Description: "removes expired artifacts and their objects",
 		Schedule: 15 * time.Minute,

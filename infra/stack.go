@@ -143,6 +143,9 @@ func NewEnvleaseStack(scope constructs.Construct, id string, props *EnvleaseStac
 		if g.IsJob() {
 			s.schedule(g)
 		}
+		if g.WakeOnOutbox {
+			s.wakeOnOutbox(g)
+		}
 	}
 	s.alarms(props.Groups)
 
@@ -173,6 +176,8 @@ func newTable(stack awscdk.Stack) awsdynamodb.Table {
 			PointInTimeRecoveryEnabled: jsii.Bool(true),
 		},
 		TimeToLiveAttribute: jsii.String(sch.TTLAttribute),
+		// New items' images feed the delivery job's trigger (trigger.go).
+		Stream: tableStreamView,
 		// The table is the service's state: it outlives the stack and cannot
 		// be deleted by accident (turn protection off by hand to delete it).
 		RemovalPolicy:      awscdk.RemovalPolicy_RETAIN,

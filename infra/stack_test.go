@@ -567,7 +567,10 @@ func TestNoDataActionOnStar(t *testing.T) {
 				t.Errorf("%v: wildcard action %q", ps.Principals, a)
 			}
 		}
-		if len(data) == 0 {
+		// ListStreams, alone in its statement, may be on "*": it has no
+		// resource-level permission and lists stream ARNs, never an item
+		// (access.go; only a WakeOnOutbox group has it, TestLeastPrivilege).
+		if len(data) == 0 || strings.Join(data, " ") == strings.Join(streamListActions, " ") {
 			continue
 		}
 		for _, res := range strList(st["Resource"]) {
@@ -634,6 +637,9 @@ func TestLeastPrivilege(t *testing.T) {
 		}
 		if g.SignsLinks {
 			want = append(want, secretReadActions)
+		}
+		if g.WakeOnOutbox {
+			want = append(want, streamReadActions, streamListActions)
 		}
 		if w, h := expect(want...), keys(got[g.Name]); w != h {
 			t.Errorf("%s: data actions\n  got  %s\n  want %s", g.Name, h, w)

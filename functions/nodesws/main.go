@@ -151,13 +151,13 @@ func policy(principal, effect, arn string, c map[string]any) events.APIGatewayCu
 // Gateway's authorizer context, which it gives every message of the
 // connection: a message costs no authentication read.
 func principalContext(p domain.Principal) map[string]any {
-	return map[string]any{"org": p.OrgID, "pool": p.Pool, "keyId": p.KeyID, "credential": p.Credential, "role": string(p.Role)}
+	return map[string]any{"org": p.OrgID, "pool": p.Pool, "keyId": p.KeyID, "keyHash": p.KeyHash, "credential": p.Credential, "role": string(p.Role)}
 }
 
 func principalFrom(a any) domain.Principal {
 	m, _ := a.(map[string]any)
 	s := func(k string) string { v, _ := m[k].(string); return v }
-	return domain.Principal{OrgID: s("org"), Pool: s("pool"), KeyID: s("keyId"), Credential: s("credential"), Role: domain.Role(s("role"))}
+	return domain.Principal{OrgID: s("org"), Pool: s("pool"), KeyID: s("keyId"), KeyHash: s("keyHash"), Credential: s("credential"), Role: domain.Role(s("role"))}
 }
 
 func (f *function) route(ctx context.Context, req events.APIGatewayWebsocketProxyRequest) events.APIGatewayProxyResponse {

@@ -121,13 +121,19 @@ func (a *app) latestEvents(ctx context.Context, c *client.Client, q client.Event
 	return out, nil
 }
 
+// followLookback is how far before the newest event seen each poll asks
+// again: an event's time is when its writer stamped it, and a transaction
+// stamped earlier may commit after a later one was already read (and the
+// kind and subject listings read an eventually consistent index).
+const followLookback = time.Minute
+
 // followEvents polls for events newer than those seen and prints them,
 // oldest first, until the context ends (an interrupt is not an error).
 func (a *app) followEvents(ctx context.Context, c *client.Client, q client.EventQuery, seen []domain.Event, poll time.Duration, pr func(domain.Event)) error {
 	last := time.Now().Add(-time.Minute)
-	ids := map[string]bool{}
+	ids := map[string]time.Time{} // printed, by id: skipped when read again
 	for _, e := range seen {
-		ids[e.ID] = true
+		ids[e.ID] = e.Time
 		if e.Time.After(last) {
 			last = e.Time
 		}
@@ -138,8 +144,14 @@ func (a *app) followEvents(ctx context.Context, c *client.Client, q client.Event
 			return nil
 		case <-time.After(poll):
 		}
-		// Since the newest seen (inclusive): ids already printed are skipped.
-		q.Since, q.Cursor = last, ""
+		// Since a look-back before the newest seen: ids already printed are
+		// skipped, and forgotten once they are older than any poll reads.
+		q.Since, q.Cursor = last.Add(-followLookback), ""
+		for id, at := range ids {
+			if at.Before(q.Since) {
+				delete(ids, id)
+			}
+		}
 		evs, err := a.latestEvents(ctx, c, q, 0, true)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -149,10 +161,10 @@ func (a *app) followEvents(ctx context.Context, c *client.Client, q client.Event
 		}
 		sort.Slice(evs, func(i, j int) bool { return evs[i].ID < evs[j].ID })
 		for _, e := range evs {
-			if ids[e.ID] {
+			if _, ok := ids[e.ID]; ok {
 				continue
 			}
-			ids[e.ID] = true
+			ids[e.ID] = e.Time
 			pr(e)
 			if e.Time.After(last) {
 				last = e.Time

@@ -85,7 +85,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, header, addr string) (
 	}
 	return domain.Principal{
 		OrgID: key.OrgID, UserID: key.UserID, Role: key.Role, KeyID: key.ID,
-		Credential: key.Credential, Pool: key.Pool,
+		Credential: key.Credential, Pool: key.Pool, KeyHash: hash,
 	}, nil
 }
 

@@ -79,6 +79,12 @@ type Principal struct {
 	Credential string
 	// Pool is set for node credentials.
 	Pool string
+	// KeyHash is the credential's SHA-256, the key record's lookup key. A
+	// node protocol connection keeps the principal it authenticated with for
+	// its life, so the writes that act for a node (a claim, the heartbeat
+	// that keeps it alive) check in their own transaction that the record is
+	// not revoked since.
+	KeyHash string
 }
 
 // IsAdmin reports whether the caller may manage the organization.

@@ -4,6 +4,7 @@ package events
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"time"
@@ -86,9 +87,42 @@ func ParseQuery(r *http.Request) (domain.EventQuery, error) {
 	return out, nil
 }
 
-// List returns one page of the caller's organization's events.
+// List returns one page of the caller's organization's events. A member
+// sees what GET /v1/keys shows them: of the key events, only those of their
+// own CLI tokens (other people's tokens, organization keys and node
+// credentials are the admins'). A page thinned so may be short while its
+// next is set, as an exact type's page already may.
 func (s *Service) List(ctx context.Context, p domain.Principal, q domain.EventQuery) (domain.EventPage, error) {
-	return s.store.ListEvents(ctx, p.OrgID, q, s.clock.Now())
+	page, err := s.store.ListEvents(ctx, p.OrgID, q, s.clock.Now())
+	if err != nil || p.IsAdmin() {
+		return page, err
+	}
+	kept := page.Events[:0]
+	for _, ev := range page.Events {
+		if ev.Subject.Kind != "key" || ownKeyEvent(ev, p) {
+			kept = append(kept, ev)
+		}
+	}
+	page.Events = kept
+	return page, nil
+}
+
+// ownKeyEvent reports whether a key event is about a token of p's own: its
+// owner (the data's owner, a domain.Owner, or the map it reads back as) is
+// the user p.
+func ownKeyEvent(ev domain.Event, p domain.Principal) bool {
+	if p.UserID == "" {
+		return false
+	}
+	b, err := json.Marshal(ev.Data["owner"])
+	if err != nil {
+		return false
+	}
+	var o struct{ Kind, ID string }
+	if json.Unmarshal(b, &o) != nil {
+		return false
+	}
+	return o.Kind == "user" && o.ID == p.UserID
 }
 
 func (s *Service) handleList(w http.ResponseWriter, r *http.Request, p domain.Principal) error {

@@ -157,3 +157,37 @@ func TestEventsQueryRefusals(t *testing.T) {
 		t.Errorf("another organization's cursor: %d", res.Status)
 	}
 }
+
+// Members see of the key events only those of their own tokens, as
+// GET /v1/keys shows them only their own; admins see every one.
+func TestMembersSeeOnlyTheirOwnKeyEvents(t *testing.T) {
+	e := newEnv(t)
+	mk := func(token, path, name string) string {
+		t.Helper()
+		r := e.Do("POST", path, token, map[string]any{"name": name})
+		if r.Status != 201 {
+			t.Fatalf("POST %s: %d %s", path, r.Status, r.Body)
+		}
+		var out struct {
+			APIKey domain.APIKey `json:"apiKey"`
+		}
+		r.JSON(t, &out)
+		return out.APIKey.ID
+	}
+	bobs := mk(apitest.BobToken, "/v1/tokens", "bob's laptop")
+	alices := mk(apitest.AliceToken, "/v1/tokens", "alice's laptop")
+	orgKey := mk(apitest.AliceToken, "/v1/keys", "ci")
+	seen := func(token string) map[string]bool {
+		out := map[string]bool{}
+		for _, ev := range all(t, e, token, "type=key.") {
+			out[ev.Subject.ID] = true
+		}
+		return out
+	}
+	if got := seen(apitest.BobToken); !got[bobs] || got[alices] || got[orgKey] {
+		t.Fatalf("bob sees key events of %v; want his own %s only", got, bobs)
+	}
+	if got := seen(apitest.AliceToken); !got[bobs] || !got[alices] || !got[orgKey] {
+		t.Fatalf("alice (admin) sees key events of %v; want all three", got)
+	}
+}

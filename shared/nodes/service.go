@@ -44,7 +44,7 @@ type Store interface {
 	GetNode(ctx context.Context, org, id string) (domain.Node, error)
 	ListNodes(ctx context.Context, org string) ([]domain.Node, error)
 	HeartbeatNode(ctx context.Context, n domain.Node, now, deadline time.Time) (domain.Node, error)
-	BeatNode(ctx context.Context, org, id, keyID, pool string, now, deadline time.Time) (domain.Node, error)
+	BeatNode(ctx context.Context, org, id string, cred domain.Principal, now, deadline time.Time) (domain.Node, error)
 	EndNode(ctx context.Context, n domain.Node, state string, now time.Time) (bool, error)
 	NodeDuePartitions() []string
 	DueNodes(ctx context.Context, part string, now time.Time, limit int, cursor string) ([]domain.Node, string, error)
@@ -54,7 +54,7 @@ type Store interface {
 	GetEnvironments(ctx context.Context, org string, ids []string) ([]domain.Environment, error)
 	PendingEnvironments(ctx context.Context, org, pool string, limit int) ([]domain.Environment, error)
 	NodeEnvironments(ctx context.Context, org, node string) ([]domain.Environment, error)
-	ClaimEnvironment(ctx context.Context, e domain.Environment, n domain.Node, now time.Time) (domain.Environment, bool, error)
+	ClaimEnvironment(ctx context.Context, e domain.Environment, n domain.Node, keyHash string, now time.Time) (domain.Environment, bool, error)
 	ReplaceEnvironment(ctx context.Context, before, after domain.Environment) (domain.Environment, bool, error)
 	StopEnvironment(ctx context.Context, e domain.Environment, to domain.State, reason string, now time.Time) (domain.Environment, bool, error)
 }
@@ -455,7 +455,7 @@ func (s *Service) Claim(ctx context.Context, p domain.Principal, id string, wait
 	deadline := time.Now().Add(wait)
 	backoff := s.opt.PollMin
 	for {
-		c, err := s.claimOnce(ctx, n)
+		c, err := s.claimOnce(ctx, p.KeyHash, n)
 		if err != nil || c != nil {
 			return c, err
 		}
@@ -478,32 +478,33 @@ func (s *Service) Claim(ctx context.Context, p domain.Principal, id string, wait
 // environment it can. The index may be stale (DynamoDB GSIs are eventually
 // consistent), so a refused claim reads the base item and tries again while
 // it is still pending; another node having it is simply the next candidate.
-func (s *Service) claimOnce(ctx context.Context, n domain.Node) (*Claimed, error) {
+func (s *Service) claimOnce(ctx context.Context, keyHash string, n domain.Node) (*Claimed, error) {
 	cands, err := s.store.PendingEnvironments(ctx, n.OrgID, n.Pool, claimCandidates)
 	if err != nil {
 		return nil, err
 	}
-	return s.claimFirst(ctx, n, cands)
+	return s.claimFirst(ctx, keyHash, n, cands)
 }
 
 // claimRandom is claimOnce for nodes woken together on the node protocol:
 // every woken node reads the same oldest few pending, so each tries them in
 // its own random order rather than all racing for the oldest. (The HTTP
 // long-poll keeps strict age order.)
-func (s *Service) claimRandom(ctx context.Context, n domain.Node) (*Claimed, error) {
+func (s *Service) claimRandom(ctx context.Context, keyHash string, n domain.Node) (*Claimed, error) {
 	cands, err := s.store.PendingEnvironments(ctx, n.OrgID, n.Pool, claimCandidates)
 	if err != nil {
 		return nil, err
 	}
 	mrand.Shuffle(len(cands), func(i, j int) { cands[i], cands[j] = cands[j], cands[i] })
-	return s.claimFirst(ctx, n, cands)
+	return s.claimFirst(ctx, keyHash, n, cands)
 }
 
-// claimFirst claims the first of cands it can, in order.
-func (s *Service) claimFirst(ctx context.Context, n domain.Node, cands []domain.Environment) (*Claimed, error) {
+// claimFirst claims the first of cands it can, in order. keyHash, when set,
+// is the node credential's record, checked unrevoked by each claim.
+func (s *Service) claimFirst(ctx context.Context, keyHash string, n domain.Node, cands []domain.Environment) (*Claimed, error) {
 	for _, e := range cands {
 		for try := 0; try < attempts && e.State == domain.StatePending && e.Node == "" && e.Pool == n.Pool; try++ {
-			after, ok, err := s.store.ClaimEnvironment(ctx, e, n, s.clock.Now())
+			after, ok, err := s.store.ClaimEnvironment(ctx, e, n, keyHash, s.clock.Now())
 			if err != nil {
 				return nil, err
 			}

@@ -249,7 +249,7 @@ func (s *Service) SocketHeartbeat(ctx context.Context, p domain.Principal, m Mes
 	var err error
 	if write {
 		// One conditional write: it checks the node is the credential's.
-		if n, err = s.store.BeatNode(ctx, p.OrgID, m.Node, p.KeyID, p.Pool, now, now.Add(s.opt.DeadlineEvery+s.opt.LostAfter)); err != nil {
+		if n, err = s.store.BeatNode(ctx, p.OrgID, m.Node, p, now, now.Add(s.opt.DeadlineEvery+s.opt.LostAfter)); err != nil {
 			return SocketBeat{}, err
 		}
 		out.Deadline = n.Deadline
@@ -324,13 +324,13 @@ func (s *Service) ClaimOffered(ctx context.Context, p domain.Principal, id, env 
 			return nil, err
 		}
 		if err == nil && e.State == domain.StatePending && e.Pool == n.Pool {
-			c, err := s.claimFirst(ctx, n, []domain.Environment{e})
+			c, err := s.claimFirst(ctx, p.KeyHash, n, []domain.Environment{e})
 			if err != nil || c != nil {
 				return c, err
 			}
 		}
 	}
-	return s.claimRandom(ctx, n)
+	return s.claimRandom(ctx, p.KeyHash, n)
 }
 
 func validNodeID(id string) bool {

@@ -332,3 +332,87 @@ func TestSocketClaimIsExact(t *testing.T) {
 		t.Fatalf("%d nodes claimed the environment, want 1", winners)
 	}
 }
+
+// A node's deadline never moves earlier: an HTTP heartbeat (LostAfter ahead)
+// after a socket beat (DeadlineEvery + LostAfter ahead) keeps the later one,
+// because the lost-node sweep may have moved the node's due entry to it and
+// would otherwise find the node late.
+func TestHeartbeatNeverPullsTheDeadlineIn(t *testing.T) {
+	se := newSocketEnv(t)
+	tok := se.credential(t, apitest.AliceToken, "local")
+	node := se.hello(t, "c1", tok, 1)
+	r := se.send(t, "c1", tok, nodes.Message{Type: nodes.MsgHeartbeat, ID: "2", Node: node})
+	if r.Type != nodes.MsgBeat || r.Beat == nil || r.Beat.Deadline.IsZero() {
+		t.Fatalf("socket beat: %+v", r)
+	}
+	later := r.Beat.Deadline
+	se.Clock.Advance(5 * time.Second)
+	if hr := se.Do("POST", "/v1/nodes/"+node+"/heartbeat", tok, map[string]any{"environments": []string{}}); hr.Status != 200 {
+		t.Fatalf("HTTP heartbeat: %d %s", hr.Status, hr.Body)
+	}
+	n, err := se.Store.GetNode(context.Background(), "acme", node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !n.Deadline.Equal(later) {
+		t.Fatalf("deadline %s after the HTTP heartbeat, want the socket beat's %s", n.Deadline, later)
+	}
+	if n.State != domain.NodeActive {
+		t.Fatalf("state %s", n.State)
+	}
+}
+
+// A connection keeps the principal it opened with; revoking its node
+// credential still stops the node at once: its claims and its next
+// deadline-writing beat check the credential in their own transaction.
+func TestRevokedCredentialOnAnOpenConnection(t *testing.T) {
+	se := newSocketEnv(t)
+	ctx := context.Background()
+	tok := se.credential(t, apitest.AliceToken, "local")
+	p, err := apitest.NewAuth(se.Env).Authenticate(ctx, "Bearer "+tok, "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := nodes.Conn{ID: "c1", Principal: p}
+	send := func(m nodes.Message) nodes.Message {
+		t.Helper()
+		b, _ := json.Marshal(m)
+		var r nodes.Message
+		if err := json.Unmarshal(se.socket.Handle(ctx, conn, b), &r); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	r := send(nodes.Message{Type: nodes.MsgHello, ID: "1", Register: &nodes.RegisterRequest{Name: "n", Address: "127.0.0.1", Capacity: 2}})
+	if r.Registered == nil {
+		t.Fatalf("hello: %+v", r)
+	}
+	node := r.Registered.Node.ID
+	if r = send(nodes.Message{Type: nodes.MsgHeartbeat, ID: "2", Node: node}); r.Type != nodes.MsgBeat {
+		t.Fatalf("beat before the revoke: %+v", r)
+	}
+	deadline := r.Beat.Deadline
+
+	k, err := se.Store.GetKey(ctx, "acme", p.KeyID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := se.Store.RevokeKey(ctx, k, se.Clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	id := se.lease(t, apitest.BobToken, map[string]any{"template": "shell"})
+	r = send(nodes.Message{Type: nodes.MsgClaim, ID: "3", Node: node, Environment: id})
+	if r.Type != nodes.MsgError || r.Error == nil || r.Error.Status != 401 {
+		t.Fatalf("claim with a revoked credential: %+v", r)
+	}
+	if got := se.get(t, apitest.BobToken, id); got.State != domain.StatePending {
+		t.Fatalf("environment after the refused claim: %s", got.State)
+	}
+	// Beats that write nothing disclose nothing and cost nothing; the next
+	// one that moves the deadline is refused.
+	se.Clock.Advance(time.Minute + time.Second)
+	r = send(nodes.Message{Type: nodes.MsgHeartbeat, ID: "4", Node: node, Deadline: deadline})
+	if r.Type != nodes.MsgError || r.Error == nil || r.Error.Status != 401 {
+		t.Fatalf("deadline beat with a revoked credential: %+v", r)
+	}
+}

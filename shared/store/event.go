@@ -68,10 +68,14 @@ func WebhookDuePK(n int) string { return shardPK(WebhookDueBase, n) }
 // organization's writes.
 func (s *Store) OutboxShards() int { return s.shards }
 
-func eventPK(org string) string           { return "EVT#" + org }
-func eventKindPK(org, kind string) string { return "EVT#" + org + "#" + kind }
+// EventPKPrefix begins the partition key of every event item (EVT#<org>):
+// the stream trigger's filter tells a new event from other new items by it.
+const EventPKPrefix = "EVT#"
+
+func eventPK(org string) string           { return EventPKPrefix + org }
+func eventKindPK(org, kind string) string { return EventPKPrefix + org + "#" + kind }
 func eventSubjectPK(org string, s domain.Subject) string {
-	return "EVT#" + org + "#" + s.Kind + "/" + s.ID
+	return EventPKPrefix + org + "#" + s.Kind + "/" + s.ID
 }
 
 func (s *Store) newEventItem(ev domain.Event, outbox bool) (eventItem, error) {

@@ -133,12 +133,17 @@ func (s *Store) ListNodes(ctx context.Context, org string) ([]domain.Node, error
 // the node is still active. It writes the base item alone (see the note on
 // nodeItem). A node already declared lost (or gone) gets
 // domain.CodeGone: its environments were failed, it must register again.
+//
+// The deadline only ever moves later (deadlineLater): the node's due-index
+// entry may lie anywhere up to the deadline it was last moved to, so a
+// heartbeat that pulled the deadline earlier (an HTTP beat, 60 s ahead, after
+// a socket beat, 120 s ahead) would let the lost-node sweep find the node late.
 func (s *Store) HeartbeatNode(ctx context.Context, n domain.Node, now, deadline time.Time) (domain.Node, error) {
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                aws.String(s.table),
 		Key:                      key(orgPK(n.OrgID), nodeSK(n.ID)),
 		UpdateExpression:         aws.String("SET lastHeartbeat = :now, deadline = :dl, version = version + :one"),
-		ConditionExpression:      aws.String("attribute_exists(PK) AND #state = :active"),
+		ConditionExpression:      aws.String("attribute_exists(PK) AND #state = :active AND " + deadlineLater),
 		ExpressionAttributeNames: map[string]string{"#state": "state"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":now": str(FormatTime(now)), ":dl": str(FormatTime(deadline)),
@@ -147,6 +152,10 @@ func (s *Store) HeartbeatNode(ctx context.Context, n domain.Node, now, deadline 
 		ReturnValues: types.ReturnValueAllNew,
 	})
 	if IsConditionFailed(err) {
+		cur, gerr := s.GetNode(ctx, n.OrgID, n.ID)
+		if gerr == nil && cur.State == domain.NodeActive && cur.Deadline.After(deadline) {
+			return cur, nil // alive, and its deadline is already later
+		}
 		return domain.Node{}, domain.Errorf(domain.CodeGone, "node %s is no longer active (declared lost or deregistered); its environments were failed; register again", n.ID)
 	}
 	if err != nil {
@@ -158,6 +167,11 @@ func (s *Store) HeartbeatNode(ctx context.Context, n domain.Node, now, deadline 
 	}
 	return it.domain(), nil
 }
+
+// deadlineLater is the condition that a heartbeat's deadline (:dl) is not
+// earlier than the one recorded (times are fixed-width UTC strings, so they
+// compare as strings).
+const deadlineLater = "(attribute_not_exists(deadline) OR deadline <= :dl)"
 
 // EndNode replaces an active node with its lost or left record (out of the
 // due index, with a TTL), if nothing wrote it since n was read. It reports
@@ -324,8 +338,11 @@ func (s *Store) GetEnvironments(ctx context.Context, org string, ids []string) (
 // transaction that also checks the node is still active: the environment's
 // put is conditioned on the version and state read (pending), so of two
 // nodes racing for it exactly one wins, and a node the lost-node sweep has
-// ended can claim nothing more. It reports whether this call claimed it.
-func (s *Store) ClaimEnvironment(ctx context.Context, e domain.Environment, n domain.Node, now time.Time) (domain.Environment, bool, error) {
+// ended can claim nothing more. With keyHash (a node protocol claim, whose
+// principal was authenticated when its connection opened) the transaction
+// also checks the node credential is not revoked since. It reports whether
+// this call claimed it.
+func (s *Store) ClaimEnvironment(ctx context.Context, e domain.Environment, n domain.Node, keyHash string, now time.Time) (domain.Environment, bool, error) {
 	after := e
 	after.State = domain.StateStarting
 	after.Node = n.ID
@@ -350,6 +367,11 @@ func (s *Store) ClaimEnvironment(ctx context.Context, e domain.Environment, n do
 			ExpressionAttributeValues: map[string]types.AttributeValue{":active": str(domain.NodeActive)},
 		}},
 	}
+	credAt := -1
+	if keyHash != "" {
+		credAt = len(items)
+		items = append(items, s.credentialCheck(keyHash))
+	}
 	evPut, err := s.eventPut(domain.EnvEvent(ctx, after, now))
 	if err != nil {
 		return domain.Environment{}, false, err
@@ -362,6 +384,8 @@ func (s *Store) ClaimEnvironment(ctx context.Context, e domain.Environment, n do
 	switch {
 	case reasons == nil:
 		return after, true, nil
+	case conditionFailed(reasons, credAt):
+		return domain.Environment{}, false, errRevokedCredential()
 	case conditionFailed(reasons, 1):
 		return domain.Environment{}, false, domain.Errorf(domain.CodeGone, "node %s is no longer active; register again", n.ID)
 	case conditionFailed(reasons, 0):

@@ -288,7 +288,7 @@ func (s *Store) DueOutbox(ctx context.Context, shard int, now time.Time, limit i
 	for _, raw := range items {
 		pk, _ := raw[AttrPK].(*types.AttributeValueMemberS)
 		switch {
-		case pk != nil && strings.HasPrefix(pk.Value, "EVT#"):
+		case pk != nil && strings.HasPrefix(pk.Value, EventPKPrefix):
 			var it eventItem
 			if err := unmarshal(raw, &it); err != nil {
 				return nil, "", err

@@ -185,7 +185,7 @@ func Run(ctx context.Context, st Store, clk clock.Clock, opts Options) (Summary,
 			}
 			sum.Found += len(page.Environments)
 			mu.Unlock()
-			if err := stopAll(ctx, st, page.Environments, now, opts.Workers, budget, &mu, &sum); err != nil {
+			if err := stopAll(ctx, st, page.Environments, clk, opts.Workers, budget, &mu, &sum); err != nil {
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()
@@ -203,7 +203,12 @@ func Run(ctx context.Context, st Store, clk clock.Clock, opts Options) (Summary,
 // stopAll stops the environments of one page with up to workers at once and
 // adds the outcomes to sum (under mu). Once the budget is spent it takes no
 // more of them; they stay due for the next run. It returns the first error met.
-func stopAll(ctx context.Context, st Store, envs []domain.Environment, now time.Time, workers int, budget sweep.Budget, mu *sync.Mutex, sum *Summary) error {
+//
+// Each stop is stamped with the clock's time when it is made, not the run's
+// start: a run may last most of a minute, and a stop (its record, its usage
+// and its event) stamped earlier than the events written before it would be
+// missed by a reader following events by time.
+func stopAll(ctx context.Context, st Store, envs []domain.Environment, clk clock.Clock, workers int, budget sweep.Budget, mu *sync.Mutex, sum *Summary) error {
 	var first error
 	jobs := make(chan domain.Environment)
 	var wg sync.WaitGroup
@@ -212,7 +217,7 @@ func stopAll(ctx context.Context, st Store, envs []domain.Environment, now time.
 		go func() {
 			defer wg.Done()
 			for e := range jobs {
-				out, err := stopOne(ctx, st, e, now)
+				out, err := stopOne(ctx, st, e, clk.Now())
 				mu.Lock()
 				sum.add(out)
 				if err != nil && first == nil {

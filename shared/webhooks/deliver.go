@@ -156,12 +156,8 @@ type run struct {
 	mu      sync.Mutex
 	perHook map[string]chan struct{} // webhook -> its PerWebhook slots
 	silent  map[string]int           // webhook -> attempts of this run without an answer
-	// tried holds the deliveries taken this run: one fanned out in one shard
-	// is indexed in another, whose worker may read it before its attempt
-	// is recorded, and must not send it again.
-	tried map[string]bool
-	sum   Summary
-	errs  []error
+	sum     Summary
+	errs    []error
 }
 
 func (r *run) fail(err error) {
@@ -213,7 +209,6 @@ func (j *Job) Run(ctx context.Context) (Summary, error) {
 	r := &run{
 		budget: sweep.NewBudget(ctx, j.opts.BudgetClock, j.opts.Reserve), now: j.clock.Now(),
 		posts: make(chan struct{}, j.opts.Parallel), perHook: map[string]chan struct{}{}, silent: map[string]int{},
-		tried: map[string]bool{},
 	}
 	parts := make([]string, j.store.OutboxShards())
 	for i := range parts {
@@ -255,14 +250,14 @@ func (j *Job) work(ctx context.Context, r *run, due []domain.OutboxEntry) {
 	pg := &page{hooks: map[string][]domain.Webhook{}}
 	var (
 		mu     sync.Mutex
-		todo   []domain.Delivery
+		todo   []task
 		events []domain.Event
 	)
 	for _, e := range due {
 		if e.Event != nil {
 			events = append(events, *e.Event)
 		} else {
-			todo = append(todo, *e.Delivery)
+			todo = append(todo, task{*e.Delivery, true})
 		}
 	}
 	each(events, j.opts.FanOutWorkers, func(ev domain.Event) {
@@ -275,8 +270,11 @@ func (j *Job) work(ctx context.Context, r *run, due []domain.OutboxEntry) {
 			return
 		}
 		mu.Lock()
-		// Tried at once, whatever shard they are indexed in.
-		todo = append(todo, created...)
+		// Tried at once, whatever shard they are indexed in (due for other
+		// runs only at holdUntil).
+		for _, d := range created {
+			todo = append(todo, task{d, false})
+		}
 		mu.Unlock()
 	})
 	if len(todo) > j.opts.MaxQueue {
@@ -285,27 +283,28 @@ func (j *Job) work(ctx context.Context, r *run, due []domain.OutboxEntry) {
 		todo = todo[:j.opts.MaxQueue]
 	}
 	var wg sync.WaitGroup
-	for _, d := range todo {
+	for _, tk := range todo {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			j.attempt(ctx, r, pg, d)
+			j.attempt(ctx, r, pg, tk)
 		}()
 	}
 	wg.Wait()
 }
 
+// task is a delivery to try. One read from the due index is claimed before
+// its POST (another run may have read it too); one this run's fan-out
+// created is reserved for it already (due only at holdUntil).
+type task struct {
+	d     domain.Delivery
+	claim bool
+}
+
 // attempt tries d once, if the run still may: it holds one of its webhook's
 // slots, then one of the run's, and checks the budget just before the POST.
-func (j *Job) attempt(ctx context.Context, r *run, pg *page, d domain.Delivery) {
-	key := d.Webhook + "/" + d.ID
-	r.mu.Lock()
-	again := r.tried[key]
-	r.tried[key] = true
-	r.mu.Unlock()
-	if again {
-		return
-	}
+func (j *Job) attempt(ctx context.Context, r *run, pg *page, tk task) {
+	d := tk.d
 	mine := r.hookSlots(d.Webhook, j.opts.PerWebhook)
 	mine <- struct{}{}
 	defer func() { <-mine }()
@@ -324,7 +323,7 @@ func (j *Job) attempt(ctx context.Context, r *run, pg *page, d domain.Delivery) 
 		r.count(func(s *Summary) { s.Deferred++ })
 		return
 	}
-	if err := j.deliver(ctx, r, pg, d); err != nil {
+	if err := j.deliver(ctx, r, pg, d, tk.claim); err != nil {
 		r.fail(err)
 	}
 }
@@ -375,6 +374,7 @@ func (j *Job) fanOut(ctx context.Context, r *run, pg *page, ev domain.Event) ([]
 		return nil, domain.Internal(err)
 	}
 	now := j.clock.Now()
+	hold := j.holdUntil(ctx, now)
 	var ds, send []domain.Delivery
 	held := 0
 	for _, h := range hooks {
@@ -384,7 +384,7 @@ func (j *Job) fanOut(ctx context.Context, r *run, pg *page, ev domain.Event) ([]
 		}
 		d := domain.Delivery{
 			ID: store.DeliveryID(ev.ID), Webhook: h.ID, Event: ev.ID, Type: ev.Type, State: domain.DeliveryPending,
-			Created: now, NextTry: &now, Attempts: []domain.Attempt{}, OrgID: ev.OrgID, Body: body,
+			Created: now, NextTry: &hold, Attempts: []domain.Attempt{}, OrgID: ev.OrgID, Body: body,
 		}
 		if h.State != domain.WebhookEnabled {
 			d.State, d.NextTry, held = domain.DeliveryHeld, nil, held+1
@@ -405,9 +405,28 @@ func (j *Job) fanOut(ctx context.Context, r *run, pg *page, ev domain.Event) ([]
 	return send, nil
 }
 
+// holdUntil is when the deliveries this run's fan-out creates fall due for
+// other runs. This run tries them at once (work), so a run that overlaps it
+// (one woken by the table's stream while the scheduled one, or another
+// woken one, is still going) must not read them as due and POST them too;
+// should this run die, or leave them for later (its budget, its page's
+// queue, a silent receiver), before recording an attempt, they fall due
+// when its invocation would have ended, and the next run tries them. Their
+// first attempt replaces the hold with the real outcome.
+func (j *Job) holdUntil(ctx context.Context, now time.Time) time.Time {
+	hold := j.opts.Timeout + j.opts.Reserve
+	if dl, ok := ctx.Deadline(); ok {
+		hold = max(hold, time.Until(dl))
+	}
+	return now.Add(hold)
+}
+
 // deliver makes one attempt of d and records it; d's webhook disabled, it
-// records d as held instead.
-func (j *Job) deliver(ctx context.Context, r *run, pg *page, d domain.Delivery) error {
+// records d as held instead. With claim, it first reserves d for this run
+// (its next try moved to holdUntil) by a write conditioned on the version read, and leaves d
+// alone if that write loses: a run that overlaps this one read d as due as
+// well, and only one of them may POST it.
+func (j *Job) deliver(ctx context.Context, r *run, pg *page, d domain.Delivery, claim bool) error {
 	hooks, err := j.webhooks(ctx, pg, d.OrgID)
 	if err != nil {
 		return err
@@ -429,6 +448,18 @@ func (j *Job) deliver(ctx context.Context, r *run, pg *page, d domain.Delivery) 
 	case hook.State != domain.WebhookEnabled:
 		after.State, after.NextTry = domain.DeliveryHeld, nil
 	default:
+		if claim {
+			claimed := d
+			until := j.holdUntil(ctx, now)
+			claimed.NextTry = &until
+			ok, err := j.store.SaveDelivery(ctx, d, claimed, nil)
+			if err != nil || !ok {
+				return err
+			}
+			claimed.Version++
+			d = claimed
+			after = d
+		}
 		a := j.post(ctx, *hook, d)
 		if a.StatusCode == 0 {
 			r.mu.Lock()

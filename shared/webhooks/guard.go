@@ -35,12 +35,21 @@ var blocked = []struct {
 	{netip.MustParsePrefix("169.254.0.0/16"), "link-local"},
 	{netip.MustParsePrefix("172.16.0.0/12"), "private"},
 	{netip.MustParsePrefix("192.0.0.0/24"), "reserved"},
+	{netip.MustParsePrefix("192.0.2.0/24"), "documentation"},
+	{netip.MustParsePrefix("192.88.99.0/24"), "reserved"}, // the old 6to4 relay anycast
+	{netip.MustParsePrefix("198.51.100.0/24"), "documentation"},
+	{netip.MustParsePrefix("203.0.113.0/24"), "documentation"},
 	{netip.MustParsePrefix("192.168.0.0/16"), "private"},
 	{netip.MustParsePrefix("198.18.0.0/15"), "reserved"},
 	{netip.MustParsePrefix("224.0.0.0/4"), "multicast"},
 	{netip.MustParsePrefix("240.0.0.0/4"), "reserved"},
 	{netip.MustParsePrefix("::/128"), "unspecified"},
 	{netip.MustParsePrefix("::1/128"), "loopback"},
+	{netip.MustParsePrefix("::/96"), "reserved"},     // IPv4-compatible (deprecated): ::10.0.0.1
+	{netip.MustParsePrefix("100::/64"), "reserved"},  // discard-only
+	{netip.MustParsePrefix("2001::/32"), "reserved"}, // Teredo: a tunnel to an address it hides
+	{netip.MustParsePrefix("2001:db8::/32"), "documentation"},
+	{netip.MustParsePrefix("64:ff9b:1::/48"), "reserved"}, // local-use NAT64: translates into private networks
 	{netip.MustParsePrefix("fc00::/7"), "unique local"},
 	{netip.MustParsePrefix("fe80::/10"), "link-local"},
 	{netip.MustParsePrefix("ff00::/8"), "multicast"},

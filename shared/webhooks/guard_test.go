@@ -42,6 +42,16 @@ func TestAddressClasses(t *testing.T) {
 		{"255.255.255.255", "unspecified"}, // broadcast
 		{"240.0.0.1", "reserved"},
 		{"198.18.0.1", "reserved"},
+		{"192.0.2.10", "documentation"},
+		{"198.51.100.7", "documentation"},
+		{"203.0.113.200", "documentation"},
+		{"192.88.99.1", "reserved"},
+		{"::a00:1", "reserved"},             // IPv4-compatible form of 10.0.0.1
+		{"::808:808", "reserved"},           // and of 8.8.8.8: the form itself is refused
+		{"100::1", "reserved"},              // discard-only
+		{"2001:0:4136:e378::1", "reserved"}, // Teredo
+		{"2001:db8::1", "documentation"},
+		{"64:ff9b:1::a00:1", "reserved"}, // local-use NAT64
 		{"93.184.216.34", ""},
 		{"8.8.8.8", ""},
 		{"172.32.0.1", ""},
