@@ -42,7 +42,10 @@ func (w Webhook) Wants(t string) bool {
 const (
 	DeliveryPending   = "pending"   // waiting for its next try
 	DeliverySucceeded = "succeeded" // a 2xx came back
-	DeliveryFailed    = "failed"    // retries ran out (24 h), or the webhook was disabled or deleted
+	DeliveryFailed    = "failed"    // retries ran out (24 h), or the webhook was deleted
+	// DeliveryHeld waits, unsent and out of the due index, while its webhook
+	// is disabled; turning the webhook back on queues it again.
+	DeliveryHeld = "held"
 )
 
 // Attempt is one POST of a delivery.

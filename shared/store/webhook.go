@@ -18,6 +18,7 @@ import (
 // Webhooks and their deliveries:
 //
 //	ORG#<org>          WEBHOOK#<id>     the webhook (URL, types, signing secret, state)
+//	ORG#<org>          COUNT#WEBHOOKS   how many webhooks the organization has (webhooks)
 //	WHD#<org>#<hook>   <delivery id>    one event on its way to one webhook, every attempt in it
 //	  GSI2 WHDUE#<n>   <next try>#D#<org>#<hook>#<delivery id>   pending only: the delivery job's index
 //	  ttl              created + domain.EventRetention
@@ -59,9 +60,73 @@ func (it webhookItem) domain() domain.Webhook {
 	}
 }
 
-// PutWebhook writes a new webhook.
+// PutWebhook writes a new webhook, whatever its organization already has
+// (fixtures and tests; the service creates them with CreateWebhook).
 func (s *Store) PutWebhook(ctx context.Context, w domain.Webhook) error {
 	return s.putNew(ctx, "put webhook", newWebhookItem(w), "a webhook with this id already exists")
+}
+
+const webhookCountSK = "COUNT#WEBHOOKS"
+
+// CreateWebhook writes a new webhook if its organization has fewer than
+// limit: the webhook's put and the organization's count, conditioned on
+// being under the limit, are one transaction, so creates that race cannot
+// pass it together (a read of the listing, then a put, could).
+func (s *Store) CreateWebhook(ctx context.Context, w domain.Webhook, limit int) error {
+	if err := s.initWebhookCount(ctx, w.OrgID); err != nil {
+		return err
+	}
+	item, err := marshal(newWebhookItem(w))
+	if err != nil {
+		return err
+	}
+	reasons, err := s.transact(ctx, "create webhook", []types.TransactWriteItem{
+		{Put: &types.Put{TableName: aws.String(s.table), Item: item, ConditionExpression: aws.String("attribute_not_exists(PK)")}},
+		{Update: &types.Update{
+			TableName: aws.String(s.table), Key: key(orgPK(w.OrgID), webhookCountSK),
+			UpdateExpression:          aws.String("ADD #n :one"),
+			ConditionExpression:       aws.String("#n < :max"),
+			ExpressionAttributeNames:  map[string]string{"#n": "webhooks"},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":one": num(1), ":max": num(int64(limit))},
+		}},
+	})
+	switch {
+	case err != nil:
+		return err
+	case conditionFailed(reasons, 1):
+		return domain.Errorf(domain.CodeConflict, "your organization has %d webhooks, the most it may have; delete one first", limit)
+	case reasons != nil:
+		return domain.Errorf(domain.CodeConflict, "a webhook with this id already exists")
+	}
+	return nil
+}
+
+// initWebhookCount creates an organization's webhook count, from its
+// listing, the first time one is created: every create after that counts
+// itself in. Two first creates write the same count; one of them wins.
+func (s *Store) initWebhookCount(ctx context.Context, org string) error {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(s.table), Key: key(orgPK(org), webhookCountSK), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return dependencyError("read webhook count", err)
+	}
+	if out.Item != nil {
+		return nil
+	}
+	hooks, err := s.ListWebhooks(ctx, org)
+	if err != nil {
+		return err
+	}
+	item := key(orgPK(org), webhookCountSK)
+	item["webhooks"] = num(int64(len(hooks)))
+	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: aws.String(s.table), Item: item, ConditionExpression: aws.String("attribute_not_exists(PK)"),
+	})
+	if err != nil && !IsConditionFailed(err) {
+		return dependencyError("create webhook count", err)
+	}
+	return nil
 }
 
 // ListWebhooks returns an organization's webhooks, newest first (ids sort by time).
@@ -106,16 +171,37 @@ func (s *Store) GetWebhook(ctx context.Context, org, id string) (domain.Webhook,
 	return it.domain(), nil
 }
 
-// DeleteWebhook removes a webhook. Its pending deliveries are failed by the
-// delivery job when their turn comes (it finds no webhook); its delivery
-// records stay until their ttl.
+// DeleteWebhook removes a webhook and counts it out of its organization's
+// webhooks, in one transaction. Its pending deliveries are failed by the
+// delivery job when their turn comes (it finds no webhook); its held ones
+// stay held; every delivery record stays until its ttl.
 func (s *Store) DeleteWebhook(ctx context.Context, org, id string) error {
 	if !idOK(id) {
 		return domain.NotFound("webhook")
 	}
-	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+	del := types.TransactWriteItem{Delete: &types.Delete{
 		TableName: aws.String(s.table), Key: key(orgPK(org), webhookSK(id)),
 		ConditionExpression: aws.String("attribute_exists(PK)"),
+	}}
+	reasons, err := s.transact(ctx, "delete webhook", []types.TransactWriteItem{del, {Update: &types.Update{
+		TableName: aws.String(s.table), Key: key(orgPK(org), webhookCountSK),
+		UpdateExpression:          aws.String("ADD #n :minus"),
+		ConditionExpression:       aws.String("#n > :zero"),
+		ExpressionAttributeNames:  map[string]string{"#n": "webhooks"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":minus": num(-1), ":zero": num(0)},
+	}}})
+	switch {
+	case err != nil:
+		return err
+	case conditionFailed(reasons, 0):
+		return domain.NotFound("webhook")
+	case reasons == nil:
+		return nil
+	}
+	// No count to take it from (written before the organization's first
+	// create kept one, or by PutWebhook): the delete alone.
+	_, err = s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName: del.Delete.TableName, Key: del.Delete.Key, ConditionExpression: del.Delete.ConditionExpression,
 	})
 	if IsConditionFailed(err) {
 		return domain.NotFound("webhook")
@@ -184,15 +270,19 @@ func (it deliveryItem) domain() domain.Delivery {
 	return d
 }
 
-// DueOutbox returns up to limit entries of shard n due at or before now,
-// oldest first, read from their base items (strongly consistent). GSI2 is
-// eventually consistent, so an entry whose base item has left the outbox or
-// moved on is skipped, and every action on an entry is a write conditioned
-// on its base item.
-func (s *Store) DueOutbox(ctx context.Context, shard int, now time.Time, limit int) ([]domain.OutboxEntry, error) {
-	items, _, err := s.queryDue(ctx, "due outbox", WebhookDueBase, WebhookDuePK(shard), now, limit, "")
+// DueOutbox returns one page of shard n's entries due at or before now,
+// oldest first, read from their base items (strongly consistent), and the
+// cursor of the next page ("" after the last). limit bounds the index
+// entries read, not the entries returned: GSI2 is eventually consistent, so
+// an entry whose base item has left the outbox or moved on is skipped (a
+// page may come back short, even empty, with more after it), and every
+// action on an entry is a write conditioned on its base item. The job pages
+// on with the cursor within a run, so entries it cannot settle (stale, or
+// failing) never hide the ones behind them.
+func (s *Store) DueOutbox(ctx context.Context, shard int, now time.Time, limit int, cursor string) ([]domain.OutboxEntry, string, error) {
+	items, next, err := s.queryDue(ctx, "due outbox", WebhookDueBase, WebhookDuePK(shard), now, limit, cursor)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	out := make([]domain.OutboxEntry, 0, len(items))
 	for _, raw := range items {
@@ -201,20 +291,20 @@ func (s *Store) DueOutbox(ctx context.Context, shard int, now time.Time, limit i
 		case pk != nil && strings.HasPrefix(pk.Value, EventPKPrefix):
 			var it eventItem
 			if err := unmarshal(raw, &it); err != nil {
-				return nil, err
+				return nil, "", err
 			}
 			if it.GSI2PK == "" {
 				continue // fanned out since the index was read
 			}
 			ev, err := it.domain()
 			if err != nil {
-				return nil, err
+				return nil, "", err
 			}
 			out = append(out, domain.OutboxEntry{Event: &ev})
 		case pk != nil && strings.HasPrefix(pk.Value, "WHD#"):
 			var it deliveryItem
 			if err := unmarshal(raw, &it); err != nil {
-				return nil, err
+				return nil, "", err
 			}
 			d := it.domain()
 			if d.State != domain.DeliveryPending || d.NextTry == nil || d.NextTry.After(now) {
@@ -223,16 +313,27 @@ func (s *Store) DueOutbox(ctx context.Context, shard int, now time.Time, limit i
 			out = append(out, domain.OutboxEntry{Delivery: &d})
 		}
 	}
-	return out, nil
+	return out, next, nil
 }
 
 // FanOut takes an event out of the outbox and, in the same transaction,
 // creates its delivery to each of hooks, due at now. It happens once: the
 // event's write is conditioned on it still being in the outbox, so a second
-// run (or a racing one) changes nothing and reports false.
+// run (or a racing one) changes nothing and reports false. A held delivery
+// (its webhook disabled) is created only if its webhook is still disabled
+// (heldCheck); if not, nothing is written and it reports false.
+//
+// An organization has at most a few dozen webhooks (the service's limit),
+// but should more exist anyway, the deliveries past what one transaction
+// holds are written first, each by a PutItem that creates it only if it does
+// not exist: a delivery's key is its event and webhook, so a run that dies
+// before the transaction, or a racing run, adds no second one.
 func (s *Store) FanOut(ctx context.Context, ev domain.Event, deliveries []domain.Delivery) (bool, error) {
-	if len(deliveries)+1 > maxTransactItems {
-		return false, domain.Internal(fmt.Errorf("fan out %s: %d deliveries", ev.ID, len(deliveries)))
+	if extra := len(deliveries) - (maxTransactItems - 1); extra > 0 {
+		if err := s.putDeliveriesOnce(ctx, deliveries[:extra]); err != nil {
+			return false, err
+		}
+		deliveries = deliveries[extra:]
 	}
 	it, err := s.newEventItem(ev, false)
 	if err != nil {
@@ -246,6 +347,7 @@ func (s *Store) FanOut(ctx context.Context, ev domain.Event, deliveries []domain
 		TableName: aws.String(s.table), Item: av,
 		ConditionExpression: aws.String("attribute_exists(GSI2PK)"),
 	}}}
+	checked := map[string]bool{}
 	for _, d := range deliveries {
 		dav, err := marshal(s.newDeliveryItem(d))
 		if err != nil {
@@ -254,6 +356,10 @@ func (s *Store) FanOut(ctx context.Context, ev domain.Event, deliveries []domain
 		items = append(items, types.TransactWriteItem{Put: &types.Put{
 			TableName: aws.String(s.table), Item: dav, ConditionExpression: aws.String("attribute_not_exists(PK)"),
 		}})
+		if d.State == domain.DeliveryHeld && !checked[d.Webhook] && len(items) < maxTransactItems {
+			checked[d.Webhook] = true
+			items = append(items, heldCheck(s.table, d))
+		}
 	}
 	if len(items) == 1 {
 		// No webhook wants it: a conditional PutItem takes it out of the outbox.
@@ -273,6 +379,36 @@ func (s *Store) FanOut(ctx context.Context, ev domain.Event, deliveries []domain
 	return reasons == nil, nil
 }
 
+// heldCheck is the condition of holding a delivery: its webhook is still
+// disabled. A job that read the webhook before it was enabled again (and its
+// held deliveries released) must not hold one more that nothing would
+// release: its write fails, and the entry stays due for a run that reads
+// the webhook anew.
+func heldCheck(table string, d domain.Delivery) types.TransactWriteItem {
+	return types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
+		TableName: aws.String(table), Key: key(orgPK(d.OrgID), webhookSK(d.Webhook)),
+		ConditionExpression:       aws.String("#state = :off"),
+		ExpressionAttributeNames:  map[string]string{"#state": "state"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":off": str(domain.WebhookDisabled)},
+	}}
+}
+
+func (s *Store) putDeliveriesOnce(ctx context.Context, ds []domain.Delivery) error {
+	for _, d := range ds {
+		av, err := marshal(s.newDeliveryItem(d))
+		if err != nil {
+			return err
+		}
+		_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
+			TableName: aws.String(s.table), Item: av, ConditionExpression: aws.String("attribute_not_exists(PK)"),
+		})
+		if err != nil && !IsConditionFailed(err) {
+			return dependencyError("fan out event", err)
+		}
+	}
+	return nil
+}
+
 // SaveDelivery replaces a delivery with after, if it is still the version
 // read (before.Version): an attempt's record, a retry asked by hand. With
 // disable set, the same transaction disables the webhook and writes the
@@ -289,6 +425,11 @@ func (s *Store) SaveDelivery(ctx context.Context, before, after domain.Delivery,
 		ConditionExpression:       aws.String("attribute_exists(PK) AND version = :v"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":v": num(before.Version)},
 	}}}
+	if after.State == domain.DeliveryHeld && before.State != domain.DeliveryHeld {
+		items = append(items, heldCheck(s.table, after))
+		reasons, err := s.transact(ctx, "hold delivery", items)
+		return err == nil && reasons == nil, err
+	}
 	if disable == nil {
 		// One item: a conditional PutItem, half the write cost of a transaction.
 		_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
@@ -352,6 +493,55 @@ func (s *Store) EnableWebhook(ctx context.Context, org, id string) (domain.Webho
 		return domain.Webhook{}, err
 	}
 	return it.domain(), nil
+}
+
+// ReleaseHeld queues again, due at now, up to limit of a webhook's held
+// deliveries (those recorded while it was disabled), each with a fresh 24
+// hours of retries, and reports how many it released and whether more may be
+// held. It reads the webhook's delivery partition with a filter: what it
+// reads is bounded by the deliveries' ttl (domain.EventRetention), and a
+// caller with more to release calls again.
+func (s *Store) ReleaseHeld(ctx context.Context, org, hook string, now time.Time, limit int) (int, bool, error) {
+	pk := deliveryPK(org, hook)
+	in := &dynamodb.QueryInput{
+		TableName:                 aws.String(s.table),
+		KeyConditionExpression:    aws.String("PK = :pk"),
+		FilterExpression:          aws.String("#state = :held"),
+		ExpressionAttributeNames:  map[string]string{"#state": "state"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(pk), ":held": str(domain.DeliveryHeld)},
+		ConsistentRead:            aws.Bool(true),
+		Limit:                     aws.Int32(100),
+	}
+	released := 0
+	for {
+		out, err := s.db.Query(ctx, in)
+		if err != nil {
+			return released, true, dependencyError("release held deliveries", err)
+		}
+		for _, raw := range out.Items {
+			if released >= limit {
+				return released, true, nil
+			}
+			var it deliveryItem
+			if err := unmarshal(raw, &it); err != nil {
+				return released, true, err
+			}
+			d := it.domain()
+			after := d
+			after.State, after.NextTry, after.Retried = domain.DeliveryPending, &now, &now
+			ok, err := s.SaveDelivery(ctx, d, after, nil)
+			if err != nil {
+				return released, true, err
+			}
+			if ok {
+				released++
+			}
+		}
+		if len(out.LastEvaluatedKey) == 0 {
+			return released, false, nil
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
 }
 
 // GetDelivery reads one delivery of a webhook.

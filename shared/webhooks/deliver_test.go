@@ -3,6 +3,7 @@ package webhooks_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -32,6 +33,10 @@ type receiver struct {
 	statuses []int
 	got      []*http.Request
 	bodies   [][]byte
+	// onRequest runs in the handler, after the request is counted; hang
+	// makes the handler answer only once the client gives up.
+	onRequest func()
+	hang      bool
 }
 
 func newReceiver(t testing.TB, statuses ...int) *receiver {
@@ -43,7 +48,15 @@ func newReceiver(t testing.TB, statuses ...int) *receiver {
 		r.got = append(r.got, req)
 		r.bodies = append(r.bodies, body)
 		st := r.statuses[min(n, len(r.statuses)-1)]
+		on, hang := r.onRequest, r.hang
 		r.mu.Unlock()
+		if on != nil {
+			on()
+		}
+		if hang {
+			<-req.Context().Done()
+			return
+		}
 		w.WriteHeader(st)
 	}))
 	t.Cleanup(r.Close)
@@ -200,24 +213,27 @@ func TestDeliveryRetriesWithBackoff(t *testing.T) {
 }
 
 // A receiver that never succeeds is tried for 24 hours; then the delivery
-// has failed, the webhook is disabled with a webhook.disabled event, and
-// later events are not sent to it. A retry by hand turns it back on.
+// has failed, the webhook is disabled with a webhook.disabled event (which
+// names the URL's host, never its path), and later events are held, not
+// sent. A retry by hand turns it back on and sends the held ones too.
 func TestFailingWebhookIsDisabled(t *testing.T) {
 	rcv := newReceiver(t, 503)
 	s := newStack(t, rcv, true)
-	hook := s.must("POST", "/v1/webhooks", apitest.AliceToken, map[string]any{"url": rcv.URL, "types": []string{"*"}}, 201)["webhook"].(map[string]any)["id"].(string)
+	hook := s.must("POST", "/v1/webhooks", apitest.AliceToken, map[string]any{"url": rcv.URL + "/in/tok_s3cret", "types": []string{"*"}}, 201)["webhook"].(map[string]any)["id"].(string)
 	s.must("POST", "/v1/tokens", apitest.BobToken, map[string]any{"name": "laptop"}, 201)
 	start := s.Clock.Now()
+	// oldest is the key.created delivery (the listing is newest first; the
+	// webhook.disabled event, which the webhook wants too, may get one later).
+	oldest := func() domain.Delivery { d := s.deliveries(hook); return d[len(d)-1] }
 	for i := 0; i < 40; i++ {
 		s.run()
-		d := s.deliveries(hook)
-		if d[0].State != domain.DeliveryPending {
+		if d := oldest(); d.State != domain.DeliveryPending {
 			break
 		}
-		s.Clock.Set(*d[0].NextTry)
+		s.Clock.Set(*oldest().NextTry)
 	}
-	d := s.deliveries(hook)
-	if len(d) != 1 || d[0].State != domain.DeliveryFailed {
+	d := []domain.Delivery{oldest()}
+	if d[0].Type != domain.EventKeyCreated || d[0].State != domain.DeliveryFailed {
 		t.Fatalf("deliveries: %+v", d)
 	}
 	last := d[0].Attempts[len(d[0].Attempts)-1].At
@@ -234,29 +250,47 @@ func TestFailingWebhookIsDisabled(t *testing.T) {
 		t.Fatalf("webhook: %+v", hooks.Webhooks[0])
 	}
 	var evs domain.EventPage
-	s.Do("GET", "/v1/events?type=webhook.disabled", apitest.BobToken, nil).JSON(t, &evs)
+	res := s.Do("GET", "/v1/events?type=webhook.disabled", apitest.BobToken, nil)
+	res.JSON(t, &evs)
 	if len(evs.Events) != 1 || evs.Events[0].Subject.ID != hook || evs.Events[0].Actor.Kind != "system" {
 		t.Fatalf("webhook.disabled events: %+v", evs.Events)
 	}
-	// Disabled: a new event is not delivered.
-	s.must("POST", "/v1/tokens", apitest.BobToken, map[string]any{"name": "second"}, 201)
-	n := rcv.count()
-	s.run()
-	if rcv.count() != n || len(s.deliveries(hook)) != 1 {
-		t.Fatalf("a disabled webhook got a delivery")
+	if data := evs.Events[0].Data; data["webhook"] != hook || data["host"] != "127.0.0.1" || data["url"] != nil || strings.Contains(string(res.Body), "s3cret") {
+		t.Fatalf("webhook.disabled data: %v", data)
 	}
-	// A retry by hand enables it and queues the delivery, due now.
+	// Disabled: new events are held, not sent (the webhook.disabled event
+	// too, as the webhook wants every type).
+	for i := range 3 {
+		s.must("POST", "/v1/tokens", apitest.BobToken, map[string]any{"name": fmt.Sprintf("second%d", i)}, 201)
+	}
+	n := rcv.count()
+	sum := s.run()
+	d = s.deliveries(hook)
+	if rcv.count() != n || len(d) != 5 || sum.Held < 3 {
+		t.Fatalf("a disabled webhook: receiver got %d (had %d), run %+v, deliveries %+v", rcv.count(), n, sum, d)
+	}
+	for _, x := range d[:4] {
+		if x.State != domain.DeliveryHeld || x.NextTry != nil || len(x.Attempts) != 0 {
+			t.Fatalf("while disabled: %+v", x)
+		}
+	}
+	// A retry by hand enables it and queues the delivery and the held ones, due now.
 	rcv.mu.Lock()
 	rcv.statuses = []int{204}
 	rcv.mu.Unlock()
-	out := s.must("POST", "/v1/webhooks/"+hook+"/deliveries/"+d[0].ID+"/retry", apitest.AliceToken, nil, 200)
+	out := s.must("POST", "/v1/webhooks/"+hook+"/deliveries/"+d[4].ID+"/retry", apitest.AliceToken, nil, 200)
 	if out["delivery"].(map[string]any)["state"] != "pending" {
 		t.Fatalf("retry: %v", out)
 	}
 	s.run()
 	d = s.deliveries(hook)
-	if d[0].State != domain.DeliverySucceeded || d[0].LastCode != 204 {
-		t.Fatalf("after the retry: %+v", d[0])
+	for _, x := range d {
+		if x.State != domain.DeliverySucceeded || x.LastCode != 204 {
+			t.Fatalf("after the retry: %+v", x)
+		}
+	}
+	if rcv.count() != n+5 {
+		t.Fatalf("after the retry the receiver got %d more, want 5", rcv.count()-n)
 	}
 	s.Do("GET", "/v1/webhooks", apitest.AliceToken, nil).JSON(t, &hooks)
 	if hooks.Webhooks[0].State != domain.WebhookEnabled {

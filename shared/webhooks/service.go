@@ -16,6 +16,7 @@ import (
 // Store is what the webhooks service and the delivery job need.
 type Store interface {
 	PutWebhook(ctx context.Context, w domain.Webhook) error
+	CreateWebhook(ctx context.Context, w domain.Webhook, limit int) error
 	ListWebhooks(ctx context.Context, org string) ([]domain.Webhook, error)
 	GetWebhook(ctx context.Context, org, id string) (domain.Webhook, error)
 	DeleteWebhook(ctx context.Context, org, id string) error
@@ -24,12 +25,15 @@ type Store interface {
 	ListDeliveries(ctx context.Context, org, hook string, limit int, cursor string) (domain.DeliveryPage, error)
 	SaveDelivery(ctx context.Context, before, after domain.Delivery, disable *domain.Event) (bool, error)
 	OutboxShards() int
-	DueOutbox(ctx context.Context, shard int, now time.Time, limit int) ([]domain.OutboxEntry, error)
+	DueOutbox(ctx context.Context, shard int, now time.Time, limit int, cursor string) ([]domain.OutboxEntry, string, error)
+	ReleaseHeld(ctx context.Context, org, hook string, now time.Time, limit int) (int, bool, error)
 	FanOut(ctx context.Context, ev domain.Event, deliveries []domain.Delivery) (bool, error)
 }
 
-// MaxWebhooks bounds an organization's webhooks: an event's fan-out to all
-// of them is one transaction (at most 100 items, one of them the event).
+// MaxWebhooks bounds an organization's webhooks, enforced by a count kept
+// in the same transaction as each create and delete: an event's fan-out to
+// all of them is one transaction (at most 100 items, one of them the event;
+// store.FanOut copes with more, should there be).
 const MaxWebhooks = 20
 
 // maxTypes bounds the types a webhook lists.
@@ -69,19 +73,12 @@ func (s *Service) Create(ctx context.Context, p domain.Principal, req CreateRequ
 	if err != nil {
 		return Created{}, err
 	}
-	existing, err := s.store.ListWebhooks(ctx, p.OrgID)
-	if err != nil {
-		return Created{}, err
-	}
-	if len(existing) >= MaxWebhooks {
-		return Created{}, domain.Errorf(domain.CodeConflict, "your organization has %d webhooks, the most it may have; delete one first", MaxWebhooks)
-	}
 	secret := NewSecret()
 	w := domain.Webhook{
 		ID: auth.NewID("whk_"), URL: u, Types: types, State: domain.WebhookEnabled, Created: s.clock.Now(),
 		CreatedBy: p.Actor(), OrgID: p.OrgID, Secret: secret, SecretPrefix: secret[:len(SecretPrefix)+6],
 	}
-	if err := s.store.PutWebhook(ctx, w); err != nil {
+	if err := s.store.CreateWebhook(ctx, w, MaxWebhooks); err != nil {
 		return Created{}, err
 	}
 	return Created{Webhook: w, Secret: secret}, nil
@@ -118,7 +115,8 @@ func (s *Service) List(ctx context.Context, p domain.Principal) ([]domain.Webhoo
 	return s.store.ListWebhooks(ctx, p.OrgID)
 }
 
-// Delete removes a webhook; its pending deliveries end as failed.
+// Delete removes a webhook; its pending deliveries end as failed, its held
+// ones stay held until their ttl.
 func (s *Service) Delete(ctx context.Context, p domain.Principal, id string) error {
 	return s.store.DeleteWebhook(ctx, p.OrgID, id)
 }
@@ -134,9 +132,15 @@ func (s *Service) Deliveries(ctx context.Context, p domain.Principal, id string,
 	return s.store.ListDeliveries(ctx, p.OrgID, id, limit, cursor)
 }
 
+// maxRelease bounds the held deliveries one retry by hand queues again: a
+// webhook disabled for long may hold many (up to the ttl's worth); each
+// further retry releases the next ones.
+const maxRelease = 1000
+
 // Retry puts a delivery back in the queue, due now, whatever its state, with
 // a fresh 24 hours of retries. Retrying by hand is also how a disabled
-// webhook is turned back on, once its receiver is fixed.
+// webhook is turned back on, once its receiver is fixed: the deliveries held
+// while it was disabled are queued again with it (up to maxRelease a call).
 func (s *Service) Retry(ctx context.Context, p domain.Principal, hook, id string) (domain.Delivery, error) {
 	w, err := s.store.GetWebhook(ctx, p.OrgID, hook)
 	if err != nil {
@@ -146,15 +150,23 @@ func (s *Service) Retry(ctx context.Context, p domain.Principal, hook, id string
 	if err != nil {
 		return domain.Delivery{}, err
 	}
-	if d.State == domain.DeliveryPending {
-		return d, nil // already queued: the job will try it
-	}
 	if w.State == domain.WebhookDisabled {
 		if _, err := s.store.EnableWebhook(ctx, p.OrgID, hook); err != nil {
 			return domain.Delivery{}, err
 		}
 	}
 	now := s.clock.Now()
+	// Enabled first, released after: a delivery held by a job that read the
+	// webhook disabled just before is still found here.
+	if _, _, err := s.store.ReleaseHeld(ctx, p.OrgID, hook, now, maxRelease); err != nil {
+		return domain.Delivery{}, err
+	}
+	if d, err = s.store.GetDelivery(ctx, p.OrgID, hook, id); err != nil {
+		return domain.Delivery{}, err
+	}
+	if d.State == domain.DeliveryPending {
+		return d, nil // already queued: the job will try it
+	}
 	after := d
 	after.State = domain.DeliveryPending
 	after.NextTry = &now
