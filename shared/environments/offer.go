@@ -2,6 +2,7 @@ package environments
 
 import (
 	"context"
+	"time"
 
 	"github.com/envlease/envlease/shared/domain"
 )
@@ -13,6 +14,9 @@ import (
 type Offerer interface {
 	Offer(ctx context.Context, e domain.Environment)
 }
+
+// offerTimeout bounds what an offer may add to a lease's answer.
+const offerTimeout = 5 * time.Second
 
 // WithOfferer wakes a node of the pool after every lease.
 func WithOfferer(o Offerer) Option { return func(s *Service) { s.offerer = o } }

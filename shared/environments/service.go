@@ -301,7 +301,13 @@ func (s *Service) lease(ctx context.Context, p domain.Principal, req LeaseReques
 			return nil, err
 		}
 		if s.offerer != nil {
-			s.offerer.Offer(ctx, e)
+			// The lease is committed: its offer must neither die with a
+			// caller who hung up nor hold the answer long if posting to
+			// nodes is slow. An offer cut short is sent again by the
+			// re-offer job.
+			octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), offerTimeout)
+			s.offerer.Offer(octx, e)
+			cancel()
 		}
 		return body, nil
 	}

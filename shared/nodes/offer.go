@@ -78,13 +78,15 @@ func (o *Offerer) Offer(ctx context.Context, e domain.Environment) {
 	if e.State != domain.StatePending {
 		return
 	}
-	if err := o.wake(ctx, e.OrgID, e.Pool, []string{e.ID}); err != nil {
-		o.log.WarnContext(ctx, "offer not sent", "environment", e.ID, "pool", e.Pool, "err", err.Error())
-	}
+	// The record first: it is what the re-offer job follows, so a wake that
+	// fails, or is cut short, or is lost on the way still gets sent again.
 	now := o.clock.Now()
 	err := o.store.PutOffer(ctx, domain.Offer{OrgID: e.OrgID, Pool: e.Pool, Environment: e.ID, Due: now.Add(o.after), Attempts: 1, Created: now})
 	if err != nil {
 		o.log.WarnContext(ctx, "offer not recorded", "environment", e.ID, "err", err.Error())
+	}
+	if err := o.wake(ctx, e.OrgID, e.Pool, []string{e.ID}); err != nil {
+		o.log.WarnContext(ctx, "offer not sent", "environment", e.ID, "pool", e.Pool, "err", err.Error())
 	}
 }
 
