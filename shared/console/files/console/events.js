@@ -64,12 +64,17 @@ export function render(root, params) {
     shown = shown.concat(r.events); next = r.next;
     draw();
   });
-  // Live: the first page again, merged in front of what is shown.
+  // Live: the first page again, merged with what is shown. An event may
+  // commit after a newer one was shown (its time is when it was stamped),
+  // so the merge is kept in id order (ids sort by time), newest first.
   const poll = () => guard(list, async () => {
     const r = await get(query(''));
     const seen = new Set(shown.map((e) => e.id));
     const fresh = r.events.filter((e) => !seen.has(e.id));
-    if (fresh.length) { shown = fresh.concat(shown); draw(); }
+    if (fresh.length) {
+      shown = fresh.concat(shown).sort((a, b) => (a.id < b.id ? 1 : a.id > b.id ? -1 : 0));
+      draw();
+    }
   });
   const setLive = () => {
     if (timer) { clearInterval(timer); timer = null; }
