@@ -99,17 +99,8 @@ func (s *Store) GetNode(ctx context.Context, org, id string) (domain.Node, error
 	if !idOK(id) {
 		return domain.Node{}, domain.NotFound("node")
 	}
-	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: aws.String(s.table), Key: key(orgPK(org), nodeSK(id)), ConsistentRead: aws.Bool(true),
-	})
+	it, err := getOne[nodeItem](ctx, s, "node", key(orgPK(org), nodeSK(id)))
 	if err != nil {
-		return domain.Node{}, dependencyError("get node", err)
-	}
-	if out.Item == nil {
-		return domain.Node{}, domain.NotFound("node")
-	}
-	var it nodeItem
-	if err := unmarshal(out.Item, &it); err != nil {
 		return domain.Node{}, err
 	}
 	return it.domain(), nil

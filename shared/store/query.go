@@ -6,6 +6,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/envlease/envlease/shared/domain"
 )
 
 // queryAll reads every page of a query and unmarshals each item into an I.
@@ -66,4 +68,20 @@ func (s *Store) inPartition(pk, prefix string) *dynamodb.QueryInput {
 			":pk": str(pk), ":sk": str(prefix),
 		},
 	}
+}
+
+// getOne reads one item, strongly consistent, and decodes it. what names
+// it in the errors: NotFound(what) when there is none, "get <what>" for a
+// failing dependency.
+func getOne[I any](ctx context.Context, s *Store, what string, k map[string]types.AttributeValue) (I, error) {
+	var it I
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table), Key: k, ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return it, dependencyError("get "+what, err)
+	}
+	if out.Item == nil {
+		return it, domain.NotFound(what)
+	}
+	err = unmarshal(out.Item, &it)
+	return it, err
 }

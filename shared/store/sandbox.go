@@ -90,17 +90,8 @@ func (s *Store) GetSandbox(ctx context.Context, org, id string) (domain.Sandbox,
 	if !idOK(id) {
 		return domain.Sandbox{}, domain.NotFound("sandbox")
 	}
-	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: aws.String(s.table), Key: key(orgPK(org), sandboxSK(id)), ConsistentRead: aws.Bool(true),
-	})
+	it, err := getOne[sandboxItem](ctx, s, "sandbox", key(orgPK(org), sandboxSK(id)))
 	if err != nil {
-		return domain.Sandbox{}, dependencyError("get sandbox", err)
-	}
-	if out.Item == nil {
-		return domain.Sandbox{}, domain.NotFound("sandbox")
-	}
-	var it sandboxItem
-	if err := unmarshal(out.Item, &it); err != nil {
 		return domain.Sandbox{}, err
 	}
 	return it.domain(), nil

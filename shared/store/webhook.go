@@ -155,17 +155,8 @@ func (s *Store) GetWebhook(ctx context.Context, org, id string) (domain.Webhook,
 	if !idOK(id) {
 		return domain.Webhook{}, domain.NotFound("webhook")
 	}
-	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: aws.String(s.table), Key: key(orgPK(org), webhookSK(id)), ConsistentRead: aws.Bool(true),
-	})
+	it, err := getOne[webhookItem](ctx, s, "webhook", key(orgPK(org), webhookSK(id)))
 	if err != nil {
-		return domain.Webhook{}, dependencyError("get webhook", err)
-	}
-	if out.Item == nil {
-		return domain.Webhook{}, domain.NotFound("webhook")
-	}
-	var it webhookItem
-	if err := unmarshal(out.Item, &it); err != nil {
 		return domain.Webhook{}, err
 	}
 	return it.domain(), nil
@@ -549,17 +540,8 @@ func (s *Store) GetDelivery(ctx context.Context, org, hook, id string) (domain.D
 	if !idOK(hook) || !idOK(id) {
 		return domain.Delivery{}, domain.NotFound("delivery")
 	}
-	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: aws.String(s.table), Key: key(deliveryPK(org, hook), id), ConsistentRead: aws.Bool(true),
-	})
+	it, err := getOne[deliveryItem](ctx, s, "delivery", key(deliveryPK(org, hook), id))
 	if err != nil {
-		return domain.Delivery{}, dependencyError("get delivery", err)
-	}
-	if out.Item == nil {
-		return domain.Delivery{}, domain.NotFound("delivery")
-	}
-	var it deliveryItem
-	if err := unmarshal(out.Item, &it); err != nil {
 		return domain.Delivery{}, err
 	}
 	return it.domain(), nil
