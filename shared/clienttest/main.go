@@ -129,5 +129,7 @@ func (t *mainTB) TempDir() string {
 
 // Setenv and Chdir change the whole process, for every test of the binary,
 // so a stack serving them all refuses both.
-func (t *mainTB) Setenv(key, value string) { t.Fatalf("Setenv(%q) in a stack shared by every test", key) }
-func (t *mainTB) Chdir(dir string)         { t.Fatalf("Chdir(%q) in a stack shared by every test", dir) }
+func (t *mainTB) Setenv(key, value string) {
+	t.Fatalf("Setenv(%q) in a stack shared by every test", key)
+}
+func (t *mainTB) Chdir(dir string) { t.Fatalf("Chdir(%q) in a stack shared by every test", dir) }
