@@ -25,7 +25,9 @@ import (
 // A lease: create an environment from a template, wait until a node has
 // started it, and delete it.
 func Example() {
-	ctx := context.Background()
+	// The context bounds the whole flow, the wait for ready included.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
 	c, err := client.New(os.Getenv("ENVLEASE_URL"), os.Getenv("ENVLEASE_TOKEN"))
 	if err != nil {
 		log.Fatal(err)
@@ -67,7 +69,8 @@ func Example() {
 // with this machine as the sandbox, wait until ready, forward the exports to
 // this machine, use them while touching the environment, and delete it.
 func Example_run() {
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
 	c, err := client.New(os.Getenv("ENVLEASE_URL"), os.Getenv("ENVLEASE_TOKEN"))
 	if err != nil {
 		log.Fatal(err)
