@@ -81,8 +81,8 @@ type Group struct {
 	// ReservedConcurrency reserves (and caps) the function's concurrent
 	// executions (0: none, it shares the account's unreserved pool). A
 	// reservation keeps other functions from starving this one, and caps
-	// what this one can take from them. The README's Scale section sizes
-	// them; the stack leaves them out with the context flag
+	// what this one can take from them. docs/scale.md sizes them;
+	// the stack leaves them out with the context flag
 	// envlease:reservedConcurrency=false (accounts still at a small quota).
 	ReservedConcurrency int
 	// Throttle limits the group's routes on the API stage (nil: the stage's
@@ -111,7 +111,7 @@ const (
 	apiTimeout  = 10 * time.Second
 )
 
-// Sized for the target of the README's Scale section (10,000 organizations,
+// Sized for the target of docs/scale.md (10,000 organizations,
 // 200,000 live environments, 20,000 leases and 200,000 touches a minute,
 // 5,000 nodes). People's environment traffic is about 4,000 requests/s at
 // about 20 ms each, 80 executions: 300 reserved leave room for cold starts

@@ -1,6 +1,6 @@
 // Command agent is the reference node agent: it runs the environments of one
-// pool as local processes (runtime "process"). See shared/agent and the
-// README section "Nodes and the reference agent".
+// pool as local processes (runtime "process"). See shared/agent and
+// docs/nodes.md.
 //
 //	agent -api https://api.example -address 10.0.3.7 -workdir /var/lib/envlease \
 //	      -credential-file /etc/envlease/node-credential

@@ -196,7 +196,7 @@ func New(cfg Config) (*Agent, error) {
 // setupConfinement decides how environments are held apart on this node:
 // as root, users of their own (from cfg.UIDs) reaching their folders
 // through envs/; wherever the agent may write a cgroup v2 tree, a cgroup
-// each (README, "Nodes and the reference agent", says what that covers).
+// each (docs/nodes.md, "Confinement", says what that covers).
 func (a *Agent) setupConfinement() error {
 	if a.cfg.UIDs == (UIDRange{}) {
 		a.cfg.UIDs = DefaultUIDRange

@@ -79,7 +79,7 @@ const (
 // ErrorNodeLost is the error of an environment whose node was lost.
 const ErrorNodeLost = "node lost"
 
-// Defaults; every one is documented in the README (Nodes and the reference agent).
+// Defaults; every one is documented in docs/nodes.md (Nodes and their API).
 const (
 	// DefaultHeartbeatInterval is how often agents are told to heartbeat.
 	DefaultHeartbeatInterval = 10 * time.Second
