@@ -258,9 +258,10 @@ func (s *Service) Resume(ctx context.Context, p domain.Principal, id string) (Re
 // unknown), the pool's templates are read only then (one query), and
 // environments are read only when the beat names some or the node runs any
 // (to tell it which are stopping). So an idle node costs two calls a
-// DeadlineEvery, and its beats in between none. Identity is checked
-// whenever anything is read or written; a beat that reads nothing
-// discloses nothing.
+// DeadlineEvery, and its beats in between none. Identity, and that the
+// connection's credential is not revoked, are checked whenever anything is
+// read or written (in that same call); a beat that reads nothing discloses
+// nothing (its answer is the deadline the node sent) and changes nothing.
 func (s *Service) SocketHeartbeat(ctx context.Context, p domain.Principal, m Message) (SocketBeat, error) {
 	if len(m.Changed) > MaxHeartbeatIDs {
 		return SocketBeat{}, domain.Invalid("changed", "at most %d environment ids per heartbeat", MaxHeartbeatIDs)
