@@ -17,9 +17,9 @@ import (
 
 // Revoking a node credential on the local stack closes the WebSockets it
 // holds: the one its node said hello on is closed by the revocation itself
-// (a close frame naming the reason), and one that never said hello (so no
-// record names it) is closed by its first message, which is refused. The
-// credential opens no new one.
+// (a close frame naming the reason), and those that never said hello (so no
+// record names them) are closed by their first message of any kind, which
+// is refused and creates nothing. The credential opens no new one.
 func TestRevokingANodeCredentialClosesItsSockets(t *testing.T) {
 	var sockets *nodes.LocalSockets
 	base := startDevserverWith(t, func(o *options) { o.sockets = func(l *nodes.LocalSockets) { sockets = l } })
@@ -84,12 +84,27 @@ func TestRevokingANodeCredentialClosesItsSockets(t *testing.T) {
 	if err != nil || reg.Type != nodes.MsgRegistered {
 		t.Fatalf("hello: %+v %v", reg, err)
 	}
-	silent, _, err := dial()
-	if err != nil {
-		t.Fatal(err)
+	// Connections that never said hello (so no record names them), one for
+	// each kind of message sent after the revocation.
+	later := []nodes.Message{
+		{Type: nodes.MsgHello, Register: &nodes.RegisterRequest{Name: "again", Address: "127.0.0.1", Capacity: 1}},
+		{Type: nodes.MsgHello, Node: reg.Node},
+		{Type: nodes.MsgHeartbeat, Node: reg.Node},
+		{Type: nodes.MsgClaim, Node: reg.Node},
+		{Type: nodes.MsgReport, Node: reg.Node, Environment: "env_probe", Report: &nodes.Report{State: "failed", Error: "planted"}},
 	}
-	defer silent.CloseNow()
-	waitUntil(t, "both connections open", func() bool { return sockets.Connections() == agents+2 })
+	silent := make([]*websocket.Conn, len(later))
+	for i := range later {
+		if silent[i], _, err = dial(); err != nil {
+			t.Fatal(err)
+		}
+		defer silent[i].CloseNow()
+	}
+	waitUntil(t, "the credential's connections open", func() bool { return sockets.Connections() == agents+1+len(later) })
+	var before struct {
+		Nodes []struct{ ID string } `json:"nodes"`
+	}
+	alice.do("GET", "/v1/nodes", nil, &before)
 
 	revoked := time.Now()
 	if s := alice.do("DELETE", "/v1/keys/"+issued.APIKey.ID, nil, nil); s != 200 {
@@ -100,14 +115,24 @@ func TestRevokingANodeCredentialClosesItsSockets(t *testing.T) {
 	closedForRevocation("the hello connection", err)
 	t.Logf("the connection was closed %s after the revocation was sent", time.Since(revoked).Round(time.Millisecond))
 
-	// The other one is refused at its first message, then closed.
-	send(silent, nodes.Message{Type: nodes.MsgClaim, ID: "2", Node: reg.Node})
-	refused, err := next(silent)
-	if err != nil || refused.Type != nodes.MsgError || refused.Error.Status != 401 || refused.ID != "2" {
-		t.Fatalf("claim after the revoke: %+v %v", refused, err)
+	// Every other one is refused at its first message, then closed.
+	for i, m := range later {
+		m.ID = "later"
+		send(silent[i], m)
+		refused, err := next(silent[i])
+		if err != nil || refused.Type != nodes.MsgError || refused.Error.Status != 401 || refused.ID != "later" {
+			t.Fatalf("%s after the revoke: %+v %v", m.Type, refused, err)
+		}
+		_, err = next(silent[i])
+		closedForRevocation("a silent connection", err)
 	}
-	_, err = next(silent)
-	closedForRevocation("the silent connection", err)
+	var after struct {
+		Nodes []struct{ ID string } `json:"nodes"`
+	}
+	alice.do("GET", "/v1/nodes", nil, &after)
+	if len(after.Nodes) != len(before.Nodes) {
+		t.Fatalf("%d nodes after the refused messages, %d before", len(after.Nodes), len(before.Nodes))
+	}
 	waitUntil(t, "only the agents' connections open", func() bool { return sockets.Connections() == agents })
 
 	// And it opens no new one.
