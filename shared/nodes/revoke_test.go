@@ -3,7 +3,9 @@ package nodes_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -233,5 +235,52 @@ func TestConnectionRecordChecksTheCredential(t *testing.T) {
 	}
 	if _, err := se.Store.GetNode(ctx, "acme", "node_y"); domain.ErrorCode(err) != domain.CodeNotFound {
 		t.Fatalf("node_y: %v", err)
+	}
+}
+
+// failingCloser refuses every close, as a Management API that is down.
+type failingCloser struct{ tried []nodes.ConnectionID }
+
+func (f *failingCloser) CloseConnection(_ context.Context, c nodes.ConnectionID, _ string) error {
+	f.tried = append(f.tried, c)
+	return errors.New("the management API is down")
+}
+
+// A close that fails does not fail the revocation: the key is revoked, the
+// connection's record is forgotten all the same (no offer reaches it), and
+// its next message that reads or writes is refused and ends it.
+func TestRevocationWhoseCloseFails(t *testing.T) {
+	se := newSocketEnv(t)
+	ctx := context.Background()
+	tok := se.credential(t, apitest.AliceToken, "local")
+	p, err := apitest.NewAuth(se.Env).Authenticate(ctx, "Bearer "+tok, "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := se.hello(t, "c1", tok, 1)
+	k, err := se.Store.GetKey(ctx, "acme", p.KeyID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k, err = se.Store.RevokeKey(ctx, k, se.Clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	closer := &failingCloser{}
+	if err := nodes.NewRevocations(se.Store, closer, se.Log).CloseConnections(ctx, k); err != nil {
+		t.Fatalf("revocation with a failing close: %v", err)
+	}
+	if len(closer.tried) != 1 || closer.tried[0] != "c1" {
+		t.Fatalf("closes tried: %v", closer.tried)
+	}
+	if conns, _ := se.Store.PoolConnections(ctx, "acme", "local", "", 10, se.Clock.Now()); len(conns) != 0 {
+		t.Fatalf("connections after the revoke: %+v", conns)
+	}
+	se.lease(t, apitest.BobToken, map[string]any{"template": "shell"})
+	if got := offered(se.poster.taken()); len(got) != 0 {
+		t.Fatalf("offers after the revoke: %v", got)
+	}
+	b, _ := json.Marshal(nodes.Message{Type: nodes.MsgHeartbeat, ID: "x", Node: node})
+	if out, end := se.socket.Answer(ctx, nodes.Conn{ID: "c1", Principal: p}, b); !end || !strings.Contains(string(out), `"status":401`) {
+		t.Fatalf("beat after the failed close: %s (end %v)", out, end)
 	}
 }
