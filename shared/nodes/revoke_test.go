@@ -219,6 +219,27 @@ func TestConnectionRecordChecksTheCredential(t *testing.T) {
 	if got, err := se.Store.KeyConnections(ctx, "acme", "local", p.KeyID); err != nil || len(got) != 1 || got[0].ID != "c1" || got[0].KeyID != p.KeyID {
 		t.Fatalf("key connections: %+v %v", got, err)
 	}
+	// A record from before connections named their key is found through
+	// its node; another credential's node's is not.
+	mine := se.hello(t, "c8", tok, 1)
+	theirs := se.hello(t, "c9", se.credential(t, apitest.AliceToken, "local"), 1)
+	for id, n := range map[string]string{"c8": mine, "c9": theirs} {
+		if err := se.Store.PutConnection(ctx, domain.NodeConnection{ID: id, OrgID: "acme", Pool: "local", Node: n, Connected: se.Clock.Now()}, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := se.Store.KeyConnections(ctx, "acme", "local", p.KeyID)
+	ids := []string{}
+	for _, c := range got {
+		ids = append(ids, c.ID)
+	}
+	slices.Sort(ids)
+	if err != nil || !slices.Equal(ids, []string{"c1", "c8"}) {
+		t.Fatalf("key connections with an unnamed record: %v %v", ids, err)
+	}
+	if err := se.Store.DeleteConnection(ctx, "acme", "local", "c8"); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := se.Store.RevokeKey(ctx, k, se.Clock.Now()); err != nil {
 		t.Fatal(err)
 	}

@@ -119,20 +119,53 @@ func (s *Store) PutConnection(ctx context.Context, c domain.NodeConnection, keyH
 // which are all in its pool's partition: one strongly consistent query of
 // that partition (a page per 1 MB), filtered on the key. Records whose TTL
 // passed are included: closing one that is gone is harmless.
+//
+// Records written before connections named their key (at most
+// ConnectionKept old) are matched through their node's keyId, read in one
+// BatchGetItem per 100 of them.
 func (s *Store) KeyConnections(ctx context.Context, org, pool, keyID string) ([]domain.NodeConnection, error) {
 	items, err := queryAll[connItem](ctx, s, "key connections", &dynamodb.QueryInput{
 		TableName:                 aws.String(s.table),
 		KeyConditionExpression:    aws.String("PK = :pk AND begins_with(SK, :sk)"),
-		FilterExpression:          aws.String("keyId = :key"),
+		FilterExpression:          aws.String("keyId = :key OR attribute_not_exists(keyId)"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(connPK(org, pool)), ":sk": str("CONN#"), ":key": str(keyID)},
 		ConsistentRead:            aws.Bool(true),
 	})
 	if err != nil {
 		return nil, err
 	}
-	out := make([]domain.NodeConnection, len(items))
-	for i, it := range items {
-		out[i] = it.domain()
+	var out []domain.NodeConnection
+	var unnamed []connItem
+	var refs []map[string]types.AttributeValue
+	for _, it := range items {
+		switch {
+		case it.KeyID == keyID:
+			out = append(out, it.domain())
+		case it.KeyID == "" && idOK(it.Node):
+			unnamed = append(unnamed, it)
+			refs = append(refs, key(orgPK(org), nodeSK(it.Node)))
+		}
+	}
+	if len(unnamed) == 0 {
+		return out, nil
+	}
+	raws, err := s.fetchItems(ctx, "key connections", refs)
+	if err != nil {
+		return nil, err
+	}
+	ofKey := map[string]bool{}
+	for _, raw := range raws {
+		var n nodeItem
+		if err := unmarshal(raw, &n); err != nil {
+			return nil, err
+		}
+		ofKey[n.ID] = n.KeyID == keyID
+	}
+	for _, it := range unnamed {
+		if ofKey[it.Node] {
+			it.KeyID = keyID
+			out = append(out, it.domain())
+		}
 	}
 	return out, nil
 }
