@@ -68,9 +68,10 @@ type Group struct {
 	// S3Origin functions get S3_ORIGIN, the artifact bucket's endpoint that
 	// presigned URLs point at (the console's policy lets the page connect).
 	S3Origin bool
-	// PostsToNodes functions post to nodes' node protocol connections: they
-	// get NODE_SOCKET_ENDPOINT (the WebSocket stage's management endpoint)
-	// and execute-api:ManageConnections on that stage (websocket.go).
+	// PostsToNodes functions post to (or close) nodes' node protocol
+	// connections: they get NODE_SOCKET_ENDPOINT (the WebSocket stage's
+	// management endpoint) and execute-api:ManageConnections on that stage
+	// (websocket.go).
 	PostsToNodes bool
 	// NamesSocket functions tell nodes where the node protocol is served:
 	// they get NODE_SOCKET_URL.
@@ -147,9 +148,10 @@ var Groups = []Group{
 	{Name: "tokens", Description: "CLI tokens",
 		Routes:   []Route{{Path: "/v1/tokens"}},
 		MemoryMB: apiMemoryMB, Timeout: apiTimeout, Table: TableReadWrite},
+	// Revoking a node credential closes its node protocol connections.
 	{Name: "keys", Description: "organization API keys, their revocation, and who a token is",
 		Routes:   []Route{{Path: "/v1/keys", Proxy: true}, {Path: "/v1/whoami"}},
-		MemoryMB: apiMemoryMB, Timeout: apiTimeout, Table: TableReadWrite},
+		MemoryMB: apiMemoryMB, Timeout: apiTimeout, Table: TableReadWrite, PostsToNodes: true},
 	{Name: "sandboxes", Description: "sandbox registration and join keys",
 		Routes:   []Route{{Path: "/v1/sandboxes", Proxy: true}},
 		MemoryMB: apiMemoryMB, Timeout: apiTimeout, Table: TableReadWrite},

@@ -100,7 +100,7 @@ func (s *EnvleaseStack) newNodeSocket(groups []Group) awsapigatewayv2.WebSocketA
 			f.AddEnvironment(jsii.String("NODE_SOCKET_ENDPOINT"), stage.CallbackUrl(), nil)
 			api.GrantManageConnections(f)
 			suppressTree(f.Role(), nagRule{"AwsSolutions-IAM5",
-				"A node protocol connection's id is made by API Gateway when a node connects; posting is allowed on this API's connections only.",
+				"A node protocol connection's id is made by API Gateway when a node connects; posting and closing are allowed on this API's connections only.",
 				nil})
 		}
 		if g.NamesSocket {

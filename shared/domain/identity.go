@@ -85,6 +85,11 @@ type Principal struct {
 	// that keeps it alive) check in their own transaction that the record is
 	// not revoked since.
 	KeyHash string
+	// Recheck says the credential was authenticated before this request
+	// (when its node protocol connection opened), not with it: everything
+	// the request reads or writes for the node also checks the key record
+	// is still unrevoked, in that same call.
+	Recheck bool
 }
 
 // IsAdmin reports whether the caller may manage the organization.
