@@ -199,6 +199,10 @@ func (r *Runtime) Create(ctx context.Context, lower string, c Config) (ctr *Cont
 	c.Rootfs = st.Rootfs
 	c.CgroupsPath = cgroupsPath
 	c.SwapAccounting = r.swap
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err == nil && (c.MaxOpenFiles == 0 && lim.Max < 65536 || lim.Max < c.MaxOpenFiles) {
+		c.MaxOpenFiles = lim.Max
+	}
 	if c.ReadOnly {
 		if err := makeWritable(st.Rootfs, c.Writable); err != nil {
 			return nil, fmt.Errorf("container %s: %w", c.ID, err)

@@ -68,6 +68,10 @@ type Config struct {
 	// agent's).
 	CgroupsPath string
 	Resources   Resources
+	// MaxOpenFiles is the container's RLIMIT_NOFILE (default 65536); the
+	// runtime lowers it to the agent's own hard limit, which runc cannot
+	// raise without CAP_SYS_RESOURCE.
+	MaxOpenFiles uint64
 	// SwapAccounting limits memory plus swap to the memory limit, so that
 	// swap is no way around it (cgroup v1 with memory.memsw).
 	SwapAccounting bool
@@ -78,6 +82,13 @@ type Config struct {
 var capabilities = []string{
 	"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_FSETID", "CAP_KILL", "CAP_SETGID", "CAP_SETUID",
 	"CAP_SETPCAP", "CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT", "CAP_AUDIT_WRITE", "CAP_SETFCAP",
+}
+
+func (c Config) openFiles() uint64 {
+	if c.MaxOpenFiles == 0 {
+		return 65536
+	}
+	return c.MaxOpenFiles
 }
 
 // cleanInside checks that p is an absolute path inside the container.
@@ -132,7 +143,7 @@ func Spec(c Config) (*specs.Spec, error) {
 			Capabilities: &specs.LinuxCapabilities{
 				Bounding: capabilities, Effective: capabilities, Permitted: capabilities,
 			},
-			Rlimits:         []specs.POSIXRlimit{{Type: "RLIMIT_NOFILE", Hard: 65536, Soft: 65536}},
+			Rlimits:         []specs.POSIXRlimit{{Type: "RLIMIT_NOFILE", Hard: c.openFiles(), Soft: c.openFiles()}},
 			NoNewPrivileges: true,
 		},
 		Mounts: baseMounts(),
