@@ -102,7 +102,9 @@ func New(opt Options) (*Runtime, error) {
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}
-	if err := os.MkdirAll(opt.Dir, 0o700); err != nil {
+	// 0711: a container in a user namespace reaches its root filesystem
+	// through these folders (the folders above must allow it too).
+	if err := os.MkdirAll(opt.Dir, 0o711); err != nil {
 		return nil, err
 	}
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
@@ -157,7 +159,7 @@ func (r *Runtime) Create(ctx context.Context, lower string, c Config) (ctr *Cont
 		}
 	}
 	dir := r.dir(c.ID)
-	if err := os.Mkdir(dir, 0o700); err != nil {
+	if err := os.Mkdir(dir, 0o711); err != nil {
 		return nil, fmt.Errorf("container %s: %w", c.ID, err)
 	}
 	cgroupsPath := filepath.Join(r.opt.CgroupParent, c.ID)

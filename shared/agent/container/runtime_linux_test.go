@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -58,7 +59,15 @@ func newID(t testing.TB) string {
 func newRuntime(t testing.TB, dir string) *Runtime {
 	t.Helper()
 	if dir == "" {
+		// Traversable by the ids of a user namespace: runc binds the root
+		// filesystem from inside one.
 		dir = t.TempDir()
+		for _, d := range []string{dir, filepath.Dir(dir)} {
+			if err := os.Chmod(d, 0o711); err != nil {
+				t.Fatal(err)
+			}
+		}
+		dir = filepath.Join(dir, "envs")
 	}
 	r, err := New(Options{Dir: dir})
 	if err != nil {
@@ -77,8 +86,14 @@ func testCtx(t testing.TB) context.Context {
 // runToEnd creates and starts a container and waits for its process.
 func runToEnd(t *testing.T, r *Runtime, c Config) (*Container, Exit) {
 	t.Helper()
+	return runImage(t, r, lowerDir, c)
+}
+
+// runImage is runToEnd with the root filesystem lower.
+func runImage(t *testing.T, r *Runtime, lower string, c Config) (*Container, Exit) {
+	t.Helper()
 	ctx := testCtx(t)
-	ctr, err := r.Create(ctx, lowerDir, c)
+	ctr, err := r.Create(ctx, lower, c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,5 +352,53 @@ func BenchmarkStartToRunning(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.StartTimer()
+	}
+}
+
+func TestNamespacesAndCPUQuota(t *testing.T) {
+	ns := fmt.Sprintf("envlease-ctr-test-%d", os.Getpid())
+	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add: %v %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
+	nsPath := filepath.Join("/run/netns", ns)
+	var want syscall.Stat_t
+	if err := syscall.Stat(nsPath, &want); err != nil {
+		t.Fatal(err)
+	}
+	var host syscall.Stat_t
+	if err := syscall.Stat("/proc/self/ns/net", &host); err != nil {
+		t.Fatal(err)
+	}
+	r := newRuntime(t, "")
+	script := `readlink /proc/self/ns/net; hostname; echo $$; cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us 2>/dev/null || cat /sys/fs/cgroup/cpu.max`
+	for _, tc := range []struct {
+		name  string
+		netns string
+		inode uint64
+	}{
+		{"made by the agent", nsPath, want.Ino},
+		{"new", "", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id := newID(t)
+			ctr, exit := runToEnd(t, r, Config{ID: id, NetNS: tc.netns, Resources: Resources{CPUs: 0.5}, Args: []string{"sh", "-c", script}})
+			out := strings.Fields(logOf(t, ctr, "stdout.log"))
+			if exit.Code != 0 || len(out) != 4 {
+				t.Fatalf("exit %+v, stdout %q, stderr %q", exit, out, logOf(t, ctr, "stderr.log"))
+			}
+			switch {
+			case tc.inode != 0 && out[0] != fmt.Sprintf("net:[%d]", tc.inode):
+				t.Errorf("network namespace %s, want the agent's %d", out[0], tc.inode)
+			case out[0] == fmt.Sprintf("net:[%d]", host.Ino):
+				t.Errorf("the container shares the node's network namespace")
+			}
+			if out[1] != id || out[2] != "1" {
+				t.Errorf("hostname %s pid %s: want its own UTS and PID namespaces", out[1], out[2])
+			}
+			if out[3] != "50000" && out[3] != "50000 100000" {
+				t.Errorf("cpu quota %q, want half of a 100000 µs period", out[3])
+			}
+		})
 	}
 }
