@@ -469,3 +469,28 @@ func BenchmarkWarmStart(b *testing.B) {
 		b.StartTimer()
 	}
 }
+
+func TestExecInRunningContainer(t *testing.T) {
+	r := newRuntime(t, "")
+	ctx := testCtx(t)
+	id := newID(t)
+	if _, err := r.Create(ctx, lowerDir, Config{ID: id, Env: []string{"FROM=spec"}, Cwd: "/work", Args: []string{"sleep", "1000"}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Delete(context.Background(), id) })
+	if err := r.Start(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb strings.Builder
+	code, err := r.Exec(ctx, id, ExecRequest{Args: []string{"sh", "-c", "read x; echo $x $FROM $EXTRA $(pwd); echo e >&2; exit 3"},
+		Env: []string{"EXTRA=exec"}, Stdin: strings.NewReader("in\n"), Stdout: &out, Stderr: &errb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code != 3 || out.String() != "in spec exec /work\n" || errb.String() != "e\n" {
+		t.Fatalf("code %d stdout %q stderr %q", code, out.String(), errb.String())
+	}
+	if _, err := r.Exec(ctx, "nothing-here", ExecRequest{Args: []string{"true"}}); err == nil {
+		t.Fatal("exec in a container that does not exist succeeded")
+	}
+}

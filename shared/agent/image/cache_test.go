@@ -406,3 +406,37 @@ func TestCacheEvictsLeastRecentlyUsed(t *testing.T) {
 		rf.Release()
 	}
 }
+
+func TestConcurrentGetsUnpackOnce(t *testing.T) {
+	ctx := context.Background()
+	c := openCache(t, CacheOptions{})
+	img := testImage(t, "concurrent")
+	const n = 8
+	results := make(chan *Rootfs, n)
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			rf, err := c.Get(ctx, img)
+			if err != nil {
+				errs <- err
+				return
+			}
+			results <- rf
+		}()
+	}
+	pulled := 0
+	for range n {
+		select {
+		case err := <-errs:
+			t.Fatal(err)
+		case rf := <-results:
+			if rf.Pulled {
+				pulled++
+			}
+			rf.Release()
+		}
+	}
+	if pulled != 1 {
+		t.Fatalf("%d of %d concurrent Gets unpacked the image, want 1", pulled, n)
+	}
+}
