@@ -129,7 +129,11 @@ func (a *Applier) entry(h *tar.Header, r io.Reader) error {
 	if err := a.parents(dir); err != nil {
 		return err
 	}
-	a.seen[name] = true
+	// The folders on the way count as written by this layer too: an
+	// opaque marker after "a/b/c" must keep "a/b".
+	for p := name; p != "."; p = path.Dir(p) {
+		a.seen[p] = true
+	}
 	if a.opt.filesOnly && h.Typeflag != tar.TypeDir && h.Typeflag != tar.TypeReg && h.Typeflag != tar.TypeRegA {
 		return errors.New("only files and folders are read from an image archive")
 	}
@@ -242,6 +246,12 @@ func (a *Applier) parents(dir string) error {
 		if err := a.root.Mkdir(p, 0o755); err == nil || !errors.Is(err, fs.ErrExist) {
 			if err != nil {
 				return err
+			}
+			if a.opt.Owners {
+				// The image's root owns a folder it implied.
+				if err := a.root.Lchown(p, a.opt.IDShift, a.opt.IDShift); err != nil {
+					return err
+				}
 			}
 			continue
 		}

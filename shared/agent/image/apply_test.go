@@ -91,6 +91,7 @@ func TestApplyWhiteouts(t *testing.T) {
 		tent{name: "etc/.wh.gone", body: ""},
 		// A file written by this layer before the opaque marker stays.
 		tent{name: "var/cache/new", body: "n"},
+		tent{name: "var/cache/deep/er/file", body: "d"},
 		tent{name: "var/cache/.wh..wh..opq"},
 		tent{name: ".wh.opt"},
 		// A file replaces a folder of an earlier layer.
@@ -110,6 +111,7 @@ func TestApplyWhiteouts(t *testing.T) {
 		{"var/cache/a", false},
 		{"var/cache/sub", false},
 		{"var/cache/new", true},
+		{"var/cache/deep/er/file", true},
 		{"var/cache/.wh..wh..opq", false},
 		{"opt", false},
 		{"usr/bin", true},

@@ -59,7 +59,10 @@ type item struct {
 	Entries  int       `json:"entries"`
 	LastUsed time.Time `json:"lastUsed"`
 	Config   v1.Config `json:"config"`
-	refs     int
+	// IDShift is the owners' shift it was unpacked with: an entry of
+	// another shift is of no use to this node's user namespaces.
+	IDShift int `json:"idShift,omitempty"`
+	refs    int
 }
 
 // Rootfs is a cached root filesystem held by a caller until Release.
@@ -107,6 +110,9 @@ func OpenCache(dir string, opt CacheOptions) (*Cache, error) {
 		var it item
 		if err == nil {
 			err = json.Unmarshal(b, &it)
+		}
+		if err == nil && it.IDShift != opt.Apply.IDShift {
+			err = fmt.Errorf("unpacked with owners shifted by %d, the node shifts by %d", it.IDShift, opt.Apply.IDShift)
 		}
 		if err != nil || folderName(it.Digest) != de.Name() {
 			opt.Log.Warn("image cache: removing an unreadable entry", "entry", de.Name(), "err", err)
@@ -326,6 +332,11 @@ func (c *Cache) unpack(ctx context.Context, img v1.Image, cf *v1.ConfigFile, dig
 	if err := os.Mkdir(rootDir, 0o755); err != nil {
 		return err
 	}
+	if c.opt.Apply.Owners {
+		if err := os.Chown(rootDir, c.opt.Apply.IDShift, c.opt.Apply.IDShift); err != nil {
+			return err
+		}
+	}
 	root, err := os.OpenRoot(rootDir)
 	if err != nil {
 		return err
@@ -346,7 +357,7 @@ func (c *Cache) unpack(ctx context.Context, img v1.Image, cf *v1.ConfigFile, dig
 		}
 	}
 	st := a.Stats()
-	it := &item{Digest: digest.String(), Bytes: st.Bytes, Entries: st.Entries, LastUsed: c.opt.Now(), Config: cf.Config}
+	it := &item{Digest: digest.String(), Bytes: st.Bytes, Entries: st.Entries, LastUsed: c.opt.Now(), Config: cf.Config, IDShift: c.opt.Apply.IDShift}
 	b, err := json.Marshal(it)
 	if err != nil {
 		return err

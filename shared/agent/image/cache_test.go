@@ -167,6 +167,15 @@ func TestPullAndCache(t *testing.T) {
 		t.Fatalf("after reopening: pulled=%v err=%v", rf3 != nil && rf3.Pulled, err)
 	}
 	rf3.Release()
+
+	// Entries unpacked for another user namespace mapping are dropped.
+	c3, err := OpenCache(c.dir, CacheOptions{Apply: ApplyOptions{IDShift: 100000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := c3.Digests(); len(d) != 0 {
+		t.Fatalf("entries of another owners' shift kept: %v", d)
+	}
 }
 
 func TestPullCredentialsFromNodeConfig(t *testing.T) {
