@@ -322,6 +322,52 @@ func (r *Runtime) Kill(ctx context.Context, id string, sig syscall.Signal) error
 	return r.runc("").Kill(ctx, id, int(sig), &runc.KillOpts{All: true})
 }
 
+// Stop asks the container's process to end (SIGTERM to all its
+// processes), and kills them all when it has not ended within grace. It
+// returns once the process ended; it is for containers of this run.
+func (r *Runtime) Stop(ctx context.Context, id string, grace time.Duration) (Exit, error) {
+	c, ok := r.Lookup(id)
+	if !ok {
+		return Exit{}, fmt.Errorf("container %s: not created by this run of the agent", id)
+	}
+	select {
+	case <-c.done:
+		return c.exit, nil
+	default:
+	}
+	if err := r.Kill(ctx, id, syscall.SIGTERM); err != nil {
+		select {
+		case <-c.done: // it ended in between
+			return c.exit, nil
+		default:
+			return Exit{}, err
+		}
+	}
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-c.done:
+		return c.exit, nil
+	case <-t.C:
+	case <-ctx.Done():
+		return Exit{}, ctx.Err()
+	}
+	if err := r.Kill(ctx, id, syscall.SIGKILL); err != nil {
+		select {
+		case <-c.done:
+			return c.exit, nil
+		default:
+			return Exit{}, err
+		}
+	}
+	select {
+	case <-c.done:
+		return c.exit, nil
+	case <-ctx.Done():
+		return Exit{}, ctx.Err()
+	}
+}
+
 // Delete removes a container and all it left: its processes (runc delete
 // --force kills them), its cgroups, its root filesystem mount and its
 // folder. It is idempotent and works on what a crashed run left, from the

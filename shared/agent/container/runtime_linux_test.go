@@ -494,3 +494,77 @@ func TestExecInRunningContainer(t *testing.T) {
 		t.Fatal("exec in a container that does not exist succeeded")
 	}
 }
+
+func TestStopGraceThenKill(t *testing.T) {
+	r := newRuntime(t, "")
+	ctx := testCtx(t)
+	for _, tc := range []struct {
+		name   string
+		script string
+		grace  time.Duration
+		want   Exit
+	}{
+		// A process that ends on SIGTERM ends with it.
+		{"ends on term", "trap 'exit 0' TERM; echo ready; while true; do sleep 0.05; done", time.Minute, Exit{Code: 0}},
+		// One that ignores it is killed after the grace.
+		{"ignores term", "trap '' TERM; echo ready; while true; do sleep 0.05; done", 200 * time.Millisecond, Exit{Code: 137, Signal: syscall.SIGKILL}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id := newID(t)
+			ctr, err := r.Create(ctx, lowerDir, Config{ID: id, Args: []string{"sh", "-c", tc.script}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = r.Delete(context.Background(), id) })
+			if err := r.Start(ctx, id); err != nil {
+				t.Fatal(err)
+			}
+			// The trap is set once the script printed.
+			for logOf(t, ctr, "stdout.log") == "" {
+				if ctx.Err() != nil {
+					t.Fatal("the script never printed")
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			exit, err := r.Stop(ctx, id, tc.grace)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if exit != tc.want {
+				t.Fatalf("exit %+v, want %+v", exit, tc.want)
+			}
+		})
+	}
+}
+
+// TestFailedCreateLeavesNothing stands a script in for runc, as go-runc's
+// own tests do, to fail the create after the agent mounted the root.
+func TestFailedCreateLeavesNothing(t *testing.T) {
+	dir := t.TempDir()
+	fake := filepath.Join(dir, "runc")
+	// runc's global flags come first; the log file follows --log.
+	script := `#!/bin/sh
+log=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --log) log="$2"; shift 2;;
+    --*) shift 2;;
+    create) [ -n "$log" ] && echo '{"level":"error","msg":"no cgroup for you"}' >> "$log"; exit 1;;
+    *) exit 0;;
+  esac
+done
+`
+	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r, err := New(Options{Runc: fake, Dir: filepath.Join(dir, "envs")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := newID(t)
+	_, err = r.Create(testCtx(t), lowerDir, Config{ID: id, Args: []string{"true"}})
+	if err == nil || !strings.Contains(err.Error(), "no cgroup for you") {
+		t.Fatalf("err = %v, want runc's message", err)
+	}
+	assertGone(t, r, &State{ID: id, Rootfs: filepath.Join(r.opt.Dir, id, "rootfs")})
+}
