@@ -1,4 +1,4 @@
-//go:build !unix
+//go:build !linux
 
 package image
 
@@ -9,5 +9,5 @@ import (
 )
 
 func mknodAt(*os.File, string, *tar.Header) error {
-	return errors.New("device files and fifos are only created on unix")
+	return errors.New("device files and fifos are only created on Linux")
 }
