@@ -11,10 +11,6 @@ import (
 	"strings"
 )
 
-// MaxUnpackBytes bounds what one archive may unpack to, so a small
-// compressed archive cannot fill the node's disk.
-const MaxUnpackBytes = 16 << 30
-
 // Owner is a user and group that unpacked files are given.
 type Owner struct{ UID, GID int }
 
@@ -25,9 +21,14 @@ type UnpackOptions struct {
 	// over as it is created, through its own descriptor or without following
 	// links, so nothing the archive did not create changes owner.
 	Owner *Owner
-	// MaxBytes bounds the total size of the regular files (default
-	// MaxUnpackBytes).
-	MaxBytes int64
+	// Budget counts the entries and bytes unpacked against the
+	// environment's ArchiveLimits, across all its archives (default: a
+	// budget of the default limits for this archive alone).
+	Budget *Budget
+	// Packed is the archive's size as downloaded, compressed, which the
+	// ratio of unpacked to packed bytes is judged by (0: unknown; the ratio
+	// is then not judged).
+	Packed int64
 }
 
 // UnpackTar unpacks an uncompressed tar stream into the folder dir, which
@@ -62,19 +63,32 @@ func UnpackTar(r io.Reader, dir string, opt UnpackOptions) (int, error) {
 //     since root never follows a link out of the folder, however it is
 //     reached;
 //   - hard links only to a regular file already in the folder;
-//   - device files, fifos and anything else are refused.
+//   - device files, fifos and anything else are refused;
+//   - every entry counts against opt.Budget before it is written, so an
+//     archive past a limit stops at the first entry past it, without
+//     writing that entry.
 //
 // The first refused or failing entry ends the unpacking with an error that
-// names it; what was written before stays (the caller removes the folder).
+// names it, and what the archive created is removed again, in reverse
+// order: nothing of a refused archive is left in the folder (a file it
+// replaced is not brought back).
 func UnpackTarRoot(r io.Reader, root *os.Root, opt UnpackOptions) (int, error) {
-	max := opt.MaxBytes
-	if max <= 0 {
-		max = MaxUnpackBytes
+	budget := opt.Budget
+	if budget == nil {
+		budget = NewBudget(ArchiveLimits{})
 	}
-	u := unpacker{root: root, owner: opt.Owner}
+	budget.begin(opt.Packed)
+	u := unpacker{root: root, owner: opt.Owner, created: &[]string{}}
+	files, err := u.unpack(r, budget)
+	if err != nil {
+		u.undo()
+	}
+	return files, err
+}
+
+func (u unpacker) unpack(r io.Reader, budget *Budget) (int, error) {
 	tr := tar.NewReader(r)
 	files := 0
-	var total int64
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
@@ -91,13 +105,22 @@ func UnpackTarRoot(r io.Reader, root *os.Root, opt UnpackOptions) (int, error) {
 			err = errors.New("only a folder can stand for the folder itself")
 		}
 		if err == nil && name != "." {
+			size := int64(0)
+			if h.Typeflag == tar.TypeReg {
+				size = h.Size
+			}
+			if err := budget.entry(size); err != nil {
+				var limit *LimitError
+				if errors.As(err, &limit) {
+					return files, fmt.Errorf("%w, at entry %q", err, h.Name)
+				}
+				return files, err
+			}
 			switch h.Typeflag {
 			case tar.TypeDir:
 				err = u.dir(name)
 			case tar.TypeReg:
-				if total += h.Size; total > max {
-					err = fmt.Errorf("the archive unpacks to more than %d bytes", max)
-				} else if err = u.file(name, h, tr); err == nil {
+				if err = u.file(name, h, tr); err == nil {
 					files++
 				}
 			case tar.TypeSymlink:
@@ -148,6 +171,30 @@ func plain(err error) error {
 type unpacker struct {
 	root  *os.Root
 	owner *Owner
+	// created lists what the archive created, in order, for undo; nil
+	// records nothing.
+	created *[]string
+}
+
+// made records a name the archive created.
+func (u unpacker) made(name string) {
+	if u.created != nil {
+		*u.created = append(*u.created, name)
+	}
+}
+
+// undo removes what the archive created, the last first, so each folder
+// is empty when its turn comes. A name something else has since filled is
+// left (Remove refuses a folder that is not empty).
+func (u unpacker) undo() {
+	if u.created == nil {
+		return
+	}
+	list := *u.created
+	for i := len(list) - 1; i >= 0; i-- {
+		_ = u.root.Remove(list[i])
+	}
+	*u.created = nil
 }
 
 // lchown hands a created folder or link to the owner without following it.
@@ -169,6 +216,7 @@ func (u unpacker) mkdirAll(dir string) error {
 		p := strings.Join(parts[:i+1], "/")
 		err := u.root.Mkdir(p, 0o755)
 		if err == nil {
+			u.made(p)
 			if err := u.lchown(p); err != nil {
 				return err
 			}
@@ -217,6 +265,7 @@ func (u unpacker) dir(name string) error {
 	if err := u.root.Mkdir(name, 0o755); err != nil {
 		return err
 	}
+	u.made(name)
 	return u.lchown(name)
 }
 
@@ -233,6 +282,7 @@ func (u unpacker) file(name string, h *tar.Header, r io.Reader) error {
 	if err != nil {
 		return err
 	}
+	u.made(name)
 	if u.owner != nil {
 		if err := f.Chown(u.owner.UID, u.owner.GID); err != nil {
 			f.Close()
@@ -265,6 +315,7 @@ func (u unpacker) symlink(name, target string) error {
 	if err := u.root.Symlink(target, name); err != nil {
 		return err
 	}
+	u.made(name)
 	return u.lchown(name)
 }
 
@@ -290,5 +341,9 @@ func (u unpacker) hardlink(name, target string) error {
 	if err := u.clear(name); err != nil {
 		return err
 	}
-	return u.root.Link(t, name)
+	if err := u.root.Link(t, name); err != nil {
+		return err
+	}
+	u.made(name)
+	return nil
 }
