@@ -114,19 +114,19 @@ func (b *Budget) Bytes() int64   { return b.bytes }
 func (b *Budget) entry(size int64) error {
 	l := b.limits
 	if l.MaxEntries > 0 && b.entries+1 > l.MaxEntries {
-		return &LimitError{Limit: flagMaxEntries, what: b.what(), detail: fmt.Sprintf("exceeds %d entries", l.MaxEntries)}
+		return &LimitError{Limit: flagMaxEntries, what: b.what(), detail: fmt.Sprintf("exceed%s %d entries", b.verbS(), l.MaxEntries)}
 	}
 	total := b.bytes + size
 	if size < 0 || total < b.bytes {
 		total = math.MaxInt64
 	}
 	if l.MaxBytes > 0 && total > l.MaxBytes {
-		return &LimitError{Limit: flagMaxBytes, what: b.what(), detail: "exceeds " + sizeText(l.MaxBytes) + " unpacked"}
+		return &LimitError{Limit: flagMaxBytes, what: b.what(), detail: "exceed" + b.verbS() + " " + sizeText(l.MaxBytes) + " unpacked"}
 	}
 	if l.MaxRatio > 0 && !b.unsized && total > RatioAllowance && float64(total) > l.MaxRatio*float64(b.packed) {
 		return &LimitError{Limit: flagMaxRatio, what: b.what(), detail: fmt.Sprintf(
-			"would unpack to %s from %s of archive, more than %g times its size (beyond the first %s)",
-			sizeText(total), sizeText(b.packed), l.MaxRatio, sizeText(RatioAllowance))}
+			"would unpack to %s from %s of archive: more than %g times %s size beyond the first %s",
+			sizeText(total), sizeText(b.packed), l.MaxRatio, b.their(), sizeText(RatioAllowance))}
 	}
 	b.entries++
 	b.bytes = total
@@ -147,6 +147,21 @@ func (b *Budget) what() string {
 		return "the environment's archives"
 	}
 	return "the archive"
+}
+
+// verbS and their agree with what.
+func (b *Budget) verbS() string {
+	if b.archives > 1 {
+		return ""
+	}
+	return "s"
+}
+
+func (b *Budget) their() string {
+	if b.archives > 1 {
+		return "their"
+	}
+	return "its"
 }
 
 // LimitError is an archive refused for passing one of the ArchiveLimits.

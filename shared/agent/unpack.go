@@ -78,15 +78,15 @@ func UnpackTarRoot(r io.Reader, root *os.Root, opt UnpackOptions) (int, error) {
 		budget = NewBudget(ArchiveLimits{})
 	}
 	budget.begin(opt.Packed)
-	u := unpacker{root: root, owner: opt.Owner, created: &[]string{}}
-	files, err := u.unpack(r, budget)
+	u := unpacker{root: root, owner: opt.Owner, created: &[]string{}, budget: budget}
+	files, err := u.unpack(r)
 	if err != nil {
 		u.undo()
 	}
 	return files, err
 }
 
-func (u unpacker) unpack(r io.Reader, budget *Budget) (int, error) {
+func (u unpacker) unpack(r io.Reader) (int, error) {
 	tr := tar.NewReader(r)
 	files := 0
 	for {
@@ -109,12 +109,8 @@ func (u unpacker) unpack(r io.Reader, budget *Budget) (int, error) {
 			if h.Typeflag == tar.TypeReg {
 				size = h.Size
 			}
-			if err := budget.entry(size); err != nil {
-				var limit *LimitError
-				if errors.As(err, &limit) {
-					return files, fmt.Errorf("%w, at entry %q", err, h.Name)
-				}
-				return files, err
+			if err := u.budget.entry(size); err != nil {
+				return files, u.refused(err, h.Name)
 			}
 			switch h.Typeflag {
 			case tar.TypeDir:
@@ -138,9 +134,22 @@ func (u unpacker) unpack(r io.Reader, budget *Budget) (int, error) {
 			}
 		}
 		if err != nil {
-			return files, fmt.Errorf("entry %q: %w", h.Name, plain(err))
+			return files, u.refused(err, h.Name)
 		}
 	}
+}
+
+// refused words the error that ended the unpacking at entry name: a limit
+// passed names the limit first, anything else the entry.
+func (u unpacker) refused(err error, name string) error {
+	var limit *LimitError
+	if errors.As(err, &limit) {
+		return fmt.Errorf("%w, at entry %q", limit, name)
+	}
+	if errors.Is(err, errNoRoom) {
+		return err
+	}
+	return fmt.Errorf("entry %q: %w", name, plain(err))
 }
 
 // entryName checks an archive name and cleans it ("./a/" -> "a").
@@ -174,6 +183,9 @@ type unpacker struct {
 	// created lists what the archive created, in order, for undo; nil
 	// records nothing.
 	created *[]string
+	// budget counts the folders mkdirAll creates, as entries: a name
+	// a/b/c/.../f makes a folder of each part; nil counts nothing.
+	budget *Budget
 }
 
 // made records a name the archive created.
@@ -217,6 +229,11 @@ func (u unpacker) mkdirAll(dir string) error {
 		err := u.root.Mkdir(p, 0o755)
 		if err == nil {
 			u.made(p)
+			if u.budget != nil {
+				if err := u.budget.entry(0); err != nil {
+					return err
+				}
+			}
 			if err := u.lchown(p); err != nil {
 				return err
 			}
