@@ -3,7 +3,9 @@
 // local process (runtime "process"), and reports ready, stopped and
 // failed. It keeps warm, pre-started processes of templates that ask for
 // them, and restores snapshots and shares' files into an environment's
-// folder (UnpackTarRoot).
+// folder (UnpackTarRoot), all of an environment's archives together held to
+// ArchiveLimits. While its work dir's filesystem is short of space or
+// inodes (Config.MinFreeDisk, MinFreeInodes) it claims nothing.
 // Run as root on Linux it confines each environment: a user of its own, a
 // folder only that user enters, a cgroup where the node allows, and a stop
 // that ends every process of the environment (confine.go); otherwise it
