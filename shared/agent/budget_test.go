@@ -103,6 +103,9 @@ func (c *counter) Read(p []byte) (int, error) {
 // tarStream undoes the compression of a test archive.
 func tarStream(t *testing.T, b []byte) io.Reader {
 	t.Helper()
+	if !bytes.HasPrefix(b, []byte{0x28, 0xb5, 0x2f, 0xfd}) && !bytes.HasPrefix(b, []byte{0x1f, 0x8b}) {
+		return bytes.NewReader(b) // a plain tar
+	}
 	if bytes.HasPrefix(b, []byte{0x1f, 0x8b}) {
 		zr, err := gzip.NewReader(bytes.NewReader(b))
 		if err != nil {
@@ -156,6 +159,8 @@ func TestArchiveLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// One entry whose name implies 150 folders: each is an inode too.
+	deep := archive(t, file(strings.Repeat("d/", 150)+"f", "x")).Bytes()
 	errFull := errors.New("the node's disk is nearly full (test)")
 	for _, c := range []struct {
 		name    string
@@ -174,6 +179,8 @@ func TestArchiveLimits(t *testing.T) {
 			want: "the archive exceeds 512.0 MiB unpacked (agent limit -archive-max-bytes)", readAtMost: 1 << 20},
 		{name: "a node filling up as it unpacks", archive: many, room: func() error { return errFull },
 			want: errFull.Error(), readAtMost: 4 << 20},
+		{name: "one name of 150 folders past the entries limit", archive: deep, limits: agent.ArchiveLimits{MaxEntries: 100},
+			want: "the archive exceeds 100 entries (agent limit -archive-max-entries), at entry", readAtMost: 1 << 20},
 		{name: "5,000 files within the limits", archive: fewer, limits: agent.ArchiveLimits{MaxEntries: 5100}},
 		{name: "a small archive of zeros within the allowance", archive: small},
 	} {

@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -56,7 +57,11 @@ func (f *fakeDisk) waitCalls(t *testing.T, n int64) {
 func TestShortOfDiskClaimsNothing(t *testing.T) {
 	s := newStack(t, sleeper)
 	disk := newFakeDisk(roomy)
-	s.runAgentWith(t, t.TempDir(), 300*time.Millisecond, func(c *agent.Config) { c.Statfs = disk.statfs })
+	logs := &lockedBuffer{}
+	s.runAgentWith(t, t.TempDir(), 300*time.Millisecond, func(c *agent.Config) {
+		c.Statfs = disk.statfs
+		c.Log = slog.New(slog.NewJSONHandler(logs, nil))
+	})
 	running := s.lease(t, "sleeper")
 	s.wait(t, running, domain.StateReady)
 
@@ -72,8 +77,37 @@ func TestShortOfDiskClaimsNothing(t *testing.T) {
 	if e := s.get(t, running); e.State != domain.StateReady {
 		t.Fatalf("the running environment is %s (%q)", e.State, e.Error)
 	}
+	warned := logs.records("WARN", "claiming no environments")
+	if len(warned) != 1 || !strings.Contains(warned[0]["err"].(string), "512.0 MiB free of 100.0 GiB in the agent's work dir, below 1.0 GiB (agent limit -min-free-disk)") {
+		t.Fatalf("the log says %v, want one warning naming the floor", warned)
+	}
 	disk.set(roomy)
 	s.wait(t, waiting, domain.StateReady)
+	if n := len(logs.records("INFO", "claiming again")); n != 1 {
+		t.Fatalf("%d records say the node claims again, want 1", n)
+	}
+}
+
+// A download that would take the disk below its floor is not started: the
+// environment fails saying so, and nothing of it is left.
+func TestDownloadPastTheFloorIsNotStarted(t *testing.T) {
+	snaps := newSnapshots(t)
+	s := newStackLinks(t, snaps, domain.Template{Name: "restore", Command: []string{"sleep", "3600"}})
+	snaps.store = s.Store
+	// 16 KiB above the 1 GiB floor: room to claim, not for the archive.
+	disk := newFakeDisk(agent.DiskSpace{FreeBytes: 1<<30 + 16<<10, TotalBytes: 100 << 30, FreeInodes: 5_000_000, TotalInodes: 6_000_000})
+	dir := s.runAgentWith(t, t.TempDir(), 300*time.Millisecond, func(c *agent.Config) { c.Statfs = disk.statfs })
+	snaps.add(t, "art_zeros", auditArchive(t, gibOfZeros))
+	id := s.leaseSnapshot(t, "restore", "art_zeros")
+	e := s.wait(t, id, domain.StateFailed)
+	for _, want := range []string{"download snapshot art_zeros", "the node's disk is nearly full", "agent limit -min-free-disk"} {
+		if !strings.Contains(e.Error, want) {
+			t.Fatalf("the error lacks %q: %q", want, e.Error)
+		}
+	}
+	if left, _ := os.ReadDir(filepath.Join(dir, "envs")); len(left) != 0 {
+		t.Fatalf("the work dir holds %v", left)
+	}
 }
 
 // Over the node protocol, a node short of inodes says it is full, so offers
