@@ -78,7 +78,7 @@ func UnpackTarRoot(r io.Reader, root *os.Root, opt UnpackOptions) (int, error) {
 		budget = NewBudget(ArchiveLimits{})
 	}
 	budget.begin(opt.Packed)
-	u := unpacker{root: root, owner: opt.Owner, created: &[]string{}, budget: budget}
+	u := unpacker{root: root, owner: opt.Owner, created: &[]string{}, budget: budget, folders: map[string]bool{}}
 	files, err := u.unpack(r)
 	if err != nil {
 		u.undo()
@@ -186,6 +186,20 @@ type unpacker struct {
 	// budget counts the folders mkdirAll creates, as entries: a name
 	// a/b/c/.../f makes a folder of each part; nil counts nothing.
 	budget *Budget
+	// folders are the names known to be folders (or links to folders
+	// inside), so that each entry does not look at every folder on its way
+	// again: with os.Root each look walks the name from the top, which made
+	// an archive of deep names cost the square of their depth per entry.
+	// Only clear removes anything (never a folder), and it forgets them
+	// all; nil remembers nothing.
+	folders map[string]bool
+}
+
+// isFolder remembers that name is a folder.
+func (u unpacker) isFolder(name string) {
+	if u.folders != nil {
+		u.folders[name] = true
+	}
 }
 
 // made records a name the archive created.
@@ -220,15 +234,19 @@ func (u unpacker) lchown(name string) error {
 // mkdirAll creates the folders of dir that are missing, each handed to the
 // owner; an existing one may be a link to a folder inside.
 func (u unpacker) mkdirAll(dir string) error {
-	if dir == "." {
+	if dir == "." || u.folders[dir] {
 		return nil
 	}
 	parts := strings.Split(dir, "/")
 	for i := range parts {
 		p := strings.Join(parts[:i+1], "/")
+		if u.folders[p] {
+			continue
+		}
 		err := u.root.Mkdir(p, 0o755)
 		if err == nil {
 			u.made(p)
+			u.isFolder(p)
 			if u.budget != nil {
 				if err := u.budget.entry(0); err != nil {
 					return err
@@ -249,6 +267,7 @@ func (u unpacker) mkdirAll(dir string) error {
 		if !st.IsDir() {
 			return fmt.Errorf("%s is in the way: it is not a folder", p)
 		}
+		u.isFolder(p)
 	}
 	return nil
 }
@@ -266,6 +285,8 @@ func (u unpacker) clear(name string) error {
 	if st.IsDir() {
 		return errors.New("a folder of that name is in the way")
 	}
+	// What is removed may be a link to a folder, known as a folder.
+	clear(u.folders)
 	return u.root.Remove(name)
 }
 
@@ -274,6 +295,7 @@ func (u unpacker) dir(name string) error {
 		return err
 	}
 	if st, err := u.root.Lstat(name); err == nil && st.IsDir() {
+		u.isFolder(name)
 		return nil
 	}
 	if err := u.clear(name); err != nil {
@@ -283,6 +305,7 @@ func (u unpacker) dir(name string) error {
 		return err
 	}
 	u.made(name)
+	u.isFolder(name)
 	return u.lchown(name)
 }
 
