@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klauspost/compress/zstd"
+
 	"github.com/envlease/envlease/shared/apitest"
 	"github.com/envlease/envlease/shared/domain"
 )
@@ -272,6 +274,44 @@ func TestLeaseFromSnapshot(t *testing.T) {
 	// An unknown snapshot is refused at lease time (422).
 	if s := c.do("POST", "/v1/environments", map[string]any{"template": "shell", "snapshot": "art_nope"}, nil); s != 422 {
 		t.Fatalf("unknown snapshot: %d", s)
+	}
+}
+
+// The audit's archive of 1 GiB of zeros (33 KB as .tar.zst) fails the
+// environment it is restored into, naming the limit it passed, rather than
+// filling the machine.
+func TestArchiveOfZerosIsRefused(t *testing.T) {
+	base := startDevserver(t)
+	c := api{t: t, base: base, token: apitest.BobToken}
+	var buf bytes.Buffer
+	zw, err := zstd.NewWriter(&buf, zstd.WithEncoderLevel(zstd.SpeedBetterCompression))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tw := tar.NewWriter(zw)
+	if err := tw.WriteHeader(&tar.Header{Name: "workspace/zero.bin", Mode: 0o644, Size: 1 << 30, Typeflag: tar.TypeReg}); err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 1<<20)
+	for range 1024 {
+		if _, err := tw.Write(chunk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	art := uploadArtifact(t, c, "zeros.tar.zst", buf.Bytes())
+	var leased envAnswer
+	if s := c.do("POST", "/v1/environments", map[string]any{"template": "shell", "snapshot": art.ID}, &leased); s != 201 {
+		t.Fatalf("lease: %d", s)
+	}
+	e := c.waitState(leased.Environment.ID, domain.StateFailed, 15*time.Second)
+	if !strings.Contains(e.Error, "1.0 GiB") || !strings.Contains(e.Error, "agent limit -archive-max-ratio") {
+		t.Fatalf("the error does not name the limit: %q", e.Error)
 	}
 }
 

@@ -3,7 +3,9 @@
 // local process (runtime "process"), and reports ready, stopped and
 // failed. It keeps warm, pre-started processes of templates that ask for
 // them, and restores snapshots and shares' files into an environment's
-// folder (UnpackTarRoot).
+// folder (UnpackTarRoot), all of an environment's archives together held to
+// ArchiveLimits. While its work dir's filesystem is short of space or
+// inodes (Config.MinFreeDisk, MinFreeInodes) it claims nothing.
 // Run as root on Linux it confines each environment: a user of its own, a
 // folder only that user enters, a cgroup where the node allows, and a stop
 // that ends every process of the environment (confine.go); otherwise it
@@ -78,8 +80,20 @@ type Config struct {
 	// as root (default DefaultUIDRange). Every agent of the node may share
 	// one range; nothing else may use it.
 	UIDs UIDRange
-	HTTP *http.Client
-	Log  *slog.Logger
+	// Archives bounds what each environment's archives, its snapshot and
+	// its shares' together, may unpack to (zero fields take the defaults).
+	Archives ArchiveLimits
+	// MinFreeDisk and MinFreeInodes are the floors of free space and free
+	// inodes in the work dir's filesystem below which the agent claims no
+	// environment, fails one it claimed, and stops an unpacking (defaults
+	// DefaultMinFreeDisk and DefaultMinFreeInodes).
+	MinFreeDisk, MinFreeInodes Threshold
+	// Statfs reads the work dir's filesystem (default: statfs(2) on Linux;
+	// elsewhere nothing, and the floors are not judged). Tests replace it to
+	// simulate a full disk.
+	Statfs Statfs
+	HTTP   *http.Client
+	Log    *slog.Logger
 
 	// assumeNotRoot and noCgroups let tests take the paths of a node where
 	// the agent is not root, or has no cgroup tree to write.
@@ -112,6 +126,8 @@ type Agent struct {
 	// answer is on the way) from one whose claim answer was lost.
 	claiming   atomic.Int32
 	claimEpoch atomic.Int64
+	// short is whether the node was last found short of disk (noRoom).
+	short atomic.Bool
 
 	// sock is the open node protocol connection, nil on HTTP or while
 	// reconnecting; reports go on it. reconnects counts reconnections.
@@ -160,6 +176,12 @@ func New(cfg Config) (*Agent, error) {
 	}
 	if cfg.ReadyTimeout <= 0 {
 		cfg.ReadyTimeout = 2 * time.Minute
+	}
+	cfg.Archives = cfg.Archives.withDefaults()
+	cfg.MinFreeDisk = cfg.MinFreeDisk.or(DefaultMinFreeDisk)
+	cfg.MinFreeInodes = cfg.MinFreeInodes.or(DefaultMinFreeInodes)
+	if cfg.Statfs == nil {
+		cfg.Statfs = statfs
 	}
 	switch cfg.Transport {
 	case "":
@@ -501,6 +523,15 @@ func (a *Agent) claims(ctx context.Context, node string, wait time.Duration) err
 			}
 			continue
 		}
+		if a.noRoom() != nil {
+			// Short of disk: claim nothing, so a node with room takes the
+			// work; look again a little later.
+			select {
+			case <-ctx.Done():
+			case <-time.After(roomRecheck):
+			}
+			continue
+		}
 		a.claiming.Add(1)
 		a.claimEpoch.Add(1)
 		c, err := a.api.Claim(ctx, node, wait)
@@ -562,6 +593,13 @@ func (a *Agent) runEnv(ctx context.Context, node string, r *runningEnv, c *nodes
 	// No starting report: the claim made it starting, and a report would only
 	// put a round trip before a warm process is handed over.
 
+	// Claimed while the node is short of disk (the disk filled during the
+	// claim, or no other node took it: socketClaims): refused, with why.
+	if err := a.noRoom(); err != nil {
+		a.fail(ctx, node, r.id, fmt.Errorf("the node refused the environment: %w", err), log)
+		return
+	}
+
 	var (
 		p        *proc
 		restored *domain.Restored
@@ -574,11 +612,12 @@ func (a *Agent) runEnv(ctx context.Context, node string, r *runningEnv, c *nodes
 		log.Info("handed a warm process", "pid", p.cmd.Process.Pid, "root", p.root)
 	} else {
 		b, err := a.newBox(filepath.Join(a.cfg.WorkDir, "envs", r.id))
+		budget := a.budget()
 		if err == nil && c.Snapshot != nil {
-			restored, err = a.restore(ctx, c.Snapshot, b)
+			restored, err = a.restore(ctx, c.Snapshot, b, budget)
 		}
 		if err == nil {
-			err = a.unpackShares(ctx, c.Shares, b)
+			err = a.unpackShares(ctx, c.Shares, b, budget)
 		}
 		if err == nil {
 			p, err = a.startProcess(c.Template, b)

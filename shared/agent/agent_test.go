@@ -230,21 +230,33 @@ func TestUnpackRefusesEscapes(t *testing.T) {
 			t.Errorf("%s was unpacked", name)
 		}
 	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	_ = tw.WriteHeader(&tar.Header{Name: "d/", Mode: 0o755, Typeflag: tar.TypeDir})
-	_ = tw.WriteHeader(&tar.Header{Name: "d/f", Mode: 0o644, Size: 2, Typeflag: tar.TypeReg})
-	_, _ = tw.Write([]byte("ok"))
-	_ = tw.WriteHeader(&tar.Header{Name: "d/link", Linkname: "f", Typeflag: tar.TypeSymlink})
-	_ = tw.WriteHeader(&tar.Header{Name: "d/out", Linkname: "../../x", Typeflag: tar.TypeSymlink})
-	_ = tw.Close()
-	root := t.TempDir()
-	n, err := agent.Unpack(&buf, root)
-	if err == nil || n != 1 {
-		t.Fatalf("a link out of the root was unpacked (%d, %v)", n, err)
-	}
-	if b, _ := os.ReadFile(filepath.Join(root, "d", "link")); string(b) != "ok" {
-		t.Fatalf("link inside the root: %q", b)
+	// A link inside is unpacked; with a link out after it, the archive is
+	// refused and nothing of it is left.
+	for _, out := range []bool{false, true} {
+		var buf bytes.Buffer
+		tw := tar.NewWriter(&buf)
+		_ = tw.WriteHeader(&tar.Header{Name: "d/", Mode: 0o755, Typeflag: tar.TypeDir})
+		_ = tw.WriteHeader(&tar.Header{Name: "d/f", Mode: 0o644, Size: 2, Typeflag: tar.TypeReg})
+		_, _ = tw.Write([]byte("ok"))
+		_ = tw.WriteHeader(&tar.Header{Name: "d/link", Linkname: "f", Typeflag: tar.TypeSymlink})
+		if out {
+			_ = tw.WriteHeader(&tar.Header{Name: "d/out", Linkname: "../../x", Typeflag: tar.TypeSymlink})
+		}
+		_ = tw.Close()
+		root := t.TempDir()
+		n, err := agent.Unpack(&buf, root)
+		if !out {
+			if b, _ := os.ReadFile(filepath.Join(root, "d", "link")); err != nil || n != 1 || string(b) != "ok" {
+				t.Fatalf("link inside the root: %q (%d, %v)", b, n, err)
+			}
+			continue
+		}
+		if err == nil || n != 1 {
+			t.Fatalf("a link out of the root was unpacked (%d, %v)", n, err)
+		}
+		if left, _ := os.ReadDir(root); len(left) != 0 {
+			t.Fatalf("the refused archive left %v", left)
+		}
 	}
 }
 

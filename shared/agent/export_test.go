@@ -3,7 +3,7 @@ package agent
 import "io"
 
 // Unpack exposes unpack to the external tests.
-func Unpack(r io.Reader, root string) (int, error) { return unpack(r, root, nil) }
+func Unpack(r io.Reader, root string) (int, error) { return unpack(r, root, UnpackOptions{}) }
 
 // AsNotRoot makes an agent take the path of a node where it is not root.
 func AsNotRoot(c *Config) { c.assumeNotRoot = true }
