@@ -21,3 +21,7 @@ func CgroupsWritable() bool {
 	_, err := cgroupParent()
 	return err == nil
 }
+
+// NamespacesWork says why this node cannot run environments in namespaces
+// of their own, or nil when it can.
+func NamespacesWork() error { return probeNamespaces() }
