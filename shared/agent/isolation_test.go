@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/envlease/envlease/shared/agent"
+	"github.com/envlease/envlease/shared/agent/nsinit"
 	"github.com/envlease/envlease/shared/apitest"
 	"github.com/envlease/envlease/shared/domain"
 	"github.com/envlease/envlease/shared/environments"
@@ -304,4 +305,68 @@ func (s *stack) getThroughTunnel(t *testing.T, id, target, path string) string {
 		t.Fatalf("GET %s of %s through the tunnel: %d %s", path, id, res.StatusCode, body)
 	}
 	return string(body)
+}
+
+// An agent restarted after a crash finds an environment that ran in
+// namespaces of its own by its init, kills it (and so every process of its
+// PID namespace), and nothing is left in its network namespace.
+func TestRestartedAgentClearsNamespacedLeftovers(t *testing.T) {
+	if runtime.GOOS != "linux" || os.Geteuid() != 0 {
+		t.Skip("environments run in namespaces of their own only when the agent runs as root on Linux")
+	}
+	if err := agent.NamespacesWork(); err != nil {
+		t.Skipf("this node cannot make namespaces: %v", err)
+	}
+	dir := t.TempDir()
+	root := filepath.Join(dir, "envs", "env_fromacrash")
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// What a crashed agent leaves: an init and its command, with a child.
+	c, err := nsinit.Command(nsinit.Config{
+		Path: "/bin/sh", Args: []string{"sh", "-c", "sleep 3600 & exec sleep 3600"}, Dir: root,
+		Env: []string{"ENVLEASE_ROOT=" + root, "PATH=/usr/bin:/bin"}, UID: -1, GID: -1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Env = []string{"ENVLEASE_ROOT=" + root}
+	if err := c.Start(); err != nil {
+		c.Close()
+		t.Fatal(err)
+	}
+	if _, err := c.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = c.Wait(); close(done) }()
+	t.Cleanup(func() { _ = c.Process.Kill(); <-done })
+	netNS, _ := os.Readlink("/proc/" + strconv.Itoa(c.Process.Pid) + "/ns/net")
+	inNS := func() []int {
+		var out []int
+		entries, _ := os.ReadDir("/proc")
+		for _, e := range entries {
+			if l, _ := os.Readlink("/proc/" + e.Name() + "/ns/net"); l == netNS {
+				pid, _ := strconv.Atoi(e.Name())
+				out = append(out, pid)
+			}
+		}
+		return out
+	}
+	if n := len(inNS()); n < 3 {
+		t.Fatalf("%d process(es) in the leftover's network namespace, want its init, its command and the child", n)
+	}
+
+	s := newStack(t)
+	s.runAgentIn(t, dir, time.Second)
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the leftover environment's init still runs")
+	}
+	for deadline := time.Now().Add(30 * time.Second); len(inNS()) > 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("processes left in the leftover's network namespace: %v", inNS())
+		}
+	}
 }
