@@ -71,6 +71,7 @@ for p in sorted(ports):
         res["putitem-found-%d" % p] = put("127.0.0.1", p)
 res["ps"] = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
 res["proc"] = sorted(int(d) for d in os.listdir("/proc") if d.isdigit())
+res["ns"] = {n: os.readlink("/proc/self/ns/" + n) for n in ("net", "pid", "mnt", "ipc")}
 json.dump(res, open("results.tmp", "w"))
 os.rename("results.tmp", "results")
 import time
@@ -200,6 +201,12 @@ func TestEnvironmentReachesOnlyItself(t *testing.T) {
 		t.Errorf("/proc inside the environment lists %d processes: %v", len(procs), procs)
 	}
 
+	for n, ns := range res["ns"].(map[string]any) {
+		if own, _ := os.Readlink("/proc/self/ns/" + n); own == ns {
+			t.Errorf("the environment shares the node's %s namespace %s", n, own)
+		}
+	}
+
 	// The exports are reached through the tunnel: each environment's own on
 	// the same port, and the victim's.
 	for id, want := range map[string]string{first: first, second: second, victim: "victim"} {
@@ -214,7 +221,7 @@ func TestEnvironmentReachesOnlyItself(t *testing.T) {
 
 	// Teardown leaves no namespace: every environment's init is gone, and
 	// no process of the node is in a network namespace the agent made.
-	ns := envNetNamespaces(t)
+	ns := envNetNamespaces(t, dir)
 	if len(ns) != 3 {
 		t.Errorf("network namespaces of the three environments: %v", ns)
 	}
@@ -224,16 +231,17 @@ func TestEnvironmentReachesOnlyItself(t *testing.T) {
 		}
 		s.wait(t, id, domain.StateStopped)
 	}
-	for deadline := time.Now().Add(30 * time.Second); len(envNetNamespaces(t)) > 0; time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); len(envNetNamespaces(t, dir)) > 0; time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("namespaces left after every environment stopped: %v", envNetNamespaces(t))
+			t.Fatalf("namespaces left after every environment stopped: %v", envNetNamespaces(t, dir))
 		}
 	}
 }
 
-// envNetNamespaces lists the network namespaces environments' inits hold
-// (an init is argv[0] envlease-nsinit), keyed by namespace, with a pid.
-func envNetNamespaces(t *testing.T) map[string]int {
+// envNetNamespaces lists the network namespaces the inits of environments
+// under dir hold (an init is argv[0] envlease-nsinit with ENVLEASE_ROOT
+// its folder), keyed by namespace, with a pid.
+func envNetNamespaces(t *testing.T, dir string) map[string]int {
 	t.Helper()
 	own, _ := os.Readlink("/proc/self/ns/net")
 	out := map[string]int{}
@@ -244,7 +252,9 @@ func envNetNamespaces(t *testing.T) map[string]int {
 			continue
 		}
 		cmdline, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if !strings.HasPrefix(string(cmdline), "envlease-nsinit\x00") {
+		environ, _ := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if !strings.HasPrefix(string(cmdline), "envlease-nsinit\x00") ||
+			!strings.Contains("\x00"+string(environ), "\x00ENVLEASE_ROOT="+filepath.Join(dir, "envs")+"/") {
 			continue
 		}
 		if l, _ := os.Readlink("/proc/" + e.Name() + "/ns/net"); l != "" && l != own {

@@ -1,5 +1,5 @@
 // Package nsinit is the first process of an environment that runs in
-// namespaces of its own (network, PID, mount; Linux, as root). Go cannot run
+// namespaces of its own (network, PID, mount, IPC; Linux, as root). Go cannot run
 // code between clone and exec, so the agent starts its own binary again
 // (/proc/self/exe) with a marker as argv[0]; the package's init function
 // recognises the marker, whatever binary imports the package (the agent,

@@ -196,8 +196,9 @@ type Cmd struct {
 	began  bool
 }
 
-// Command prepares an init that runs cfg in new network, PID and mount
-// namespaces, in its own process group. The caller sets Stdout, Stderr,
+// Command prepares an init that runs cfg in new network, PID, mount and IPC
+// namespaces (System V IPC and POSIX message queues are the environment's
+// own), in its own process group. The caller sets Stdout, Stderr,
 // Env (of the init itself) and may add to SysProcAttr before Start.
 func Command(cfg Config) (*Cmd, error) {
 	cfgR, cfgW, err := os.Pipe()
@@ -214,7 +215,7 @@ func Command(cfg Config) (*Cmd, error) {
 		Cmd: &exec.Cmd{
 			Path: "/proc/self/exe", Args: []string{marker},
 			ExtraFiles:  []*os.File{cfgR, repW},
-			SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Cloneflags: syscall.CLONE_NEWNET | syscall.CLONE_NEWPID | syscall.CLONE_NEWNS},
+			SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Cloneflags: syscall.CLONE_NEWNET | syscall.CLONE_NEWPID | syscall.CLONE_NEWNS | syscall.CLONE_NEWIPC},
 		},
 		cfg: cfg, cfgW: cfgW, repR: repR, childR: cfgR, childW: repW,
 		lines: bufio.NewReader(repR), done: make(chan struct{}),
