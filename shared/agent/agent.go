@@ -5,8 +5,10 @@
 // them, and restores snapshots and shares' files into an environment's
 // folder (UnpackTarRoot).
 // Run as root on Linux it confines each environment: a user of its own, a
-// folder only that user enters, a cgroup where the node allows, and a stop
-// that ends every process of the environment (confine.go); otherwise it
+// folder only that user enters, a cgroup where the node allows, a stop
+// that ends every process of the environment (confine.go), and network,
+// PID, mount and IPC namespaces of its own under an init (nsinit,
+// netns_linux.go), inside which the agent reaches its exports; otherwise it
 // warns at start that environments are not confined.
 //
 // One Agent serves one node credential, so one organization's pool.
@@ -39,7 +41,10 @@ type Config struct {
 	// API is the service's base URL; Token a node credential of the pool.
 	API, Token string
 	// Address is the host clients reach this node's environments at; the
-	// export targets are Address:port.
+	// export targets are Address:port. In namespaces of their own (as
+	// root) nothing of an environment listens there: a target names an
+	// export, which the agent's tunnel reaches inside the environment's
+	// network namespace.
 	Address string
 	// WorkDir holds a folder per environment (envs/<id>) and per warm process.
 	WorkDir string

@@ -121,7 +121,7 @@ func run() int {
 		Dir: cfg.Dir, Env: cfg.Env, Files: []uintptr{0, 1, 2}, Sys: attr,
 	})
 	if err != nil {
-		return fail("start %q: %v", cfg.Args[0], (&exec.Error{Name: cfg.Path, Err: err}).Err)
+		return fail("start %q: %v", cfg.Path, err)
 	}
 	for _, l := range cfg.Rlimits {
 		if err := unix.Prlimit(pid, l.Resource, &unix.Rlimit{Cur: l.Max, Max: l.Max}, nil); err != nil {
