@@ -363,8 +363,11 @@ func TestRestartedAgentClearsNamespacedLeftovers(t *testing.T) {
 		}
 		return out
 	}
-	if n := len(inNS()); n < 3 {
-		t.Fatalf("%d process(es) in the leftover's network namespace, want its init, its command and the child", n)
+	// Its init, its command and the child, once the shell has forked it.
+	for deadline := time.Now().Add(time.Minute); len(inNS()) < 3; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d process(es) in the leftover's network namespace, want its init, its command and the child", len(inNS()))
+		}
 	}
 
 	s := newStack(t)
