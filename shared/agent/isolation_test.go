@@ -33,6 +33,7 @@ import (
 // to each target, an unsigned PutItem to the DynamoDB stand-in and to every
 // port it found, and the process list (ps and /proc).
 const hostileScript = `basename "$ENVLEASE_ROOT" > who
+ls -A /dev/shm > shm-seen; echo "$ENVLEASE_ROOT" > "/dev/shm/$(basename "$ENVLEASE_ROOT")"
 python3 -m http.server "$PORT" --bind 127.0.0.1 >/dev/null 2>&1 &
 while [ ! -e targets ]; do sleep 0.05; done
 exec python3 -c '
@@ -114,6 +115,13 @@ func TestEnvironmentReachesOnlyItself(t *testing.T) {
 	)
 	s.Clock.Set(time.Now()) // the agent judges tickets by the real clock
 	dir := s.runAgent(t, time.Second)
+
+	// Something of the node's in its /dev/shm, which no environment sees.
+	shmMarker := filepath.Join("/dev/shm", "envlease-test-"+strconv.FormatInt(time.Now().UnixNano(), 36))
+	if err := os.WriteFile(shmMarker, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(shmMarker) })
 
 	victim := s.lease(t, "victim")
 	s.wait(t, victim, domain.StateReady)
@@ -205,6 +213,15 @@ func TestEnvironmentReachesOnlyItself(t *testing.T) {
 		if own, _ := os.Readlink("/proc/self/ns/" + n); own == ns {
 			t.Errorf("the environment shares the node's %s namespace %s", n, own)
 		}
+	}
+
+	// /dev/shm is its own: it saw none of the node's, and the node sees
+	// nothing of what it wrote there.
+	if seen, _ := os.ReadFile(filepath.Join(root, "shm-seen")); strings.TrimSpace(string(seen)) != "" {
+		t.Errorf("the environment saw the node's /dev/shm (where %s is): %q", shmMarker, seen)
+	}
+	if _, err := os.Stat(filepath.Join("/dev/shm", first)); !os.IsNotExist(err) {
+		t.Errorf("what the environment wrote in /dev/shm is on the node's: %v", err)
 	}
 
 	// The exports are reached through the tunnel: each environment's own on

@@ -100,6 +100,12 @@ func run() int {
 		return fail("environment init: bring lo up: %v", err)
 	}
 	var warns []string
+	// POSIX shared memory of its own, with System V IPC (its IPC namespace).
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		if err := unix.Mount("shm", "/dev/shm", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777"); err != nil {
+			warns = append(warns, fmt.Sprintf("/dev/shm stays the node's: %v", err))
+		}
+	}
 	// The namespace's ports are the environment's alone: its user may bind
 	// any of them, as a template's port below 1024 asks.
 	if err := os.WriteFile("/proc/sys/net/ipv4/ip_unprivileged_port_start", []byte("0"), 0); err != nil {
