@@ -7,8 +7,10 @@
 // ArchiveLimits. While its work dir's filesystem is short of space or
 // inodes (Config.MinFreeDisk, MinFreeInodes) it claims nothing.
 // Run as root on Linux it confines each environment: a user of its own, a
-// folder only that user enters, a cgroup where the node allows, and a stop
-// that ends every process of the environment (confine.go); otherwise it
+// folder only that user enters, a cgroup where the node allows, a stop
+// that ends every process of the environment (confine.go), and network,
+// PID, mount and IPC namespaces of its own under an init (nsinit,
+// netns_linux.go), inside which the agent reaches its exports; otherwise it
 // warns at start that environments are not confined.
 //
 // One Agent serves one node credential, so one organization's pool.
@@ -41,7 +43,10 @@ type Config struct {
 	// API is the service's base URL; Token a node credential of the pool.
 	API, Token string
 	// Address is the host clients reach this node's environments at; the
-	// export targets are Address:port.
+	// export targets are Address:port. In namespaces of their own (as
+	// root) nothing of an environment listens there: a target names an
+	// export, which the agent's tunnel reaches inside the environment's
+	// network namespace.
 	Address string
 	// WorkDir holds a folder per environment (envs/<id>) and per warm process.
 	WorkDir string
@@ -95,9 +100,10 @@ type Config struct {
 	HTTP   *http.Client
 	Log    *slog.Logger
 
-	// assumeNotRoot and noCgroups let tests take the paths of a node where
-	// the agent is not root, or has no cgroup tree to write.
-	assumeNotRoot, noCgroups bool
+	// assumeNotRoot, noCgroups and noNamespaces let tests take the paths of
+	// a node where the agent is not root, has no cgroup tree to write, or
+	// cannot make namespaces.
+	assumeNotRoot, noCgroups, noNamespaces bool
 }
 
 // Agent is a running node agent.
@@ -114,6 +120,10 @@ type Agent struct {
 	users    *uidPool
 	cgroups  string
 	noCgroup error
+	// namespaces says environments run in network, PID and mount
+	// namespaces of their own (root only); noNamespaces says why not.
+	namespaces   bool
+	noNamespaces error
 
 	mu        sync.Mutex
 	node      string
@@ -238,6 +248,13 @@ func (a *Agent) setupConfinement() error {
 		// A port below this one would be given to a process that cannot
 		// bind it; the export gets another free port instead.
 		a.ports.lowest = unprivilegedPortStart()
+		if a.cfg.noNamespaces {
+			a.noNamespaces = errors.New("turned off")
+		} else if a.noNamespaces = probeNamespaces(); a.noNamespaces == nil {
+			a.namespaces = true
+		}
+	} else {
+		a.noNamespaces = errors.New("the agent does not run as root")
 	}
 	if a.cfg.noCgroups {
 		a.noCgroup = fmt.Errorf("%w: turned off", errNoCgroup)
@@ -257,6 +274,11 @@ func (a *Agent) logConfinement() {
 		}
 		a.log.Info("environments are confined: each runs as a user of its own, in a folder only that user can enter, with only its own environment variables",
 			"uids", a.cfg.UIDs.String(), "stop", stop)
+		if a.namespaces {
+			a.log.Info("environments run in namespaces of their own: a network namespace with only lo (no route to the node's addresses, its loopback, other environments or the outside), a PID namespace with its own /proc (it sees only its own processes), a mount namespace (with a /dev/shm of its own) and an IPC namespace; the agent reaches exports inside it")
+		} else {
+			a.log.Warn("environments share the node's network and process list: each can connect to whatever listens on the node's addresses and loopback (the agent's endpoints, other environments' exports, the cloud's metadata address) and see every process on the node (" + a.noNamespaces.Error() + ")")
+		}
 		return
 	}
 	stop := "a stop ends the environment's cgroup (cgroup.kill), but a process may move itself out of it, as the cgroup tree is its user's too"
@@ -264,7 +286,7 @@ func (a *Agent) logConfinement() {
 		stop = "a child that leaves its process group (setsid, a daemon) survives a stop (" + a.noCgroup.Error() + ")"
 	}
 	a.log.Warn("environments are not confined: the agent does not run as root, so every environment runs as the agent's user (uid " + strconv.Itoa(os.Geteuid()) +
-		") and can read the agent's files (its credential file among them) and the other environments' folders and logs, signal the other environments and the agent, and run as many processes as the user may (resources.pids counts the user's); " + stop)
+		") and can read the agent's files (its credential file among them) and the other environments' folders and logs, signal the other environments and the agent, run as many processes as the user may (resources.pids counts the user's), connect to whatever listens on the node's addresses and loopback (the agent's endpoints, other environments' exports, the cloud's metadata address) and see every process on the node; " + stop)
 }
 
 // Node returns the id of the node the agent registered, once it has.
