@@ -297,6 +297,7 @@ func (a *Agent) socketClaims(ctx context.Context, node string, sock *socketClien
 	// shortOffers are the environments offered while it was.
 	recheck := false
 	var shortOffers map[string]bool
+	only := false
 	backoff := 200 * time.Millisecond
 	for {
 		if !want {
@@ -351,12 +352,14 @@ func (a *Agent) socketClaims(ctx context.Context, node string, sock *socketClien
 				continue
 			}
 			delete(shortOffers, env)
+			only = true // this one, to fail it; never another in its place
 		} else {
 			shortOffers = nil
 		}
 		a.claiming.Add(1)
 		a.claimEpoch.Add(1)
-		r, err := sock.call(ctx, nodes.Message{Type: nodes.MsgClaim, Node: node, Environment: env})
+		r, err := sock.call(ctx, nodes.Message{Type: nodes.MsgClaim, Node: node, Environment: env, Only: only})
+		only = false
 		if err == nil && r.Claimed != nil {
 			a.start(ctx, node, r.Claimed)
 		}
