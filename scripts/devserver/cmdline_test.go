@@ -1,0 +1,183 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/envlease/envlease/shared/apitest"
+	"github.com/envlease/envlease/shared/domain"
+)
+
+// proc is what /proc says of one process.
+type proc struct {
+	pid, ppid int
+	cmdline   string // arguments joined by spaces
+}
+
+// processes lists every process of the machine that /proc shows now.
+// Processes that end while it reads are left out.
+func processes(t *testing.T) map[int]proc {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int]proc{}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// The parent's pid is the second field after the parenthesised name,
+		// which may itself hold spaces and parentheses.
+		i := bytes.LastIndexByte(stat, ')')
+		f := strings.Fields(string(stat[i+1:]))
+		if i < 0 || len(f) < 2 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		out[pid] = proc{pid: pid, ppid: ppid, cmdline: string(bytes.ReplaceAll(bytes.TrimRight(cmdline, "\x00"), []byte{0}, []byte{' '}))}
+	}
+	return out
+}
+
+// descendants returns the processes below root in ps.
+func descendants(ps map[int]proc, root int) map[int]proc {
+	children := map[int][]int{}
+	for _, p := range ps {
+		children[p.ppid] = append(children[p.ppid], p.pid)
+	}
+	out := map[int]proc{}
+	queue := []int{root}
+	for len(queue) > 0 {
+		pid := queue[0]
+		queue = queue[1:]
+		for _, c := range children[pid] {
+			if _, seen := out[c]; !seen {
+				out[c] = ps[c]
+				queue = append(queue, c)
+			}
+		}
+	}
+	return out
+}
+
+// processEnv reads one variable of a process's environment.
+func processEnv(t *testing.T, pid int, name string) string {
+	t.Helper()
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	if err != nil {
+		t.Fatalf("environment of %d: %v", pid, err)
+	}
+	for _, kv := range bytes.Split(raw, []byte{0}) {
+		if v, ok := bytes.CutPrefix(kv, []byte(name+"=")); ok {
+			return string(v)
+		}
+	}
+	return ""
+}
+
+// gatewayCredential reads one of versitygw's credentials where it was given
+// to it: its environment, or (so that this test fails, rather than cannot
+// tell, when they are back there) the argument after flag.
+func gatewayCredential(t *testing.T, p proc, env, flag string) string {
+	t.Helper()
+	if v := processEnv(t, p.pid, env); v != "" {
+		return v
+	}
+	if _, after, ok := strings.Cut(p.cmdline, flag+" "); ok {
+		return strings.Fields(after)[0]
+	}
+	return ""
+}
+
+// No secret of the running stack is on any process's command line, which
+// every user of the machine can read (ps, /proc/<pid>/cmdline): not the S3
+// gateway's credentials, not a person's token or a sandbox's join key, not
+// the node credentials of the agents, not the token envlease console signs
+// in with. The stack runs as the devserver runs it (DynamoDB, versitygw and
+// an agent per pool, with an environment running), and the CLI's browser
+// opener is a stand-in that stays alive to be looked at.
+func TestNoSecretOnACommandLine(t *testing.T) {
+	base := startDevserver(t)
+	c := api{t: t, base: base, token: apitest.BobToken}
+	var sbx struct {
+		Sandbox struct {
+			ID string `json:"id"`
+		} `json:"sandbox"`
+		JoinKey string `json:"joinKey"`
+	}
+	if s := c.do("POST", "/v1/sandboxes", map[string]any{"name": "laptop"}, &sbx); s != 201 || sbx.JoinKey == "" {
+		t.Fatalf("register sandbox: %d", s)
+	}
+	var leased envAnswer
+	if s := c.do("POST", "/v1/environments", map[string]any{"template": "sleeper", "sandbox": sbx.Sandbox.ID}, &leased); s != 201 {
+		t.Fatalf("lease: %d", s)
+	}
+	c.waitState(leased.Environment.ID, domain.StateReady, time.Minute)
+	t.Cleanup(func() { c.do("DELETE", "/v1/environments/"+leased.Environment.ID, nil, nil) })
+
+	ps := processes(t)
+	mine := descendants(ps, os.Getpid())
+	var gateway, sleeper int
+	for _, p := range mine {
+		switch {
+		case p.ppid == os.Getpid() && strings.Contains(p.cmdline, "versitygw"):
+			gateway = p.pid
+		case p.cmdline == "sleep 3600":
+			sleeper = p.pid
+		}
+	}
+	if gateway == 0 || sleeper == 0 {
+		t.Fatalf("the gateway (%d) or the environment's process (%d) is not among the test's processes: %v", gateway, sleeper, mine)
+	}
+	secrets := map[string]string{
+		"the S3 secret key":    gatewayCredential(t, ps[gateway], "ROOT_SECRET_ACCESS_KEY", "--secret"),
+		"the S3 access key":    gatewayCredential(t, ps[gateway], "ROOT_ACCESS_KEY_ID", "--access"),
+		"a sandbox's join key": sbx.JoinKey,
+		"alice's token":        apitest.AliceToken,
+		"bob's token":          apitest.BobToken,
+		"carol's token":        apitest.CarolToken,
+	}
+	for what, v := range secrets {
+		if len(v) < 8 {
+			t.Fatalf("%s is %q: not read", what, v)
+		}
+	}
+	checkCommandLines(t, ps, mine, secrets)
+	t.Logf("%d processes on the machine, %d of them the stack's", len(ps), len(mine))
+}
+
+// checkCommandLines fails for any process of the machine whose command line
+// holds one of the secrets, and for any of the stack's processes (mine) whose
+// command line holds anything shaped like a token (els_...), which catches
+// the credentials the test never sees, such as the agents'.
+func checkCommandLines(t *testing.T, all, mine map[int]proc, secrets map[string]string) {
+	t.Helper()
+	for _, p := range all {
+		for what, v := range secrets {
+			if strings.Contains(p.cmdline, v) {
+				t.Errorf("process %d has %s on its command line: %q", p.pid, what, p.cmdline)
+			}
+		}
+	}
+	for _, p := range mine {
+		if strings.Contains(p.cmdline, "els_") {
+			t.Errorf("process %d of the stack has a token on its command line: %q", p.pid, p.cmdline)
+		}
+	}
+}
