@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -131,8 +133,22 @@ func TestNoSecretOnACommandLine(t *testing.T) {
 	c.waitState(leased.Environment.ID, domain.StateReady, time.Minute)
 	t.Cleanup(func() { c.do("DELETE", "/v1/environments/"+leased.Environment.ID, nil, nil) })
 
+	opener := openConsole(t, base, apitest.BobToken)
+
 	ps := processes(t)
 	mine := descendants(ps, os.Getpid())
+	// The opener outlived envlease, its parent, so it hangs below whatever
+	// adopted it.
+	var openerProc proc
+	for _, p := range ps {
+		if strings.HasPrefix(p.cmdline, "/bin/sh "+opener) {
+			openerProc = p
+			mine[p.pid] = p
+		}
+	}
+	if !strings.Contains(openerProc.cmdline, base+"/#code=elc_") {
+		t.Fatalf("no browser opener with a sign-in code among the processes (found %q)", openerProc.cmdline)
+	}
 	var gateway, sleeper int
 	for _, p := range mine {
 		switch {
@@ -178,6 +194,51 @@ func checkCommandLines(t *testing.T, all, mine map[int]proc, secrets map[string]
 	for _, p := range mine {
 		if strings.Contains(p.cmdline, "els_") {
 			t.Errorf("process %d of the stack has a token on its command line: %q", p.pid, p.cmdline)
+		}
+	}
+}
+
+// openConsole builds the CLI and runs envlease console with token against
+// base, its browser opener (xdg-open) being a script that records the address
+// and then waits, alive, until the test ends. It returns the script's path
+// once the script has started.
+func openConsole(t *testing.T, base, token string) string {
+	t.Helper()
+	dir := t.TempDir()
+	cli := filepath.Join(dir, "envlease")
+	if out, err := exec.Command("go", "build", "-o", cli, "../envlease").CombinedOutput(); err != nil {
+		t.Fatalf("build the CLI: %v\n%s", err, out)
+	}
+	hold := filepath.Join(dir, "hold")
+	if err := syscall.Mkfifo(hold, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opened := filepath.Join(dir, "opened")
+	opener := filepath.Join(dir, "xdg-open")
+	script := "#!/bin/sh\nprintf '%s' \"$1\" > \"$OPENED.tmp\" && mv \"$OPENED.tmp\" \"$OPENED\"\nread _ < \"$HOLD\"\n"
+	if err := os.WriteFile(opener, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// The opener ends when the fifo's writer closes: it reads end of file.
+	t.Cleanup(func() {
+		if f, err := os.OpenFile(hold, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			f.Close()
+		}
+	})
+	cmd := exec.Command(cli, "console")
+	cmd.Env = []string{
+		"PATH=" + dir + ":" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "XDG_CONFIG_HOME=" + t.TempDir(),
+		"ENVLEASE_URL=" + base, "ENVLEASE_TOKEN=" + token, "OPENED=" + opened, "HOLD=" + hold,
+	}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("envlease console: %v\n%s", err, out)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(opened); err == nil {
+			return opener
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the browser opener did not start")
 		}
 	}
 }

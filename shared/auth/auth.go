@@ -50,7 +50,8 @@ func (a *Authenticator) Authenticate(ctx context.Context, header, addr string) (
 	if err != nil {
 		return domain.Principal{}, err
 	}
-	valid := key != nil && key.Revoked == nil
+	expired := key != nil && key.Expires != nil && !now.Before(*key.Expires)
+	valid := key != nil && key.Revoked == nil && !expired
 	// A node shares its address with whatever runs on it, which could then
 	// keep the address blocked and get the node declared lost, failing every
 	// environment it runs. A valid node credential is therefore never
@@ -61,8 +62,10 @@ func (a *Authenticator) Authenticate(ctx context.Context, header, addr string) (
 	if !valid {
 		reason := "missing or malformed bearer token"
 		switch {
-		case key != nil:
+		case key != nil && key.Revoked != nil:
 			reason = "token has been revoked"
+		case key != nil:
+			reason = "token has expired"
 		case wellFormed:
 			reason = "unknown token"
 		}
@@ -85,7 +88,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, header, addr string) (
 	}
 	return domain.Principal{
 		OrgID: key.OrgID, UserID: key.UserID, Role: key.Role, KeyID: key.ID,
-		Credential: key.Credential, Pool: key.Pool, KeyHash: hash,
+		Credential: key.Credential, Pool: key.Pool, KeyHash: hash, Expires: key.Expires,
 	}, nil
 }
 

@@ -19,6 +19,9 @@ type Store interface {
 	ListKeys(ctx context.Context, org string) ([]domain.APIKey, error)
 	GetKey(ctx context.Context, org, id string) (domain.APIKey, error)
 	RevokeKey(ctx context.Context, k domain.APIKey, now time.Time) (domain.APIKey, error)
+	PutConsoleCode(ctx context.Context, c domain.ConsoleCode) error
+	GetConsoleCode(ctx context.Context, hash string) (domain.ConsoleCode, error)
+	ExchangeConsoleCode(ctx context.Context, c domain.ConsoleCode, k domain.APIKey, now time.Time) error
 }
 
 // Sources of a key record.
