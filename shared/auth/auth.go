@@ -92,6 +92,26 @@ func (a *Authenticator) Authenticate(ctx context.Context, header, addr string) (
 	}, nil
 }
 
+// CheckAddress refuses (429 locked) an address under the failed-attempt
+// block. With RecordFailure it puts a sign-in with another credential than a
+// bearer token (a console sign-in code) under the same block as Authenticate.
+func CheckAddress(ctx context.Context, st Store, now time.Time, addr string) error {
+	_, state, err := st.LookupCredential(ctx, "", addr)
+	if err != nil {
+		return err
+	}
+	if blocked, left := state.Blocked(now); blocked {
+		return locked(left)
+	}
+	return nil
+}
+
+// RecordFailure counts a failed sign-in from addr towards its block.
+func RecordFailure(ctx context.Context, st Store, now time.Time, addr string) error {
+	_, err := st.RecordAuthFailure(ctx, addr, now, FailureWindow, FailureThreshold, BlockDuration)
+	return err
+}
+
 func locked(left time.Duration) error {
 	secs := (left + time.Second - 1) / time.Second * time.Second
 	if secs < time.Second {

@@ -65,8 +65,24 @@ func (s *Service) CreateConsoleCode(ctx context.Context, p domain.Principal) (Co
 // ExchangeConsoleCode spends a sign-in code and returns a new console token
 // of the person who asked for it, expiring after ConsoleTokenLifetime. It
 // works once: every other exchange of the code, a used or expired one, or
-// one whose asking token was revoked since, is refused (401).
-func (s *Service) ExchangeConsoleCode(ctx context.Context, code string) (Issued, error) {
+// one whose asking token was revoked since, is refused (401). A refusal
+// counts as a failed authentication of addr, the caller's peer address, and
+// a blocked address is refused (429) as it is for bearer tokens.
+func (s *Service) ExchangeConsoleCode(ctx context.Context, code, addr string) (Issued, error) {
+	now := s.clock.Now()
+	if err := auth.CheckAddress(ctx, s.store, now, addr); err != nil {
+		return Issued{}, err
+	}
+	out, err := s.exchange(ctx, code)
+	if domain.ErrorCode(err) == domain.CodeUnauthorized {
+		if ferr := auth.RecordFailure(ctx, s.store, now, addr); ferr != nil {
+			return Issued{}, ferr
+		}
+	}
+	return out, err
+}
+
+func (s *Service) exchange(ctx context.Context, code string) (Issued, error) {
 	if len(code) != consoleCodeLen || !strings.HasPrefix(code, PrefixConsoleCode) {
 		return Issued{}, domain.Errorf(domain.CodeUnauthorized, "that is not a sign-in code; run envlease console again")
 	}
@@ -119,7 +135,7 @@ func (s *Service) handleExchangeConsoleCode(w http.ResponseWriter, r *http.Reque
 	if err := httpapi.Decode(r, &req); err != nil {
 		return err
 	}
-	out, err := s.ExchangeConsoleCode(r.Context(), req.Code)
+	out, err := s.ExchangeConsoleCode(r.Context(), req.Code, httpapi.PeerAddr(r))
 	if err != nil {
 		return err
 	}

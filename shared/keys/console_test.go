@@ -170,3 +170,24 @@ func TestConsoleCodeRefusals(t *testing.T) {
 		t.Errorf("no token asked for a code: %d", res.Status)
 	}
 }
+
+// Refused exchanges count as failed authentications of the address: after
+// ten, even a good code is refused from there (429), not from elsewhere.
+func TestConsoleCodeExchangeFailuresBlock(t *testing.T) {
+	e := newEnv(t)
+	c := askCode(t, e, apitest.AliceToken)
+	e.RemoteAddr = "198.51.100.7:4000"
+	bad := keys.PrefixConsoleCode + strings.Repeat("b", 43)
+	for i := range 10 {
+		if res := e.Do(http.MethodPost, "/v1/console/sessions", "", map[string]any{"code": bad}); res.Status != http.StatusUnauthorized {
+			t.Fatalf("bad exchange %d: %d %s", i+1, res.Status, res.Body)
+		}
+	}
+	if res := e.Do(http.MethodPost, "/v1/console/sessions", "", map[string]any{"code": c.Code}); res.Status != http.StatusTooManyRequests || res.Code() != "locked" {
+		t.Fatalf("a good code from the blocked address: %d %s", res.Status, res.Body)
+	}
+	e.RemoteAddr = "198.51.100.8:4000"
+	if res := e.Do(http.MethodPost, "/v1/console/sessions", "", map[string]any{"code": c.Code}); res.Status != http.StatusCreated {
+		t.Fatalf("the good code from another address: %d %s", res.Status, res.Body)
+	}
+}

@@ -15,6 +15,9 @@ import (
 
 // Store is what the keys service needs from persistence.
 type Store interface {
+	// auth.Store's failed-attempt block also covers the exchange of
+	// console sign-in codes.
+	auth.Store
 	PutKey(ctx context.Context, k domain.APIKey) error
 	ListKeys(ctx context.Context, org string) ([]domain.APIKey, error)
 	GetKey(ctx context.Context, org, id string) (domain.APIKey, error)
