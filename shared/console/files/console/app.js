@@ -59,6 +59,8 @@ async function handOver(f) {
     }
     showConfirm({ token, who, minted });
   } catch (err) {
+    // A later link or navigation has taken over: it says what happens.
+    if (seq !== routeSeq) return;
     // Back to where the tab was (signed in or not), saying why.
     await route();
     $('notice').replaceChildren(errorBox(err));
