@@ -112,8 +112,9 @@ func gatewayCredential(t *testing.T, p proc, env, flag string) string {
 // gateway's credentials, not a person's token or a sandbox's join key, not
 // the node credentials of the agents, not the token envlease console signs
 // in with. The stack runs as the devserver runs it (DynamoDB, versitygw and
-// an agent per pool, with an environment running), and the CLI's browser
-// opener is a stand-in that stays alive to be looked at.
+// an agent per pool, with an environment running), with a node agent of its
+// own as a separate process (scripts/agent, its credential in a file), and
+// the CLI's browser opener is a stand-in that stays alive to be looked at.
 func TestNoSecretOnACommandLine(t *testing.T) {
 	base := startDevserver(t)
 	c := api{t: t, base: base, token: apitest.BobToken}
@@ -133,6 +134,7 @@ func TestNoSecretOnACommandLine(t *testing.T) {
 	c.waitState(leased.Environment.ID, domain.StateReady, time.Minute)
 	t.Cleanup(func() { c.do("DELETE", "/v1/environments/"+leased.Environment.ID, nil, nil) })
 
+	nodeToken := startAgentProcess(t, base)
 	opener := openConsole(t, base, apitest.BobToken)
 
 	ps := processes(t)
@@ -168,6 +170,7 @@ func TestNoSecretOnACommandLine(t *testing.T) {
 		"alice's token":        apitest.AliceToken,
 		"bob's token":          apitest.BobToken,
 		"carol's token":        apitest.CarolToken,
+		"a node credential":    nodeToken,
 	}
 	for what, v := range secrets {
 		if len(v) < 8 {
@@ -239,6 +242,70 @@ func openConsole(t *testing.T, base, token string) string {
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("the browser opener did not start")
+		}
+	}
+}
+
+// startAgentProcess builds the reference agent and runs it as a node of
+// acme's pool, its credential (issued as an admin would) in a file of mode
+// 0600, until the test ends. It returns the credential once the node is
+// registered.
+func startAgentProcess(t *testing.T, base string) string {
+	t.Helper()
+	alice := api{t: t, base: base, token: apitest.AliceToken}
+	var issued struct {
+		Token string `json:"token"`
+	}
+	if s := alice.do("POST", "/v1/nodes/credentials", map[string]any{"pool": "local", "name": "cmdline-probe"}, &issued); s != 201 || issued.Token == "" {
+		t.Fatalf("issue a node credential: %d", s)
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "agent")
+	if out, err := exec.Command("go", "build", "-o", bin, "../agent").CombinedOutput(); err != nil {
+		t.Fatalf("build the agent: %v\n%s", err, out)
+	}
+	cred := filepath.Join(dir, "credential")
+	if err := os.WriteFile(cred, []byte(issued.Token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-api", base, "-credential-file", cred, "-name", "cmdline-probe", "-workdir", t.TempDir(), "-no-warm", "-log", "warn")
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		var nodes struct {
+			Nodes []struct {
+				Name  string `json:"name"`
+				State string `json:"state"`
+			} `json:"nodes"`
+		}
+		alice.do("GET", "/v1/nodes", nil, &nodes)
+		for _, n := range nodes.Nodes {
+			if n.Name == "cmdline-probe" && n.State == "active" {
+				return issued.Token
+			}
+		}
+		select {
+		case <-done:
+			t.Fatalf("the agent exited: %s", out.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the agent did not register: %s", out.String())
 		}
 	}
 }
