@@ -68,9 +68,10 @@ type Group struct {
 	// S3Origin functions get S3_ORIGIN, the artifact bucket's endpoint that
 	// presigned URLs point at (the console's policy lets the page connect).
 	S3Origin bool
-	// PostsToNodes functions post to nodes' node protocol connections: they
-	// get NODE_SOCKET_ENDPOINT (the WebSocket stage's management endpoint)
-	// and execute-api:ManageConnections on that stage (websocket.go).
+	// PostsToNodes functions post to (or close) nodes' node protocol
+	// connections: they get NODE_SOCKET_ENDPOINT (the WebSocket stage's
+	// management endpoint) and execute-api:ManageConnections on that stage
+	// (websocket.go).
 	PostsToNodes bool
 	// NamesSocket functions tell nodes where the node protocol is served:
 	// they get NODE_SOCKET_URL.
@@ -81,8 +82,8 @@ type Group struct {
 	// ReservedConcurrency reserves (and caps) the function's concurrent
 	// executions (0: none, it shares the account's unreserved pool). A
 	// reservation keeps other functions from starving this one, and caps
-	// what this one can take from them. The README's Scale section sizes
-	// them; the stack leaves them out with the context flag
+	// what this one can take from them. docs/scale.md sizes them;
+	// the stack leaves them out with the context flag
 	// envlease:reservedConcurrency=false (accounts still at a small quota).
 	ReservedConcurrency int
 	// Throttle limits the group's routes on the API stage (nil: the stage's
@@ -111,7 +112,7 @@ const (
 	apiTimeout  = 10 * time.Second
 )
 
-// Sized for the target of the README's Scale section (10,000 organizations,
+// Sized for the target of docs/scale.md (10,000 organizations,
 // 200,000 live environments, 20,000 leases and 200,000 touches a minute,
 // 5,000 nodes). People's environment traffic is about 4,000 requests/s at
 // about 20 ms each, 80 executions: 300 reserved leave room for cold starts
@@ -149,9 +150,10 @@ var Groups = []Group{
 	{Name: "tokens", Description: "CLI tokens and the console's sign-in codes",
 		Routes:   []Route{{Path: "/v1/tokens"}, {Path: "/v1/console", Proxy: true}},
 		MemoryMB: apiMemoryMB, Timeout: apiTimeout, Table: TableReadWrite},
+	// Revoking a node credential closes its node protocol connections.
 	{Name: "keys", Description: "organization API keys, their revocation, and who a token is",
 		Routes:   []Route{{Path: "/v1/keys", Proxy: true}, {Path: "/v1/whoami"}},
-		MemoryMB: apiMemoryMB, Timeout: apiTimeout, Table: TableReadWrite},
+		MemoryMB: apiMemoryMB, Timeout: apiTimeout, Table: TableReadWrite, PostsToNodes: true},
 	{Name: "sandboxes", Description: "sandbox registration and join keys",
 		Routes:   []Route{{Path: "/v1/sandboxes", Proxy: true}},
 		MemoryMB: apiMemoryMB, Timeout: apiTimeout, Table: TableReadWrite},

@@ -313,7 +313,7 @@ func newLinkSigner(stack awscdk.Stack, bucket awss3.Bucket) awssecretsmanager.Se
 		"Artifact object keys are generated per organization and artifact; the signer may read any object under the service's own prefix and nothing else.",
 		[]string{"Resource::<" + logicalID(bucket) + ".Arn>/" + ObjectPrefix + "*"}})
 	suppress(secret, nagRule{"AwsSolutions-SMG4",
-		"An IAM access key cannot be rotated by Secrets Manager without a rotation function; it is rotated by bumping linkSignerKeySerial in infra and redeploying (README, Deploying).", nil})
+		"An IAM access key cannot be rotated by Secrets Manager without a rotation function; it is rotated by bumping linkSignerKeySerial in infra and redeploying (docs/deploy.md, Link signing).", nil})
 	return secret
 }
 

@@ -16,7 +16,7 @@ const SocketStage = "nodes"
 // Node protocol throttling: every message of every node is one request of
 // this stage, apart from the HTTP API's people. A node sends about one
 // message every heartbeat interval (10 s) plus its claims and reports:
-// about 1,800 messages a second for 5,000 nodes (README, Scale).
+// about 1,800 messages a second for 5,000 nodes (docs/scale.md).
 const (
 	socketRate  = 3000
 	socketBurst = 5000
@@ -100,7 +100,7 @@ func (s *EnvleaseStack) newNodeSocket(groups []Group) awsapigatewayv2.WebSocketA
 			f.AddEnvironment(jsii.String("NODE_SOCKET_ENDPOINT"), stage.CallbackUrl(), nil)
 			api.GrantManageConnections(f)
 			suppressTree(f.Role(), nagRule{"AwsSolutions-IAM5",
-				"A node protocol connection's id is made by API Gateway when a node connects; posting is allowed on this API's connections only.",
+				"A node protocol connection's id is made by API Gateway when a node connects; posting and closing are allowed on this API's connections only.",
 				nil})
 		}
 		if g.NamesSocket {

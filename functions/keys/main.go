@@ -1,4 +1,7 @@
-// Command keys is the Lambda for /v1/keys: organization API keys, listing and revocation.
+// Command keys is the Lambda for /v1/keys: organization API keys, listing and
+// revocation. Revoking a node credential closes its node protocol
+// connections through the WebSocket API's management endpoint
+// (NODE_SOCKET_ENDPOINT).
 package main
 
 import (
@@ -14,6 +17,8 @@ import (
 	"github.com/envlease/envlease/shared/clock"
 	"github.com/envlease/envlease/shared/httpapi"
 	"github.com/envlease/envlease/shared/keys"
+	"github.com/envlease/envlease/shared/nodes"
+	"github.com/envlease/envlease/shared/nodes/apigw"
 	"github.com/envlease/envlease/shared/platform"
 	"github.com/envlease/envlease/shared/store"
 )
@@ -21,11 +26,21 @@ import (
 func main() {
 	rt := platform.Boot(context.Background())
 	st := store.New(dynamodb.NewFromConfig(rt.AWS), rt.Config.Table)
-	lambda.Start(httpadapter.NewV2(handler(st, clock.System{}, rt.Log)).ProxyWithContext)
+	var closer nodes.Closer
+	if rt.Config.SocketEndpoint != "" {
+		closer = apigw.New(rt.AWS, rt.Config.SocketEndpoint)
+	}
+	lambda.Start(httpadapter.NewV2(handler(st, closer, clock.System{}, rt.Log)).ProxyWithContext)
 }
 
 // handler is the whole function behind the adapter; tests feed it events.
-func handler(st *store.Store, clk clock.Clock, log *slog.Logger) http.Handler {
-	svc := keys.NewService(st, clk)
+// closer ends the connections of a revoked node credential (nil: none are
+// closed, and each is cut at its next message).
+func handler(st *store.Store, closer nodes.Closer, clk clock.Clock, log *slog.Logger) http.Handler {
+	var opts []keys.Option
+	if closer != nil {
+		opts = append(opts, keys.WithConnectionCloser(nodes.NewRevocations(st, closer, log)))
+	}
+	svc := keys.NewService(st, clk, opts...)
 	return httpapi.New(httpapi.Config{Logger: log, Auth: auth.New(st, clk, log)}, keys.KeyRoutes(svc))
 }

@@ -13,7 +13,7 @@ import (
 
 func TestLambdaEvents(t *testing.T) {
 	e := apitest.New(t, nil)
-	proxy := apitest.CheckedProxy(t, httpadapter.NewV2(handler(e.Store, e.Clock, e.Log)).ProxyWithContext)
+	proxy := apitest.CheckedProxy(t, httpadapter.NewV2(handler(e.Store, nil, e.Clock, e.Log)).ProxyWithContext)
 	cases := []struct {
 		file   string
 		status int

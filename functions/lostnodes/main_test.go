@@ -29,7 +29,7 @@ func TestScheduledEventSweepsLostNodes(t *testing.T) {
 		{OrgID: "acme", ID: "node_alive", Name: "alive", Pool: "local", Capacity: 1, State: domain.NodeActive,
 			Registered: now.Add(-time.Hour), LastHeartbeat: now.Add(-2 * time.Minute), Deadline: now.Add(-time.Minute), Version: 1},
 	} {
-		if err := e.Store.PutNode(ctx, n); err != nil {
+		if err := e.Store.PutNode(ctx, n, ""); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -9,6 +9,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -47,32 +48,43 @@ func main() {
 		blobs := blob.FromConfig(awsCfg, cfg.Bucket, cfg.LinkSignerSecretARN, clock.System{})
 		links = artifacts.NewService(st, blobs, clock.System{}, artifacts.Options{})
 	}
-	var poster nodes.Poster = noPoster{}
+	var conns connections = noConnections{}
 	if cfg.SocketEndpoint != "" {
-		poster = apigw.New(awsCfg, cfg.SocketEndpoint)
+		conns = apigw.New(awsCfg, cfg.SocketEndpoint)
 	}
-	lambda.Start(newFunction(st, links, poster, clock.System{}, log, cfg.SocketURL).handle)
+	lambda.Start(newFunction(st, links, conns, clock.System{}, log, cfg.SocketURL).handle)
 }
 
-// noPoster is the poster of a function without NODE_SOCKET_ENDPOINT.
-type noPoster struct{}
+// connections posts to and closes the WebSocket API's connections.
+type connections interface {
+	nodes.Poster
+	nodes.Closer
+}
 
-func (noPoster) Post(context.Context, nodes.ConnectionID, []byte) error {
+// noConnections is the connections of a function without NODE_SOCKET_ENDPOINT.
+type noConnections struct{}
+
+func (noConnections) Post(context.Context, nodes.ConnectionID, []byte) error {
 	return fmt.Errorf("NODE_SOCKET_ENDPOINT is not set: no offer can be posted")
+}
+
+func (noConnections) CloseConnection(context.Context, nodes.ConnectionID, string) error {
+	return fmt.Errorf("NODE_SOCKET_ENDPOINT is not set: no connection can be closed")
 }
 
 type function struct {
 	auth    httpapi.Authenticator
 	socket  *nodes.Socket
 	offerer *nodes.Offerer
+	conns   connections
 	log     *slog.Logger
 }
 
-func newFunction(st *store.Store, links nodes.Linker, poster nodes.Poster, clk clock.Clock, log *slog.Logger, socketURL string) *function {
+func newFunction(st *store.Store, links nodes.Linker, conns connections, clk clock.Clock, log *slog.Logger, socketURL string) *function {
 	svc := nodes.NewService(st, links, clk, nodes.Options{SocketURL: socketURL})
 	return &function{
 		auth: auth.New(st, clk, log), socket: nodes.NewSocket(svc, st, log),
-		offerer: nodes.NewOfferer(st, poster, clk, log, 0), log: log,
+		offerer: nodes.NewOfferer(st, conns, clk, log, 0), conns: conns, log: log,
 	}
 }
 
@@ -173,7 +185,22 @@ func (f *function) route(ctx context.Context, req events.APIGatewayWebsocketProx
 		}
 		return events.APIGatewayProxyResponse{StatusCode: http.StatusOK}
 	}
-	return events.APIGatewayProxyResponse{StatusCode: http.StatusOK, Body: string(f.socket.Handle(ctx, c, []byte(req.Body)))}
+	out, end := f.socket.Answer(ctx, c, []byte(req.Body))
+	if end {
+		// The connection's credential is revoked: the answer is posted (a
+		// route response would go out after the connection is deleted, so
+		// never), then the connection is deleted.
+		if len(out) > 0 {
+			if err := f.conns.Post(ctx, c.ID, out); err != nil && !errors.Is(err, nodes.ErrGone) {
+				f.log.WarnContext(ctx, "answer to a revoked credential not posted", "connection", string(c.ID), "err", err.Error())
+			}
+		}
+		if err := f.conns.CloseConnection(ctx, c.ID, nodes.ReasonRevoked); err != nil {
+			f.log.WarnContext(ctx, "connection of a revoked credential not closed", "connection", string(c.ID), "err", err.Error())
+		}
+		return events.APIGatewayProxyResponse{StatusCode: http.StatusOK}
+	}
+	return events.APIGatewayProxyResponse{StatusCode: http.StatusOK, Body: string(out)}
 }
 
 // reoffer runs the re-offer job until the invocation's deadline is near:

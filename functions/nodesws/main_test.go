@@ -14,9 +14,23 @@ import (
 
 const sampleToken = "els_node_SampleEventsNodeCredential000000000000000"
 
-type recorder struct{ posts int }
+// recorder records what is posted to and which connections are closed.
+type recorder struct {
+	posts  []nodes.Message
+	closed []nodes.ConnectionID
+}
 
-func (r *recorder) Post(context.Context, nodes.ConnectionID, []byte) error { r.posts++; return nil }
+func (r *recorder) Post(_ context.Context, _ nodes.ConnectionID, b []byte) error {
+	var m nodes.Message
+	_ = json.Unmarshal(b, &m)
+	r.posts = append(r.posts, m)
+	return nil
+}
+
+func (r *recorder) CloseConnection(_ context.Context, c nodes.ConnectionID, _ string) error {
+	r.closed = append(r.closed, c)
+	return nil
+}
 
 func sample(t *testing.T, name string, mutate func(map[string]any)) json.RawMessage {
 	t.Helper()
@@ -45,7 +59,8 @@ func TestLambdaNodeSocket(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	f := newFunction(e.Store, nil, &recorder{}, e.Clock, e.Log, "wss://ws123.execute-api.eu-west-1.amazonaws.com/nodes")
+	rec := &recorder{}
+	f := newFunction(e.Store, nil, rec, e.Clock, e.Log, "wss://ws123.execute-api.eu-west-1.amazonaws.com/nodes")
 
 	out, err := f.handle(ctx, sample(t, "authorize", nil))
 	if err != nil {
@@ -114,6 +129,32 @@ func TestLambdaNodeSocket(t *testing.T) {
 	}
 	if _, err := f.handle(ctx, json.RawMessage(`{"hello":"there"}`)); err == nil {
 		t.Fatal("an unknown event was accepted")
+	}
+
+	// Once the credential is revoked, a message on a connection it opened
+	// is refused: the refusal is posted to the connection (a route response
+	// would be sent after the delete, so never), and the connection is
+	// deleted. Nothing is recorded for it.
+	k, err := e.Store.GetKey(ctx, "acme", "key_samplenode")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Store.RevokeKey(ctx, k, e.Clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	rec.posts = nil
+	out, err = f.handle(ctx, sample(t, "message", withContext))
+	if err != nil || !jsonHas(out, `"statusCode":200`) || jsonHas(out, `"body":"{`) {
+		t.Fatalf("hello after the revoke: %v %v", out, err)
+	}
+	if len(rec.posts) != 1 || rec.posts[0].Type != nodes.MsgError || rec.posts[0].Error.Status != 401 || rec.posts[0].ID != "1" {
+		t.Fatalf("posted after the revoke: %+v", rec.posts)
+	}
+	if len(rec.closed) != 1 || rec.closed[0] != "SampleConn0=" {
+		t.Fatalf("closed after the revoke: %v", rec.closed)
+	}
+	if conns, _ := e.Store.PoolConnections(ctx, "acme", "local", "", 10, e.Clock.Now()); len(conns) != 0 {
+		t.Fatalf("connections recorded for a revoked credential: %+v", conns)
 	}
 }
 

@@ -38,7 +38,7 @@ func benchStack(b *testing.B) string {
 // web server (python3 -m http.server) per lease. warm: "warmweb", the same
 // command with warm: 1, is handed a pre-started process. Between iterations
 // (untimed) the environment is deleted and, for warm, the pool refills.
-// Medians are reported; the README records them.
+// Medians are reported; docs/performance.md records them.
 func BenchmarkLeaseToReady(b *testing.B) {
 	base := benchStack(b)
 	c := api{t: b, base: base, token: apitest.BobToken}

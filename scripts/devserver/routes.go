@@ -26,7 +26,13 @@ func artifactService(d deps) *artifacts.Service {
 // routes lists every endpoint group the local stack serves: the same groups the
 // Lambdas serve one at a time.
 func routes(d deps) [][]httpapi.Route {
-	keySvc := keys.NewService(d.store, d.clock)
+	var keyOpts []keys.Option
+	if d.sockets != nil {
+		// Revoking a node credential closes its node protocol connections,
+		// as the keys function does in AWS through the Management API.
+		keyOpts = append(keyOpts, keys.WithConnectionCloser(nodes.NewRevocations(d.store, d.sockets, d.log)))
+	}
+	keySvc := keys.NewService(d.store, d.clock, keyOpts...)
 	artifactSvc := artifactService(d)
 	templateSvc := templates.NewService(d.store)
 	return [][]httpapi.Route{

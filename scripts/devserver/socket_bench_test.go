@@ -12,8 +12,8 @@ import (
 // from POST /v1/environments until a client reading the environment every
 // millisecond sees it leave pending: the lease wakes the pool's node over
 // the node protocol, which claims it. Between iterations (untimed) the
-// environment is deleted and stopped. The median is reported; the README
-// records it.
+// environment is deleted and stopped. The median is reported; docs/nodes.md
+// (Figures) records it.
 func BenchmarkLeaseToClaimed(b *testing.B) {
 	base := benchStack(b)
 	c := api{t: b, base: base, token: apitest.BobToken}

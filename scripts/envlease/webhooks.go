@@ -16,8 +16,8 @@ func (a *app) webhooksCommand() *cobra.Command {
 		Use:     "webhooks",
 		Aliases: []string{"webhook"},
 		Short:   "Manage webhooks: receivers of signed events (admins)",
-		Long: `A webhook receives each event of the types it lists as a signed POST (see the
-README's "Events and webhooks" for the signature and the receiver code).
+		Long: `A webhook receives each event of the types it lists as a signed POST (see
+docs/events.md for the signature and the receiver code).
 Deliveries are retried for 24 hours; a webhook that keeps failing is disabled,
 and retrying one of its deliveries by hand turns it back on.`,
 	}

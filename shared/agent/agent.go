@@ -3,10 +3,14 @@
 // local process (runtime "process"), and reports ready, stopped and
 // failed. It keeps warm, pre-started processes of templates that ask for
 // them, and restores snapshots and shares' files into an environment's
-// folder (UnpackTarRoot).
+// folder (UnpackTarRoot), all of an environment's archives together held to
+// ArchiveLimits. While its work dir's filesystem is short of space or
+// inodes (Config.MinFreeDisk, MinFreeInodes) it claims nothing.
 // Run as root on Linux it confines each environment: a user of its own, a
-// folder only that user enters, a cgroup where the node allows, and a stop
-// that ends every process of the environment (confine.go); otherwise it
+// folder only that user enters, a cgroup where the node allows, a stop
+// that ends every process of the environment (confine.go), and network,
+// PID, mount and IPC namespaces of its own under an init (nsinit,
+// netns_linux.go), inside which the agent reaches its exports; otherwise it
 // warns at start that environments are not confined.
 //
 // One Agent serves one node credential, so one organization's pool.
@@ -39,7 +43,10 @@ type Config struct {
 	// API is the service's base URL; Token a node credential of the pool.
 	API, Token string
 	// Address is the host clients reach this node's environments at; the
-	// export targets are Address:port.
+	// export targets are Address:port. In namespaces of their own (as
+	// root) nothing of an environment listens there: a target names an
+	// export, which the agent's tunnel reaches inside the environment's
+	// network namespace.
 	Address string
 	// WorkDir holds a folder per environment (envs/<id>) and per warm process.
 	WorkDir string
@@ -78,12 +85,25 @@ type Config struct {
 	// as root (default DefaultUIDRange). Every agent of the node may share
 	// one range; nothing else may use it.
 	UIDs UIDRange
-	HTTP *http.Client
-	Log  *slog.Logger
+	// Archives bounds what each environment's archives, its snapshot and
+	// its shares' together, may unpack to (zero fields take the defaults).
+	Archives ArchiveLimits
+	// MinFreeDisk and MinFreeInodes are the floors of free space and free
+	// inodes in the work dir's filesystem below which the agent claims no
+	// environment, fails one it claimed, and stops an unpacking (defaults
+	// DefaultMinFreeDisk and DefaultMinFreeInodes).
+	MinFreeDisk, MinFreeInodes Threshold
+	// Statfs reads the work dir's filesystem (default: statfs(2) on Linux;
+	// elsewhere nothing, and the floors are not judged). Tests replace it to
+	// simulate a full disk.
+	Statfs Statfs
+	HTTP   *http.Client
+	Log    *slog.Logger
 
-	// assumeNotRoot and noCgroups let tests take the paths of a node where
-	// the agent is not root, or has no cgroup tree to write.
-	assumeNotRoot, noCgroups bool
+	// assumeNotRoot, noCgroups and noNamespaces let tests take the paths of
+	// a node where the agent is not root, has no cgroup tree to write, or
+	// cannot make namespaces.
+	assumeNotRoot, noCgroups, noNamespaces bool
 }
 
 // Agent is a running node agent.
@@ -100,6 +120,10 @@ type Agent struct {
 	users    *uidPool
 	cgroups  string
 	noCgroup error
+	// namespaces says environments run in network, PID and mount
+	// namespaces of their own (root only); noNamespaces says why not.
+	namespaces   bool
+	noNamespaces error
 
 	mu        sync.Mutex
 	node      string
@@ -112,6 +136,8 @@ type Agent struct {
 	// answer is on the way) from one whose claim answer was lost.
 	claiming   atomic.Int32
 	claimEpoch atomic.Int64
+	// short is whether the node was last found short of disk (noRoom).
+	short atomic.Bool
 
 	// sock is the open node protocol connection, nil on HTTP or while
 	// reconnecting; reports go on it. reconnects counts reconnections.
@@ -161,6 +187,12 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.ReadyTimeout <= 0 {
 		cfg.ReadyTimeout = 2 * time.Minute
 	}
+	cfg.Archives = cfg.Archives.withDefaults()
+	cfg.MinFreeDisk = cfg.MinFreeDisk.or(DefaultMinFreeDisk)
+	cfg.MinFreeInodes = cfg.MinFreeInodes.or(DefaultMinFreeInodes)
+	if cfg.Statfs == nil {
+		cfg.Statfs = statfs
+	}
 	switch cfg.Transport {
 	case "":
 		cfg.Transport = TransportAuto
@@ -196,7 +228,7 @@ func New(cfg Config) (*Agent, error) {
 // setupConfinement decides how environments are held apart on this node:
 // as root, users of their own (from cfg.UIDs) reaching their folders
 // through envs/; wherever the agent may write a cgroup v2 tree, a cgroup
-// each (README, "Nodes and the reference agent", says what that covers).
+// each (docs/nodes.md, "Confinement", says what that covers).
 func (a *Agent) setupConfinement() error {
 	if a.cfg.UIDs == (UIDRange{}) {
 		a.cfg.UIDs = DefaultUIDRange
@@ -216,6 +248,13 @@ func (a *Agent) setupConfinement() error {
 		// A port below this one would be given to a process that cannot
 		// bind it; the export gets another free port instead.
 		a.ports.lowest = unprivilegedPortStart()
+		if a.cfg.noNamespaces {
+			a.noNamespaces = errors.New("turned off")
+		} else if a.noNamespaces = probeNamespaces(); a.noNamespaces == nil {
+			a.namespaces = true
+		}
+	} else {
+		a.noNamespaces = errors.New("the agent does not run as root")
 	}
 	if a.cfg.noCgroups {
 		a.noCgroup = fmt.Errorf("%w: turned off", errNoCgroup)
@@ -235,6 +274,11 @@ func (a *Agent) logConfinement() {
 		}
 		a.log.Info("environments are confined: each runs as a user of its own, in a folder only that user can enter, with only its own environment variables",
 			"uids", a.cfg.UIDs.String(), "stop", stop)
+		if a.namespaces {
+			a.log.Info("environments run in namespaces of their own: a network namespace with only lo (no route to the node's addresses, its loopback, other environments or the outside), a PID namespace with its own /proc (it sees only its own processes), a mount namespace (with a /dev/shm of its own) and an IPC namespace; the agent reaches exports inside it")
+		} else {
+			a.log.Warn("environments share the node's network and process list: each can connect to whatever listens on the node's addresses and loopback (the agent's endpoints, other environments' exports, the cloud's metadata address) and see every process on the node (" + a.noNamespaces.Error() + ")")
+		}
 		return
 	}
 	stop := "a stop ends the environment's cgroup (cgroup.kill), but a process may move itself out of it, as the cgroup tree is its user's too"
@@ -242,7 +286,7 @@ func (a *Agent) logConfinement() {
 		stop = "a child that leaves its process group (setsid, a daemon) survives a stop (" + a.noCgroup.Error() + ")"
 	}
 	a.log.Warn("environments are not confined: the agent does not run as root, so every environment runs as the agent's user (uid " + strconv.Itoa(os.Geteuid()) +
-		") and can read the agent's files (its credential file among them) and the other environments' folders and logs, signal the other environments and the agent, and run as many processes as the user may (resources.pids counts the user's); " + stop)
+		") and can read the agent's files (its credential file among them) and the other environments' folders and logs, signal the other environments and the agent, run as many processes as the user may (resources.pids counts the user's), connect to whatever listens on the node's addresses and loopback (the agent's endpoints, other environments' exports, the cloud's metadata address) and see every process on the node; " + stop)
 }
 
 // Node returns the id of the node the agent registered, once it has.
@@ -501,6 +545,15 @@ func (a *Agent) claims(ctx context.Context, node string, wait time.Duration) err
 			}
 			continue
 		}
+		if a.noRoom() != nil {
+			// Short of disk: claim nothing, so a node with room takes the
+			// work; look again a little later.
+			select {
+			case <-ctx.Done():
+			case <-time.After(roomRecheck):
+			}
+			continue
+		}
 		a.claiming.Add(1)
 		a.claimEpoch.Add(1)
 		c, err := a.api.Claim(ctx, node, wait)
@@ -562,6 +615,13 @@ func (a *Agent) runEnv(ctx context.Context, node string, r *runningEnv, c *nodes
 	// No starting report: the claim made it starting, and a report would only
 	// put a round trip before a warm process is handed over.
 
+	// Claimed while the node is short of disk (the disk filled during the
+	// claim, or no other node took it: socketClaims): refused, with why.
+	if err := a.noRoom(); err != nil {
+		a.fail(ctx, node, r.id, fmt.Errorf("the node refused the environment: %w", err), log)
+		return
+	}
+
 	var (
 		p        *proc
 		restored *domain.Restored
@@ -574,11 +634,12 @@ func (a *Agent) runEnv(ctx context.Context, node string, r *runningEnv, c *nodes
 		log.Info("handed a warm process", "pid", p.cmd.Process.Pid, "root", p.root)
 	} else {
 		b, err := a.newBox(filepath.Join(a.cfg.WorkDir, "envs", r.id))
+		budget := a.budget()
 		if err == nil && c.Snapshot != nil {
-			restored, err = a.restore(ctx, c.Snapshot, b)
+			restored, err = a.restore(ctx, c.Snapshot, b, budget)
 		}
 		if err == nil {
-			err = a.unpackShares(ctx, c.Shares, b)
+			err = a.unpackShares(ctx, c.Shares, b, budget)
 		}
 		if err == nil {
 			p, err = a.startProcess(c.Template, b)

@@ -26,8 +26,8 @@ import (
 // of silence) and the local stack's heartbeat of one a second, and counts,
 // with store.CallCounter on the service's store, the DynamoDB calls its
 // node costs over two minutes after it connected. No request is held open
-// meanwhile: every message is answered at once. The README records the
-// figures. It takes two minutes.
+// meanwhile: every message is answered at once. docs/nodes.md (Figures)
+// records the figures. It takes two minutes.
 func BenchmarkIdleNodeCalls(b *testing.B) {
 	calls := store.NewCallCounter()
 	ctx, cancel := context.WithCancel(context.Background())

@@ -51,7 +51,7 @@ type Blobs interface {
 	PresignGet(ctx context.Context, key, filename, contentType string, ttl time.Duration) (blob.Presigned, error)
 }
 
-// Limits and defaults. They are documented in the README (API, Artifacts).
+// Limits and defaults. They are documented in docs/api.md (Artifacts).
 const (
 	// DefaultPartSize is the part size of multipart uploads; files up to it
 	// go up in one PUT.

@@ -16,37 +16,54 @@ import (
 
 // IssuedKey is a new token, shown only in this answer, and its record.
 type IssuedKey struct {
-	Token  string        `json:"token"`
+	// Token is the bearer token; the service keeps only its hash.
+	Token string `json:"token"`
+	// APIKey is the token's record, as ListKeys shows it.
 	APIKey domain.APIKey `json:"apiKey"`
 }
 
 // Identity is who the client's token acts as (GET /v1/whoami).
 type Identity struct {
+	// Organization is the organization's id.
 	Organization string `json:"organization"`
 	// User is the person a CLI token acts as; empty for an organization key.
-	User string        `json:"user"`
-	Role domain.Role   `json:"role"`
-	Key  domain.APIKey `json:"key"`
+	User string `json:"user"`
+	// Role is the role in force now; an organization key has member rights.
+	Role domain.Role `json:"role"`
+	// Key is the record of the token in use.
+	Key domain.APIKey `json:"key"`
 }
 
 // SandboxRegistration is the body of POST /v1/sandboxes.
 type SandboxRegistration struct {
-	Name      string `json:"name"`
-	Hostname  string `json:"hostname,omitempty"`
+	// Name is 1-100 characters, such as the machine's host name.
+	Name string `json:"name"`
+	// Hostname is the machine's host name, for display.
+	Hostname string `json:"hostname,omitempty"`
+	// PublicKey is the machine's public key (an SSH key line), kept with
+	// the record; at most 4096 bytes.
 	PublicKey string `json:"publicKey,omitempty"`
 }
 
 // RegisteredSandbox is a new sandbox and its single-use join key.
 type RegisteredSandbox struct {
+	// Sandbox is the new record, not joined yet.
 	Sandbox domain.Sandbox `json:"sandbox"`
-	JoinKey string         `json:"joinKey"`
+	// JoinKey (els_join_…) is redeemed once with JoinSandbox.
+	JoinKey string `json:"joinKey"`
 }
 
 // ShareRequest asks for a template's share in a lease.
 type ShareRequest struct {
-	Name      string   `json:"name"`
-	LocalPath string   `json:"localPath,omitempty"`
-	Files     []string `json:"files,omitempty"`
+	// Name is one of the template's shares.
+	Name string `json:"name"`
+	// LocalPath is the folder on the client the files came from, for
+	// display.
+	LocalPath string `json:"localPath,omitempty"`
+	// Files are the shared files' relative, slash-separated paths, for
+	// display (the files travel in Artifact): at most 500 names and 128 KiB
+	// of names over all shares of a lease.
+	Files []string `json:"files,omitempty"`
 	// Artifact is a sealed artifact holding the share's files (a tar,
 	// zstd-compressed), unpacked at the share's path before the command starts.
 	Artifact string `json:"artifact,omitempty"`
@@ -55,16 +72,29 @@ type ShareRequest struct {
 // LeaseRequest is the body of POST /v1/environments, plus the
 // Idempotency-Key header.
 type LeaseRequest struct {
-	Template string            `json:"template"`
-	Name     string            `json:"name,omitempty"`
-	Labels   map[string]string `json:"labels,omitempty"`
-	Project  string            `json:"project,omitempty"`
-	Pool     string            `json:"pool,omitempty"`
-	Sandbox  string            `json:"sandbox,omitempty"`
-	Shares   []ShareRequest    `json:"shares,omitempty"`
-	Snapshot string            `json:"snapshot,omitempty"`
-	// Idle and Hard are durations such as "30m"; empty takes the template's.
+	// Template is the name of one of the organization's templates.
+	Template string `json:"template"`
+	// Name is the environment's name (default: the template's).
+	Name string `json:"name,omitempty"`
+	// Labels are at most 32 key-value pairs, kept with the environment.
+	Labels map[string]string `json:"labels,omitempty"`
+	// Project is a free reference (at most 200 characters) to group
+	// environments by.
+	Project string `json:"project,omitempty"`
+	// Pool is a pool that runs the template (default: the template's first).
+	Pool string `json:"pool,omitempty"`
+	// Sandbox is a registered sandbox of the organization, the machine the
+	// exports get listen addresses on; empty for none.
+	Sandbox string `json:"sandbox,omitempty"`
+	// Shares send files into the template's shares.
+	Shares []ShareRequest `json:"shares,omitempty"`
+	// Snapshot is a sealed, unexpired artifact to restore the environment
+	// from.
+	Snapshot string `json:"snapshot,omitempty"`
+	// Idle is the idle timeout, a duration such as "30m", at most the
+	// template's; empty takes the template's.
 	Idle string `json:"idle,omitempty"`
+	// Hard is the hard timeout, like Idle.
 	Hard string `json:"hard,omitempty"`
 	// IdempotencyKey, when set, is sent as Idempotency-Key: the service
 	// answers a repeat within 24 hours with the first answer and leases
@@ -74,8 +104,11 @@ type LeaseRequest struct {
 
 // Leased is a new environment and the sandbox's new configuration.
 type Leased struct {
-	Environment domain.Environment   `json:"environment"`
-	Config      domain.SandboxConfig `json:"config"`
+	// Environment is the new environment, pending until a node claims it.
+	Environment domain.Environment `json:"environment"`
+	// Config is what the sandbox needs to forward the exports and sync the
+	// shares.
+	Config domain.SandboxConfig `json:"config"`
 	// Replayed is set when the answer is the stored one of an earlier lease
 	// with the same Idempotency-Key.
 	Replayed bool `json:"-"`
@@ -84,14 +117,18 @@ type Leased struct {
 // EnvironmentQuery selects a page of environments. The zero value is the
 // first page of live environments, of the service's default size.
 type EnvironmentQuery struct {
-	// State is "live" (the default), or one state.
-	State  string
-	Limit  int
+	// State is "live" (the default: pending, starting and ready), or one
+	// state.
+	State string
+	// Limit is the page size, 1 to 200 (0: the service's default, 50).
+	Limit int
+	// Cursor is the Next of the previous page; empty for the first.
 	Cursor string
 }
 
 // EnvironmentPage is one page of environments, newest first.
 type EnvironmentPage struct {
+	// Environments are the page's environments.
 	Environments []domain.Environment `json:"environments"`
 	// Next is the cursor of the following page; empty on the last.
 	Next string `json:"next,omitempty"`
@@ -99,34 +136,46 @@ type EnvironmentPage struct {
 
 // TemplateList is the organization's templates and the pools that run them.
 type TemplateList struct {
+	// Templates are the templates the organization can lease.
 	Templates []domain.Template `json:"templates"`
-	Pools     []string          `json:"pools"`
+	// Pools are the names of the organization's pools.
+	Pools []string `json:"pools"`
 }
 
 // UsageEntry is the seconds of environment time of one template on one UTC day.
 type UsageEntry struct {
+	// Template is the template's name.
 	Template string `json:"template"`
 	// Day is YYYY-MM-DD.
-	Day     string `json:"day"`
-	Seconds int64  `json:"seconds"`
+	Day string `json:"day"`
+	// Seconds is environment time (created to stopped, or to now while
+	// live) within the day.
+	Seconds int64 `json:"seconds"`
 }
 
 // UsageReport is usage from Since through today, by day, then template.
 type UsageReport struct {
-	Since time.Time    `json:"since"`
+	// Since is the first UTC day reported.
+	Since time.Time `json:"since"`
+	// Usage are the entries by day, then template.
 	Usage []UsageEntry `json:"usage"`
 }
 
 // PageQuery selects a page of a listing.
 type PageQuery struct {
-	Limit  int
+	// Limit is the page size (0: the service's default, 50): at most 200,
+	// or 100 for a webhook's deliveries.
+	Limit int
+	// Cursor is the Next of the previous page; empty for the first.
 	Cursor string
 }
 
 // ArtifactPage is one page of sealed, unexpired artifacts, newest first.
 type ArtifactPage struct {
+	// Artifacts are the page's artifacts.
 	Artifacts []domain.Artifact `json:"artifacts"`
-	Next      string            `json:"next,omitempty"`
+	// Next is the cursor of the following page; empty on the last.
+	Next string `json:"next,omitempty"`
 }
 
 // CreateToken issues a CLI token acting as the caller (a person).
@@ -226,8 +275,11 @@ func (c *Client) GetSandbox(ctx context.Context, id string) (domain.Sandbox, err
 	return out.Sandbox, err
 }
 
-// Lease leases an environment. With an IdempotencyKey the lease is retried
-// after a 502 or 503, and a repeat gets the first answer.
+// Lease leases an environment. It answers at once with the environment
+// pending; a node then claims and starts it, so poll GetEnvironment until its
+// state is ready, or no longer live (failed, stopped). With an
+// IdempotencyKey the lease is retried after a 502 or 503, and a repeat gets
+// the first answer.
 func (c *Client) Lease(ctx context.Context, r LeaseRequest) (Leased, error) {
 	cl := call{method: http.MethodPost, path: "/v1/environments", body: r}
 	if r.IdempotencyKey != "" {

@@ -1,7 +1,3 @@
-// Package client is the typed Go client of the envlease API: every endpoint a
-// person or a script uses, the transfers of artifact bytes through presigned
-// URLs, and one error type carrying the API's {error, code}, the HTTP status
-// and the request id. The command-line client is built on it.
 package client
 
 import (
@@ -24,6 +20,8 @@ const RequestIDHeader = "X-Request-Id"
 
 // Defaults of the retry policy.
 const (
+	// DefaultMaxAttempts is how many times a retryable request is sent in
+	// all: the first time and up to three retries.
 	DefaultMaxAttempts = 4
 	// DefaultMaxRetryWait bounds one wait. A server asking for longer is not
 	// waited for: the error is returned, since a command that sleeps for
@@ -248,18 +246,25 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 // Error is a failed API call: the HTTP status, the API's error body and the
 // request id the service logged it under.
 type Error struct {
+	// Status is the HTTP status.
 	Status int
 	// Code is the API's machine-readable code (quota, not_found, …); empty
 	// when the body was not the API's error shape (a proxy's answer).
-	Code    string
+	Code string
+	// Message is the API's error message (or the status's text when the
+	// body had none), meant for people.
 	Message string
 	// Field names the request field at fault, where the API says.
-	Field     string
+	Field string
+	// RequestID is the id the service logged the call under (the
+	// X-Request-Id header, or API Gateway's own id for its answers).
 	RequestID string
 	// RetryAfter is the server's Retry-After, if it sent one.
 	RetryAfter time.Duration
 }
 
+// Error returns the message, the status, the code and the request id, such
+// as "environment not found (404 not_found, request 9f86d081884c7d659a2feaa0)".
 func (e *Error) Error() string {
 	var b strings.Builder
 	msg := e.Message

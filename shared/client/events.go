@@ -9,14 +9,20 @@ import (
 	"github.com/envlease/envlease/shared/domain"
 )
 
-// EventQuery filters GET /v1/events: Type is an event type or a kind prefix
-// ending in "." ("environment."), Subject is "KIND/ID".
+// EventQuery filters GET /v1/events. The zero value is the first page of
+// every event, of the service's default size.
 type EventQuery struct {
-	Type    string
+	// Type is an event type ("environment.ready") or a kind prefix ending
+	// in "." ("environment.").
+	Type string
+	// Subject is the resource as "KIND/ID", such as "environment/env_…".
 	Subject string
-	Since   time.Time
-	Limit   int
-	Cursor  string
+	// Since keeps events at or after this time; the zero time keeps all.
+	Since time.Time
+	// Limit is the page size, 1 to 200 (0: the service's default, 50).
+	Limit int
+	// Cursor is the Next of the previous page of the same query.
+	Cursor string
 }
 
 // ListEvents returns one page of the organization's events, newest first.
@@ -41,14 +47,19 @@ func (c *Client) ListEvents(ctx context.Context, q EventQuery) (domain.EventPage
 
 // WebhookCreate is the body of POST /v1/webhooks.
 type WebhookCreate struct {
-	URL   string   `json:"url"`
+	// URL is an https URL on a public address.
+	URL string `json:"url"`
+	// Types are 1 to 32 event types, kind prefixes ending in "."
+	// ("environment."), or "*" for every event.
 	Types []string `json:"types"`
 }
 
 // CreatedWebhook is a new webhook and its signing secret, shown only here.
 type CreatedWebhook struct {
+	// Webhook is the new webhook's record.
 	Webhook domain.Webhook `json:"webhook"`
-	Secret  string         `json:"secret"`
+	// Secret signs every delivery, for the receiver to check.
+	Secret string `json:"secret"`
 }
 
 // CreateWebhook adds a webhook (admins). Not retried: it may have been created.

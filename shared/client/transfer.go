@@ -27,37 +27,50 @@ const renewMargin = 5 * time.Minute
 
 // ArtifactCreate is the body of POST /v1/artifacts.
 type ArtifactCreate struct {
-	Name        string            `json:"name"`
-	Project     string            `json:"project,omitempty"`
-	ContentType string            `json:"contentType,omitempty"`
-	Labels      map[string]string `json:"labels,omitempty"`
-	Size        int64             `json:"size"`
+	// Name is the download's file name, at most 255 characters.
+	Name string `json:"name"`
+	// Project is a free reference to group artifacts by.
+	Project string `json:"project,omitempty"`
+	// ContentType is the bytes' media type (default
+	// application/octet-stream), served with downloads.
+	ContentType string `json:"contentType,omitempty"`
+	// Labels are at most 32 key-value pairs, kept with the artifact.
+	Labels map[string]string `json:"labels,omitempty"`
+	// Size is the file's size in bytes, at most 64 GiB.
+	Size int64 `json:"size"`
 	// SHA256 is the hex digest of the whole file.
 	SHA256 string `json:"sha256"`
-	// Expires is a duration from now ("24h") or an RFC 3339 time.
+	// Expires is a duration from now ("24h") or an RFC 3339 time: at
+	// least a minute, at most 90 days (default 7 days).
 	Expires string `json:"expires,omitempty"`
 	// Parts are the hex digests of every part, for a file larger than the
 	// part size (and only then).
 	Parts []string `json:"parts,omitempty"`
 }
 
-// UploadPart and Upload are the presigned upload of an open artifact, as the
-// API hands it out.
 type (
+	// UploadPart is one presigned request of an upload: bytes [Offset,
+	// Offset+Size) of the file, sent to URL with exactly Headers.
 	UploadPart = domain.UploadPart
-	Upload     = domain.Upload
+	// Upload is the presigned upload of an open artifact, as the API hands
+	// it out: its parts, and when their URLs expire.
+	Upload = domain.Upload
 )
 
 // ArtifactUpload is an open artifact and its presigned upload.
 type ArtifactUpload struct {
+	// Artifact is the open artifact's record.
 	Artifact domain.Artifact `json:"artifact"`
-	Upload   Upload          `json:"upload"`
+	// Upload is where and how to send its bytes.
+	Upload Upload `json:"upload"`
 }
 
 // CompletedPart is an uploaded part as object storage answered it.
 type CompletedPart struct {
-	PartNumber int    `json:"partNumber"`
-	ETag       string `json:"etag"`
+	// PartNumber is the UploadPart's PartNumber.
+	PartNumber int `json:"partNumber"`
+	// ETag is the ETag header object storage answered the part with.
+	ETag string `json:"etag"`
 }
 
 // Progress is told how many bytes of a transfer are done out of total
@@ -95,15 +108,22 @@ func (c *Client) CompleteArtifact(ctx context.Context, id string, parts []Comple
 
 // TransferError is a presigned request that object storage refused.
 type TransferError struct {
+	// Method is the request's method (PUT, GET).
 	Method string
 	// Host is the storage's host; the URL itself is a credential.
-	Host      string
-	Status    int
-	Code      string
-	Message   string
+	Host string
+	// Status is the HTTP status object storage answered.
+	Status int
+	// Code is object storage's error code (from S3's XML error body), such
+	// as SlowDown; empty when it sent none.
+	Code string
+	// Message is object storage's error message, if it sent one.
+	Message string
+	// RequestID is object storage's request id, for its logs.
 	RequestID string
 }
 
+// Error says what was refused, where, and why, without the URL.
 func (e *TransferError) Error() string {
 	msg := e.Message
 	if msg == "" {
@@ -260,10 +280,10 @@ type PushOptions struct {
 	// PartSize is the service's part size (DefaultPartSize when zero).
 	PartSize int64
 	// DigestProgress is told how much of the file is digested, before
-	// anything is sent (a large file takes a while); Progress how much is
-	// uploaded.
+	// anything is sent (a large file takes a while).
 	DigestProgress Progress
-	Progress       Progress
+	// Progress is told how much of the file is uploaded.
+	Progress Progress
 }
 
 // Push uploads size bytes of src as a new artifact: it digests the file (and
@@ -367,7 +387,8 @@ type PullOptions struct {
 	// LinkExpires is how long the download link lives (default: the
 	// service's, 1 hour).
 	LinkExpires string
-	Progress    Progress
+	// Progress is told how much is downloaded.
+	Progress Progress
 }
 
 // Pull downloads a sealed artifact into w through a fresh signed link and

@@ -8,10 +8,15 @@ import (
 
 // TunnelTicket opens a tunnel to one environment's exports: dial URL (the
 // node agent's WebSocket endpoint) with Ticket as the bearer token, before
-// Expires.
+// Expires. Package tunnel does this (tunnel.Forward carries connections to
+// each export's listen address through it, as envlease port-forward does).
 type TunnelTicket struct {
-	URL     string    `json:"url"`
-	Ticket  string    `json:"ticket"`
+	// URL is the agent's tunnel endpoint, a ws:// or wss:// URL.
+	URL string `json:"url"`
+	// Ticket is the bearer token of the WebSocket upgrade, signed for this
+	// environment's node and the environment's export targets.
+	Ticket string `json:"ticket"`
+	// Expires is when the agent stops accepting the ticket.
 	Expires time.Time `json:"expires"`
 }
 

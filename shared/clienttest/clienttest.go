@@ -3,7 +3,9 @@
 // of shared/devstack, the test organizations of shared/apitest, every endpoint
 // group on a loopback port, and a node agent per pool, as the dev server runs
 // them. Time is real: clients sign, wait and download as they would against a
-// deployment. It is imported only by tests.
+// deployment. Start runs one for a test; Main runs one for a whole test
+// binary, for examples, which have no *testing.T. It is imported only by
+// tests.
 package clienttest
 
 import (

@@ -11,6 +11,9 @@ type NodeConnection struct {
 	OrgID string
 	Pool  string
 	Node  string
+	// KeyID is the node credential the connection opened with: revoking
+	// it finds and closes the connection.
+	KeyID string
 	// Full says the node last reported it has no free capacity, so wakes go
 	// to its neighbours first.
 	Full      bool

@@ -91,6 +91,11 @@ type Principal struct {
 	KeyHash string
 	// Expires is the credential's own end, nil when it has none.
 	Expires *time.Time
+	// Recheck says the credential was authenticated before this request
+	// (when its node protocol connection opened), not with it: everything
+	// the request reads or writes for the node also checks the key record
+	// is still unrevoked, in that same call.
+	Recheck bool
 }
 
 // IsAdmin reports whether the caller may manage the organization.

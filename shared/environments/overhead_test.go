@@ -27,7 +27,7 @@ import (
 //     (routing, authentication, the service, JSON).
 //   - http: the same over a loopback TCP connection with net/http's client.
 //
-// handler/sdk is what the service adds to its own storage calls; the README
+// handler/sdk is what the service adds to its own storage calls; docs/performance.md
 // records the ratio.
 func BenchmarkGetEnvironmentOverhead(b *testing.B) {
 	e := apitest.New(b, func(e *apitest.Env) [][]httpapi.Route {

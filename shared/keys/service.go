@@ -30,15 +30,37 @@ type Store interface {
 // Sources of a key record.
 var sources = map[string]bool{"console": true, "cli": true, "api": true}
 
+// ConnectionCloser ends what a revoked credential holds open: the node
+// protocol connections of a node credential (nodes.Revocations).
+type ConnectionCloser interface {
+	CloseConnections(ctx context.Context, k domain.APIKey) error
+}
+
 // Service holds the key rules.
 type Service struct {
-	store Store
-	clock clock.Clock
+	store  Store
+	clock  clock.Clock
+	closer ConnectionCloser
+}
+
+// Option configures the keys service.
+type Option func(*Service)
+
+// WithConnectionCloser makes revoking a node credential close its open
+// node protocol connections (the functions that revoke have the WebSocket
+// API's management endpoint; without it, connections are cut only at their
+// next message).
+func WithConnectionCloser(c ConnectionCloser) Option {
+	return func(s *Service) { s.closer = c }
 }
 
 // NewService returns the keys service.
-func NewService(store Store, clk clock.Clock) *Service {
-	return &Service{store: store, clock: clk}
+func NewService(store Store, clk clock.Clock, opts ...Option) *Service {
+	s := &Service{store: store, clock: clk}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
 
 // Issued is a new key record with its token, which is shown only this once.
@@ -143,7 +165,9 @@ func (s *Service) List(ctx context.Context, p domain.Principal) ([]domain.APIKey
 }
 
 // Revoke sets revoked on a key. Admins revoke any key of their organization;
-// a member only their own CLI tokens. Revoking twice is harmless.
+// a member only their own CLI tokens. Revoking twice is harmless. A node
+// credential's open connections are closed once it is revoked (also when it
+// already was, so revoking again retries what failed).
 func (s *Service) Revoke(ctx context.Context, p domain.Principal, id string) (domain.APIKey, error) {
 	k, err := s.store.GetKey(ctx, p.OrgID, id)
 	if err != nil {
@@ -152,5 +176,14 @@ func (s *Service) Revoke(ctx context.Context, p domain.Principal, id string) (do
 	if !p.IsAdmin() && (p.UserID == "" || k.UserID != p.UserID) {
 		return domain.APIKey{}, domain.Errorf(domain.CodeForbidden, "you can revoke only your own CLI tokens")
 	}
-	return s.store.RevokeKey(ctx, k, s.clock.Now())
+	k, err = s.store.RevokeKey(ctx, k, s.clock.Now())
+	if err != nil {
+		return domain.APIKey{}, err
+	}
+	if s.closer != nil && k.Credential == domain.CredentialNode {
+		if err := s.closer.CloseConnections(ctx, k); err != nil {
+			return domain.APIKey{}, err
+		}
+	}
+	return k, nil
 }

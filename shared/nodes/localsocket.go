@@ -68,6 +68,26 @@ func (l *LocalSockets) Post(ctx context.Context, conn ConnectionID, msg []byte) 
 	return nil
 }
 
+// CloseConnection closes an open connection with a close frame carrying
+// reason (StatusPolicyViolation), as API Gateway's DeleteConnection does in
+// AWS; a connection that is not open is already closed. The closing
+// handshake runs in the background (the library bounds it to 5 s, then cuts
+// the connection): a peer that does not answer it cannot hold up the caller.
+func (l *LocalSockets) CloseConnection(_ context.Context, conn ConnectionID, reason string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c := l.conns[conn]
+	if c == nil {
+		return nil
+	}
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		_ = c.Close(websocket.StatusPolicyViolation, reason)
+	}()
+	return nil
+}
+
 // Close closes every open connection, as when the stack stops, and waits
 // for their handlers.
 func (l *LocalSockets) Close() {
@@ -141,8 +161,12 @@ func (l *LocalSockets) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		handlers.Add(1)
 		go func() {
 			defer handlers.Done()
-			if out := l.socket.Handle(l.ctx, c, msg); out != nil {
+			out, end := l.socket.Answer(l.ctx, c, msg)
+			if out != nil {
 				_ = ws.Write(l.ctx, websocket.MessageText, out)
+			}
+			if end {
+				_ = l.CloseConnection(l.ctx, c.ID, ReasonRevoked)
 			}
 		}()
 	}

@@ -23,7 +23,7 @@ type OfferStore interface {
 	GetEnvironments(ctx context.Context, org string, ids []string) ([]domain.Environment, error)
 }
 
-// Offer timing; the README's node protocol section gives them.
+// Offer timing; docs/nodes.md, "The node protocol", gives them.
 const (
 	// DefaultReofferAfter is how long an offered environment may stay
 	// pending before the re-offer job wakes a node for it again.

@@ -40,8 +40,9 @@ type Store interface {
 	GetTemplate(ctx context.Context, org, name string) (domain.Template, error)
 	GetArtifact(ctx context.Context, org, id string) (domain.Artifact, error)
 
-	PutNode(ctx context.Context, n domain.Node) error
+	PutNode(ctx context.Context, n domain.Node, keyHash string) error
 	GetNode(ctx context.Context, org, id string) (domain.Node, error)
+	GetNodeWithCredential(ctx context.Context, org, id, keyHash string) (domain.Node, error)
 	ListNodes(ctx context.Context, org string) ([]domain.Node, error)
 	HeartbeatNode(ctx context.Context, n domain.Node, now, deadline time.Time) (domain.Node, error)
 	BeatNode(ctx context.Context, org, id string, cred domain.Principal, now, deadline time.Time) (domain.Node, error)
@@ -79,7 +80,7 @@ const (
 // ErrorNodeLost is the error of an environment whose node was lost.
 const ErrorNodeLost = "node lost"
 
-// Defaults; every one is documented in the README (Nodes and the reference agent).
+// Defaults; every one is documented in docs/nodes.md (Nodes and their API).
 const (
 	// DefaultHeartbeatInterval is how often agents are told to heartbeat.
 	DefaultHeartbeatInterval = 10 * time.Second
@@ -256,7 +257,7 @@ func (s *Service) Register(ctx context.Context, p domain.Principal, req Register
 		LastHeartbeat: now, Deadline: now.Add(s.opt.LostAfter), OrgID: p.OrgID, KeyID: p.KeyID, Version: 1,
 		TunnelURL: req.TunnelURL, TunnelKey: key,
 	}
-	if err := s.store.PutNode(ctx, n); err != nil {
+	if err := s.store.PutNode(ctx, n, recheck(p)); err != nil {
 		return Registered{}, err
 	}
 	ts, err := s.poolTemplates(ctx, n)
@@ -333,14 +334,34 @@ func (s *Service) List(ctx context.Context, p domain.Principal) ([]domain.Node, 
 	return ns, nil
 }
 
+// recheck is the key hash the writes of p's request check unrevoked: p's
+// own when it was authenticated before the request (a node protocol
+// connection's), none when the request's own authentication just read it.
+func recheck(p domain.Principal) string {
+	if p.Recheck {
+		return p.KeyHash
+	}
+	return ""
+}
+
 // ownNode reads the node a node credential acts as. Only the credential that
 // registered it may: another organization's, another pool's or another
-// credential's node is 404, as if it did not exist.
+// credential's node is 404, as if it did not exist. A principal authenticated
+// before the request (a node protocol connection's) has its key record read
+// in the same call, and is refused once it is revoked.
 func (s *Service) ownNode(ctx context.Context, p domain.Principal, id string) (domain.Node, error) {
 	if !strings.HasPrefix(id, "node_") || len(id) > 64 || strings.ContainsAny(id, "#/ ") {
 		return domain.Node{}, domain.NotFound("node")
 	}
-	n, err := s.store.GetNode(ctx, p.OrgID, id)
+	var (
+		n   domain.Node
+		err error
+	)
+	if p.Recheck {
+		n, err = s.store.GetNodeWithCredential(ctx, p.OrgID, id, p.KeyHash)
+	} else {
+		n, err = s.store.GetNode(ctx, p.OrgID, id)
+	}
 	if err != nil {
 		return domain.Node{}, err
 	}

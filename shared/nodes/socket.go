@@ -37,9 +37,21 @@ type Poster interface {
 	Post(ctx context.Context, conn ConnectionID, msg []byte) error
 }
 
+// Closer ends one open connection: API Gateway's DeleteConnection in AWS
+// (nodes/apigw), closing the socket on the local stack (LocalSockets).
+// Ending a connection that is already gone is not an error.
+type Closer interface {
+	CloseConnection(ctx context.Context, conn ConnectionID, reason string) error
+}
+
+// ReasonRevoked is the reason a connection of a revoked credential is
+// closed with (the local stack's close frame carries it; API Gateway's
+// DeleteConnection carries none).
+const ReasonRevoked = "the node credential has been revoked"
+
 // ConnectionStore is what the node protocol keeps in the table.
 type ConnectionStore interface {
-	PutConnection(ctx context.Context, c domain.NodeConnection) error
+	PutConnection(ctx context.Context, c domain.NodeConnection, keyHash string) error
 	DeleteConnection(ctx context.Context, org, pool, id string) error
 	SetConnectionFull(ctx context.Context, org, pool, id string, full bool) error
 }
@@ -76,11 +88,25 @@ const MaxMessageBytes = 128 << 10
 // Handle answers one message of a node. The answer is nil for messages that
 // have none; a request that fails is answered with an error message.
 func (k *Socket) Handle(ctx context.Context, c Conn, raw []byte) []byte {
+	out, _ := k.Answer(ctx, c, raw)
+	return out
+}
+
+// Answer is Handle that also says whether the connection must end after
+// its answer is sent: the message was refused because the connection's
+// credential is revoked (Unauthorized; nothing else on the node protocol
+// is). The server sends the answer, then closes the connection (Closer),
+// so a revoked node that still holds one is cut off at its first checked
+// message even if the revocation's own close did not reach it.
+func (k *Socket) Answer(ctx context.Context, c Conn, raw []byte) (out []byte, end bool) {
 	ctx, counters := metrics.WithRequest(ctx)
+	// The connection's principal was authenticated when it opened: what the
+	// message reads or writes also checks the key record is unrevoked.
+	c.Principal.Recheck = true
 	start := time.Now()
 	var m Message
 	var err error
-	var out *Message
+	var ans *Message
 	switch {
 	case len(raw) > MaxMessageBytes:
 		err = domain.BadRequest("message", "a message is at most %d bytes", MaxMessageBytes)
@@ -89,7 +115,7 @@ func (k *Socket) Handle(ctx context.Context, c Conn, raw []byte) []byte {
 	case c.Principal.Credential != domain.CredentialNode:
 		err = domain.Errorf(domain.CodeForbidden, "the node protocol takes a node credential")
 	default:
-		out, err = k.handle(ctx, c, m)
+		ans, err = k.handle(ctx, c, m)
 	}
 	typ := m.Type
 	if typ == "" {
@@ -103,18 +129,19 @@ func (k *Socket) Handle(ctx context.Context, c Conn, raw []byte) []byte {
 		if msg == "" {
 			msg = http.StatusText(status)
 		}
-		out = &Message{Type: MsgError, Error: &MessageError{Status: status, Code: string(e.Code), Message: msg}}
+		ans = &Message{Type: MsgError, Error: &MessageError{Status: status, Code: string(e.Code), Message: msg}}
+		end = e.Code == domain.CodeUnauthorized
 	}
-	if out == nil {
-		return nil
+	if ans == nil {
+		return nil, end
 	}
-	out.ID = m.ID
-	b, merr := json.Marshal(out)
+	ans.ID = m.ID
+	b, merr := json.Marshal(ans)
 	if merr != nil {
 		k.log.ErrorContext(ctx, "node message answer", "err", merr.Error())
-		return nil
+		return nil, end
 	}
-	return b
+	return b, end
 }
 
 func (k *Socket) handle(ctx context.Context, c Conn, m Message) (*Message, error) {
@@ -174,10 +201,15 @@ func (k *Socket) hello(ctx context.Context, c Conn, m Message) (Registered, erro
 	if err != nil {
 		return Registered{}, err
 	}
+	// The record names the credential, so revoking it finds the
+	// connection, and is written only while the credential is unrevoked.
 	err = k.conns.PutConnection(ctx, domain.NodeConnection{
-		ID: string(c.ID), OrgID: reg.Node.OrgID, Pool: reg.Node.Pool, Node: reg.Node.ID, Connected: k.clock.Now(),
-	})
-	return reg, err
+		ID: string(c.ID), OrgID: reg.Node.OrgID, Pool: reg.Node.Pool, Node: reg.Node.ID, KeyID: c.Principal.KeyID, Connected: k.clock.Now(),
+	}, c.Principal.KeyHash)
+	if err != nil {
+		return Registered{}, err
+	}
+	return reg, nil
 }
 
 func (k *Socket) logMessage(ctx context.Context, start time.Time, c Conn, typ, node string, err error, counters *metrics.Request) {
@@ -226,9 +258,10 @@ func (s *Service) Resume(ctx context.Context, p domain.Principal, id string) (Re
 // unknown), the pool's templates are read only then (one query), and
 // environments are read only when the beat names some or the node runs any
 // (to tell it which are stopping). So an idle node costs two calls a
-// DeadlineEvery, and its beats in between none. Identity is checked
-// whenever anything is read or written; a beat that reads nothing
-// discloses nothing.
+// DeadlineEvery, and its beats in between none. Identity, and that the
+// connection's credential is not revoked, are checked whenever anything is
+// read or written (in that same call); a beat that reads nothing discloses
+// nothing (its answer is the deadline the node sent) and changes nothing.
 func (s *Service) SocketHeartbeat(ctx context.Context, p domain.Principal, m Message) (SocketBeat, error) {
 	if len(m.Changed) > MaxHeartbeatIDs {
 		return SocketBeat{}, domain.Invalid("changed", "at most %d environment ids per heartbeat", MaxHeartbeatIDs)

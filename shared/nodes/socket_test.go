@@ -13,17 +13,28 @@ import (
 	"github.com/envlease/envlease/shared/domain"
 	"github.com/envlease/envlease/shared/environments"
 	"github.com/envlease/envlease/shared/httpapi"
+	"github.com/envlease/envlease/shared/keys"
 	"github.com/envlease/envlease/shared/nodes"
 	"github.com/envlease/envlease/shared/store"
 )
 
 // fakePoster records what is posted; connections in gone answer ErrGone,
-// and drop swallows posts (a lost message).
+// and drop swallows posts (a lost message). It is also the Closer: a closed
+// connection is gone, as API Gateway's is after DeleteConnection.
 type fakePoster struct {
-	mu    sync.Mutex
-	posts []post
-	gone  map[nodes.ConnectionID]bool
-	drop  bool
+	mu     sync.Mutex
+	posts  []post
+	gone   map[nodes.ConnectionID]bool
+	drop   bool
+	closed []nodes.ConnectionID
+}
+
+func (f *fakePoster) CloseConnection(_ context.Context, c nodes.ConnectionID, _ string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closed = append(f.closed, c)
+	f.gone[c] = true
+	return nil
 }
 
 type post struct {
@@ -76,7 +87,9 @@ func newSocketEnv(t *testing.T) *socketEnv {
 		svc = nodes.NewService(counted, stubLinks{}, e.Clock, nodes.Options{})
 		se.socket = nodes.NewSocket(svc, counted, e.Log)
 		se.offerer = nodes.NewOfferer(counted, se.poster, e.Clock, e.Log, 3*time.Second)
-		return [][]httpapi.Route{nodes.Routes(svc), environments.Routes(environments.NewService(e.Store, e.Clock, environments.WithOfferer(se.offerer)))}
+		// Revoking a node credential closes its connections through the poster.
+		keySvc := keys.NewService(e.Store, e.Clock, keys.WithConnectionCloser(nodes.NewRevocations(counted, se.poster, e.Log)))
+		return [][]httpapi.Route{nodes.Routes(svc), environments.Routes(environments.NewService(e.Store, e.Clock, environments.WithOfferer(se.offerer))), keys.KeyRoutes(keySvc)}
 	})
 	se.env = &env{Env: e, svc: svc}
 	return se

@@ -303,7 +303,7 @@ func TestFleetSmoke(t *testing.T) {
 	check(t, simulate(t, size{Orgs: 30, Envs: 150, Nodes: 6, Ticks: 7, Churn: 1.0 / 60, Idle: time.Minute}))
 }
 
-// BenchmarkFleet is the simulation at the size the README records: 10,000
+// BenchmarkFleet is the simulation at the size docs/scale.md records: 10,000
 // live environments of 100 organizations touched every 10 s, 1/60 of them
 // replaced every 10 s (leases and stops), 100 idle nodes heartbeating, the
 // jobs every minute, for 2 simulated minutes. ENVLEASE_FLEET_ENVS, _ORGS,

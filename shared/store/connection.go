@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"hash/fnv"
 	"strconv"
 	"time"
@@ -16,11 +17,14 @@ import (
 
 // Node protocol items:
 //
-//	CONNS#<org>#<pool>  CONN#<connection>   a node's open WebSocket; ttl a little past the longest connection
+//	CONNS#<org>#<pool>  CONN#<connection>   a node's open WebSocket, with its credential's keyId; ttl a little past the longest connection
 //	OFFER#<shard>       <org>#<env>         a pending environment a node was woken for; the re-offer job's
 //
 // Connections live in one partition per pool, so a lease reads a few of its
-// pool's with one query and wakes one of them. Offers are spread over
+// pool's with one query and wakes one of them. A node credential serves one
+// pool, so the connections of a revoked credential are in that one
+// partition too: revoking reads it (KeyConnections) rather than every
+// hello and $disconnect writing a second record for a rare operation. Offers are spread over
 // domain.OfferShards partitions by environment, so no one partition takes every
 // lease's write; the re-offer job reads every shard, and what it reads is
 // what is still offered: its cost follows what is pending.
@@ -31,6 +35,7 @@ type connItem struct {
 	Pool      string    `dynamodbav:"pool"`
 	Conn      string    `dynamodbav:"conn"`
 	Node      string    `dynamodbav:"node"`
+	KeyID     string    `dynamodbav:"keyId,omitempty"`
 	Full      bool      `dynamodbav:"full"`
 	Connected time.Time `dynamodbav:"connected"`
 	TTL       int64     `dynamodbav:"ttl"`
@@ -75,20 +80,94 @@ var (
 )
 
 func (it connItem) domain() domain.NodeConnection {
-	return domain.NodeConnection{ID: it.Conn, OrgID: it.Org, Pool: it.Pool, Node: it.Node, Full: it.Full, Connected: it.Connected.UTC()}
+	return domain.NodeConnection{ID: it.Conn, OrgID: it.Org, Pool: it.Pool, Node: it.Node, KeyID: it.KeyID, Full: it.Full, Connected: it.Connected.UTC()}
 }
 
-// PutConnection records a node's open connection (again, on a resumed hello).
-func (s *Store) PutConnection(ctx context.Context, c domain.NodeConnection) error {
+// PutConnection records a node's open connection (again, on a resumed
+// hello). With keyHash, the credential the connection opened with, the put
+// is one transaction with the check that the key is not revoked: a
+// revocation either commits first, and the connection is refused, or
+// after, and its strongly consistent read of the pool's connections
+// (KeyConnections) finds this one to close.
+func (s *Store) PutConnection(ctx context.Context, c domain.NodeConnection, keyHash string) error {
 	item, err := marshal(connItem{
 		PK: connPK(c.OrgID, c.Pool), SK: connSK(c.ID), Org: c.OrgID, Pool: c.Pool, Conn: c.ID, Node: c.Node,
-		Full: c.Full, Connected: c.Connected, TTL: c.Connected.Add(ConnectionKept).Unix(),
+		KeyID: c.KeyID, Full: c.Full, Connected: c.Connected, TTL: c.Connected.Add(ConnectionKept).Unix(),
 	})
 	if err != nil {
 		return err
 	}
-	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: item})
-	return dependencyError("put connection", err)
+	if keyHash == "" {
+		_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: item})
+		return dependencyError("put connection", err)
+	}
+	reasons, err := s.transact(ctx, "put connection", []types.TransactWriteItem{
+		{Put: &types.Put{TableName: aws.String(s.table), Item: item}}, s.credentialCheck(keyHash),
+	})
+	switch {
+	case err != nil:
+		return err
+	case conditionFailed(reasons, 1):
+		return errRevokedCredential()
+	case reasons != nil:
+		return domain.Internal(fmt.Errorf("put connection cancelled: %v", reasons))
+	}
+	return nil
+}
+
+// KeyConnections returns the recorded connections of a node credential,
+// which are all in its pool's partition: one strongly consistent query of
+// that partition (a page per 1 MB), filtered on the key. Records whose TTL
+// passed are included: closing one that is gone is harmless.
+//
+// Records written before connections named their key (at most
+// ConnectionKept old) are matched through their node's keyId, read in one
+// BatchGetItem per 100 of them.
+func (s *Store) KeyConnections(ctx context.Context, org, pool, keyID string) ([]domain.NodeConnection, error) {
+	items, err := queryAll[connItem](ctx, s, "key connections", &dynamodb.QueryInput{
+		TableName:                 aws.String(s.table),
+		KeyConditionExpression:    aws.String("PK = :pk AND begins_with(SK, :sk)"),
+		FilterExpression:          aws.String("keyId = :key OR attribute_not_exists(keyId)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(connPK(org, pool)), ":sk": str("CONN#"), ":key": str(keyID)},
+		ConsistentRead:            aws.Bool(true),
+	})
+	if err != nil {
+		return nil, err
+	}
+	var out []domain.NodeConnection
+	var unnamed []connItem
+	var refs []map[string]types.AttributeValue
+	for _, it := range items {
+		switch {
+		case it.KeyID == keyID:
+			out = append(out, it.domain())
+		case it.KeyID == "" && idOK(it.Node):
+			unnamed = append(unnamed, it)
+			refs = append(refs, key(orgPK(org), nodeSK(it.Node)))
+		}
+	}
+	if len(unnamed) == 0 {
+		return out, nil
+	}
+	raws, err := s.fetchItems(ctx, "key connections", refs)
+	if err != nil {
+		return nil, err
+	}
+	ofKey := map[string]bool{}
+	for _, raw := range raws {
+		var n nodeItem
+		if err := unmarshal(raw, &n); err != nil {
+			return nil, err
+		}
+		ofKey[n.ID] = n.KeyID == keyID
+	}
+	for _, it := range unnamed {
+		if ofKey[it.Node] {
+			it.KeyID = keyID
+			out = append(out, it.domain())
+		}
+	}
+	return out, nil
 }
 
 // DeleteConnection forgets a connection; forgetting one twice is harmless.

@@ -87,11 +87,82 @@ func (it nodeItem) domain() domain.Node {
 	}
 }
 
-// PutNode writes a newly registered node.
-func (s *Store) PutNode(ctx context.Context, n domain.Node) error {
+// PutNode writes a newly registered node, with its event. With keyHash
+// (a registration on a node protocol connection, authenticated when the
+// connection opened) the same transaction checks the credential is not
+// revoked: a revoked credential registers nothing.
+func (s *Store) PutNode(ctx context.Context, n domain.Node, keyHash string) error {
 	ev := domain.NewEvent(ctx, domain.EventNodeRegister, n.OrgID, domain.Subject{Kind: "node", ID: n.ID}, n.Registered,
 		map[string]any{"name": n.Name, "pool": n.Pool, "capacity": n.Capacity})
-	return s.putNewWithEvent(ctx, "put node", s.newNodeItem(n), "a node with this id already exists", ev)
+	const conflict = "a node with this id already exists"
+	if keyHash == "" {
+		return s.putNewWithEvent(ctx, "put node", s.newNodeItem(n), conflict, ev)
+	}
+	item, err := marshal(s.newNodeItem(n))
+	if err != nil {
+		return err
+	}
+	evPut, err := s.eventPut(ev)
+	if err != nil {
+		return err
+	}
+	reasons, err := s.transact(ctx, "put node", []types.TransactWriteItem{
+		{Put: &types.Put{TableName: aws.String(s.table), Item: item, ConditionExpression: aws.String("attribute_not_exists(PK)")}},
+		s.credentialCheck(keyHash), evPut,
+	})
+	switch {
+	case err != nil:
+		return err
+	case conditionFailed(reasons, 1):
+		return errRevokedCredential()
+	case reasons != nil:
+		return domain.Errorf(domain.CodeConflict, "%s", conflict)
+	}
+	return nil
+}
+
+// GetNodeWithCredential is GetNode for a node credential whose principal
+// was authenticated before (a node protocol connection's): one
+// BatchGetItem reads the node and the key record of keyHash, both strongly
+// consistent, and a revoked (or deleted) key is refused before the node is
+// looked at. It costs the one call GetNode costs.
+func (s *Store) GetNodeWithCredential(ctx context.Context, org, id, keyHash string) (domain.Node, error) {
+	if !idOK(id) {
+		return domain.Node{}, domain.NotFound("node")
+	}
+	items, err := s.fetchItems(ctx, "get node", []map[string]types.AttributeValue{
+		key(orgPK(org), nodeSK(id)), key(tokenPK(keyHash), "TOKEN"),
+	})
+	if err != nil {
+		return domain.Node{}, err
+	}
+	var (
+		n        *domain.Node
+		keyValid bool
+	)
+	for _, raw := range items {
+		if attrString(raw[AttrPK]) == tokenPK(keyHash) {
+			var k keyItem
+			if err := unmarshal(raw, &k); err != nil {
+				return domain.Node{}, err
+			}
+			keyValid = k.Revoked == nil
+			continue
+		}
+		var it nodeItem
+		if err := unmarshal(raw, &it); err != nil {
+			return domain.Node{}, err
+		}
+		d := it.domain()
+		n = &d
+	}
+	switch {
+	case !keyValid:
+		return domain.Node{}, errRevokedCredential()
+	case n == nil:
+		return domain.Node{}, domain.NotFound("node")
+	}
+	return *n, nil
 }
 
 // GetNode reads a node of org, strongly consistent.

@@ -12,7 +12,7 @@ import (
 // target that reads everything and then says how much it read: "direct"
 // connects to the target, "tunnel" goes through an agent's tunnel endpoint
 // (WebSocket, yamux, the agent's dial and pipe). Each operation is 1 MiB;
-// go test reports MB/s, and the README compares the two.
+// go test reports MB/s, and docs/performance.md compares the two.
 //
 //	go test -run '^$' -bench Tunnel ./shared/tunnel/
 func BenchmarkTunnel(b *testing.B) {

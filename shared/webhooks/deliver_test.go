@@ -124,7 +124,7 @@ func (s *stack) deliveries(hook string) []domain.Delivery {
 
 // A receiver that answers 500 twice and then 200 gets the event three
 // times, 30 s and then 60 s apart on the job's clock, each POST signed so
-// that the README's receiver code accepts it.
+// that the documented receiver code (docs/events.md) accepts it.
 func TestDeliveryRetriesWithBackoff(t *testing.T) {
 	rcv := newReceiver(t, 500, 500, 200)
 	s := newStack(t, rcv, true)
@@ -187,7 +187,7 @@ func TestDeliveryRetriesWithBackoff(t *testing.T) {
 	for i, req := range rcv.got {
 		body := rcv.bodies[i]
 		if err := example.Verify(secret, req.Header.Get(webhooks.SignatureHeader), body, start.Add([]time.Duration{0, 30 * time.Second, 90 * time.Second}[i]), 5*time.Minute); err != nil {
-			t.Errorf("delivery %d: the README's receiver refuses it: %v", i, err)
+			t.Errorf("delivery %d: the documented receiver refuses it: %v", i, err)
 		}
 		if err := example.Verify("whsec_wrong", req.Header.Get(webhooks.SignatureHeader), body, start, 5*time.Minute); err == nil {
 			t.Error("another secret verified")
@@ -379,24 +379,24 @@ func TestWebhookAPI(t *testing.T) {
 	}
 }
 
-// The README shows the receiver code of package example verbatim.
-func TestReadmeShowsReceiverCode(t *testing.T) {
+// docs/events.md shows the receiver code of package example verbatim.
+func TestDocsShowReceiverCode(t *testing.T) {
 	code, err := os.ReadFile("example/verify.go")
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme, err := os.ReadFile("../../README.md")
+	doc, err := os.ReadFile("../../docs/events.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(readme), "```go\n"+string(code)+"```\n") {
-		t.Fatal("README.md does not show shared/webhooks/example/verify.go verbatim in a ```go block")
+	if !strings.Contains(string(doc), "```go\n"+string(code)+"```\n") {
+		t.Fatal("docs/events.md does not show shared/webhooks/example/verify.go verbatim in a ```go block")
 	}
 }
 
-// The README's Receiver, served as a receiver would, accepts a delivery
+// The documented Receiver, served as a receiver would, accepts a delivery
 // signed now and refuses a stale, a forged and a tampered one.
-func TestReadmeReceiver(t *testing.T) {
+func TestDocumentedReceiver(t *testing.T) {
 	secret := webhooks.NewSecret()
 	var got [][]byte
 	srv := httptest.NewServer(example.Receiver(secret, func(ev []byte) error {

@@ -55,29 +55,49 @@ var blocked = []struct {
 	{netip.MustParsePrefix("ff00::/8"), "multicast"},
 }
 
-// Ranges whose IPv6 address carries an IPv4 one (NAT64, 6to4): judged by the
-// IPv4 address inside.
-var (
-	nat64  = netip.MustParsePrefix("64:ff9b::/96")
-	sixTo4 = netip.MustParsePrefix("2002::/16")
-)
+// IPv6 forms that carry an IPv4 address. Only the IPv4-mapped form
+// (::ffff:a.b.c.d) is judged by the address inside: it is not an IPv6
+// destination at all but the socket API's spelling of an IPv4 one, so the
+// dialer connects over IPv4 to exactly that address and the IPv4 rules are
+// exact. Every other form is refused whatever it carries: whether a packet to
+// it reaches the embedded host, or another one, is decided by a translator or
+// relay on the path (a NAT64 gateway or SIIT translator in the service's own
+// network, a 6to4 or Teredo relay), which the guard cannot see, and a
+// receiver that has an IPv4 address publishes it as such. Decoding them would
+// trust rules this guard cannot check; refusing costs no real receiver.
+// The IPv4-compatible form (::/96), Teredo (2001::/32) and local-use NAT64
+// (64:ff9b:1::/48) are in blocked; the forms below name the embedded
+// address's class when it has one, so the refusal says what it would reach.
+var embedding = []struct {
+	prefix netip.Prefix
+	at     int // the byte the IPv4 address starts at
+	form   string
+}{
+	{netip.MustParsePrefix("::ffff:0:0:0/96"), 12, "IPv4-translated"}, // SIIT (RFC 2765)
+	{netip.MustParsePrefix("64:ff9b::/96"), 12, "NAT64"},              // well-known NAT64 prefix (RFC 6052)
+	{netip.MustParsePrefix("2002::/16"), 2, "6to4"},                   // RFC 3056, deprecated (RFC 7526)
+}
 
 // AddressClass returns why ip may not receive deliveries ("loopback",
 // "private", ...), or "" for a public address. allowLoopback lets loopback
-// through (the devserver's local receivers).
+// through (the devserver's local receivers), never through an IPv4-embedding
+// form other than the mapped one.
 func AddressClass(ip netip.Addr, allowLoopback bool) string {
 	ip = ip.WithZone("")
 	if ip.Is4In6() {
-		// ::ffff:10.0.0.1 reaches 10.0.0.1.
+		// ::ffff:10.0.0.1 is 10.0.0.1.
 		ip = ip.Unmap()
 	}
 	if ip.Is6() {
 		b := ip.As16()
-		switch {
-		case nat64.Contains(ip):
-			return AddressClass(netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]}), allowLoopback)
-		case sixTo4.Contains(ip):
-			return AddressClass(netip.AddrFrom4([4]byte{b[2], b[3], b[4], b[5]}), allowLoopback)
+		for _, e := range embedding {
+			if e.prefix.Contains(ip) {
+				v4 := netip.AddrFrom4([4]byte{b[e.at], b[e.at+1], b[e.at+2], b[e.at+3]})
+				if class := AddressClass(v4, false); class != "" {
+					return class
+				}
+				return e.form
+			}
 		}
 	}
 	if ip == netip.IPv4Unspecified() || ip == netip.MustParseAddr("255.255.255.255") {

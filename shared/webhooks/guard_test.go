@@ -2,9 +2,11 @@ package webhooks_test
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/envlease/envlease/shared/domain"
 	"github.com/envlease/envlease/shared/webhooks"
@@ -147,4 +149,80 @@ func TestCheckURL(t *testing.T) {
 	if _, err := local.CheckURL(context.Background(), "https://10.0.0.1/x"); err == nil {
 		t.Error("allow local: a private address was accepted")
 	}
+}
+
+// Every IPv6 form that carries an IPv4 address, each carrying a loopback,
+// a private, the metadata and a public address. Only the IPv4-mapped form
+// is judged by the address inside (it is that IPv4 address); every other
+// form is refused whatever it carries, naming the inner address's class
+// when it has one, and the local stack's loopback allowance never lets one
+// through.
+func TestIPv4EmbeddingForms(t *testing.T) {
+	inner := []struct {
+		v4, class string
+	}{
+		{"127.0.0.1", "loopback"},
+		{"10.0.0.1", "private"},
+		{"169.254.169.254", "link-local"},
+		{"8.8.8.8", ""},
+	}
+	for _, f := range []struct {
+		form string
+		// embed writes the IPv4 address (as a.b.c.d and its hex halves)
+		// into the form.
+		embed func(v4 netip.Addr) string
+		// refusal is the class when the inner address is public; "" for
+		// the mapped form, judged by the inner address alone. inner says
+		// whether a non-public inner address names its own class.
+		refusal string
+		inner   bool
+	}{
+		{"IPv4-mapped ::ffff:0:0/96", func(a netip.Addr) string { return "::ffff:" + a.String() }, "", true},
+		{"IPv4-translated ::ffff:0:0:0/96", func(a netip.Addr) string { return "::ffff:0:" + hexHalves(a) }, "IPv4-translated", true},
+		{"IPv4-compatible ::/96", func(a netip.Addr) string { return "::" + hexHalves(a) }, "reserved", false},
+		{"NAT64 64:ff9b::/96", func(a netip.Addr) string { return "64:ff9b::" + hexHalves(a) }, "NAT64", true},
+		{"local-use NAT64 64:ff9b:1::/48", func(a netip.Addr) string { return "64:ff9b:1::" + hexHalves(a) }, "reserved", false},
+		{"6to4 2002::/16", func(a netip.Addr) string { return "2002:" + hexHalves(a) + "::1" }, "6to4", true},
+		{"Teredo 2001::/32", func(a netip.Addr) string { return "2001:0:" + hexHalves(a) + "::1" }, "reserved", false},
+	} {
+		for _, in := range inner {
+			v4 := netip.MustParseAddr(in.v4)
+			ip := netip.MustParseAddr(f.embed(v4))
+			want := f.refusal
+			if in.class != "" && (f.inner || f.refusal == "") {
+				want = in.class
+			}
+			t.Run(f.form+" of "+in.v4, func(t *testing.T) {
+				if got := webhooks.AddressClass(ip, false); got != want {
+					t.Errorf("%s: class %q, want %q", ip, got, want)
+				}
+				local := want
+				if f.refusal == "" && in.class == "loopback" {
+					local = ""
+				}
+				if got := webhooks.AddressClass(ip, true); got != local {
+					t.Errorf("%s with loopback allowed: class %q, want %q", ip, got, local)
+				}
+				_, err := webhooks.Guard{}.CheckURL(context.Background(), "https://["+ip.String()+"]/hook")
+				if (err == nil) != (want == "") {
+					t.Errorf("https://[%s]/hook: %v, want refused %v", ip, err, want != "")
+				}
+			})
+		}
+	}
+	// The audit's address, as written.
+	if _, err := (webhooks.Guard{AllowLocal: true}).CheckURL(context.Background(), "https://[::ffff:0:7f00:1]/"); err == nil || !strings.Contains(err.Error(), "loopback") {
+		t.Fatalf("https://[::ffff:0:7f00:1]/: %v, want refused as loopback", err)
+	}
+	// And a delivery dialing it (a name that resolved to it after creation)
+	// is refused on the address being dialed, before any packet is sent.
+	_, err := (webhooks.Guard{AllowLocal: true}).Client(5*time.Second, nil).Get("https://[::ffff:0:7f00:1]:9/")
+	if err == nil || !strings.Contains(err.Error(), "refused address") {
+		t.Fatalf("dial of [::ffff:0:7f00:1]: %v, want a refused address", err)
+	}
+}
+
+func hexHalves(a netip.Addr) string {
+	b := a.As4()
+	return fmt.Sprintf("%x:%x", uint16(b[0])<<8|uint16(b[1]), uint16(b[2])<<8|uint16(b[3]))
 }

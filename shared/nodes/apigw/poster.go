@@ -1,6 +1,7 @@
 // Package apigw posts node protocol messages to nodes' WebSocket
-// connections through API Gateway's Management API: the AWS side of
-// nodes.Poster (the local stack's is nodes.LocalSockets).
+// connections, and closes them, through API Gateway's Management API: the
+// AWS side of nodes.Poster and nodes.Closer (the local stack's is
+// nodes.LocalSockets).
 package apigw
 
 import (
@@ -45,4 +46,22 @@ func (p *Poster) Post(ctx context.Context, conn nodes.ConnectionID, msg []byte) 
 	return nil
 }
 
-var _ nodes.Poster = (*Poster)(nil)
+// CloseConnection ends the connection (DeleteConnection; API Gateway then
+// runs $disconnect). reason is not sent: the Management API carries none.
+// A connection API Gateway no longer has is already closed.
+func (p *Poster) CloseConnection(ctx context.Context, conn nodes.ConnectionID, _ string) error {
+	_, err := p.client.DeleteConnection(ctx, &apigatewaymanagementapi.DeleteConnectionInput{ConnectionId: aws.String(string(conn))})
+	var gone *types.GoneException
+	if errors.As(err, &gone) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("delete connection: %w", err)
+	}
+	return nil
+}
+
+var (
+	_ nodes.Poster = (*Poster)(nil)
+	_ nodes.Closer = (*Poster)(nil)
+)

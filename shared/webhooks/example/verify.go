@@ -1,4 +1,4 @@
-// Package example is the receiver code the README shows, verbatim: a test
+// Package example is the receiver code docs/events.md shows, verbatim: a test
 // checks real deliveries with it.
 package example
 

@@ -1,0 +1,273 @@
+package image
+
+import (
+	"archive/tar"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path"
+	"runtime"
+	"strings"
+
+	"github.com/docker/cli/cli/config"
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+)
+
+// ErrNotFound: the registry has no image of that reference.
+var ErrNotFound = errors.New("image not found")
+
+// NodePlatform is the platform this node runs images of.
+func NodePlatform() v1.Platform {
+	return v1.Platform{OS: runtime.GOOS, Architecture: runtime.GOARCH}
+}
+
+// KeychainFromFile reads registry credentials from a Docker-style config
+// file ("auths", "credHelpers", "credsStore") that the node's operator
+// wrote; an empty path gives anonymous access. Credentials never come from a
+// template: a member could otherwise make the node present an operator's
+// credentials to a registry of the member's choosing.
+func KeychainFromFile(path string) (authn.Keychain, error) {
+	if path == "" {
+		return anonymous{}, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("registry credentials: %w", err)
+	}
+	defer f.Close()
+	cf, err := config.LoadFromReader(f)
+	if err != nil {
+		return nil, fmt.Errorf("registry credentials %s: %w", path, err)
+	}
+	return fileKeychain{get: func(key string) (authn.AuthConfig, error) {
+		c, err := cf.GetAuthConfig(key)
+		return authn.AuthConfig{Username: c.Username, Password: c.Password, Auth: c.Auth,
+			IdentityToken: c.IdentityToken, RegistryToken: c.RegistryToken}, err
+	}}, nil
+}
+
+type anonymous struct{}
+
+func (anonymous) Resolve(authn.Resource) (authn.Authenticator, error) { return authn.Anonymous, nil }
+
+type fileKeychain struct {
+	get func(key string) (authn.AuthConfig, error)
+}
+
+// Resolve looks the repository up first, then its registry, as docker does.
+func (k fileKeychain) Resolve(r authn.Resource) (authn.Authenticator, error) {
+	for _, key := range []string{r.String(), r.RegistryStr()} {
+		if key == name.DefaultRegistry {
+			key = authn.DefaultAuthKey
+		}
+		c, err := k.get(key)
+		if err != nil {
+			return nil, err
+		}
+		if c != (authn.AuthConfig{}) {
+			return authn.FromConfig(c), nil
+		}
+	}
+	return authn.Anonymous, nil
+}
+
+// Puller pulls images from registries.
+type Puller struct {
+	// Keychain gives the node's registry credentials (KeychainFromFile).
+	Keychain authn.Keychain
+	// Platform the node runs (default NodePlatform).
+	Platform *v1.Platform
+	// Insecure allows registries over plain HTTP (loopback and private
+	// addresses are always reached over HTTP, as go-containerregistry does).
+	Insecure bool
+	// Transport, when set, carries the requests.
+	Transport http.RoundTripper
+}
+
+func (p Puller) platform() v1.Platform {
+	if p.Platform != nil {
+		return *p.Platform
+	}
+	return NodePlatform()
+}
+
+// Pull resolves ref (a tag or a digest) to the image of the node's
+// platform. Layers are fetched when the cache applies them.
+func (p Puller) Pull(ctx context.Context, ref string) (v1.Image, error) {
+	var nopt []name.Option
+	if p.Insecure {
+		nopt = append(nopt, name.Insecure)
+	}
+	r, err := name.ParseReference(ref, nopt...)
+	if err != nil {
+		return nil, fmt.Errorf("image reference %q: %w", ref, err)
+	}
+	kc := p.Keychain
+	if kc == nil {
+		kc = anonymous{}
+	}
+	opts := []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(kc), remote.WithPlatform(p.platform())}
+	if p.Transport != nil {
+		opts = append(opts, remote.WithTransport(p.Transport))
+	}
+	img, err := remote.Image(r, opts...)
+	if err != nil {
+		var te *transport.Error
+		if errors.As(err, &te) && (te.StatusCode == http.StatusNotFound || hasCode(te, transport.ManifestUnknownErrorCode, transport.NameUnknownErrorCode)) {
+			return nil, fmt.Errorf("%w: %s", ErrNotFound, ref)
+		}
+		if strings.Contains(err.Error(), "no child with platform") {
+			return nil, fmt.Errorf("image %s has no %s variant: %w", ref, p.platform(), ErrPlatform)
+		}
+		return nil, fmt.Errorf("image %s: %w", ref, err)
+	}
+	return img, nil
+}
+
+func hasCode(te *transport.Error, codes ...transport.ErrorCode) bool {
+	for _, d := range te.Errors {
+		for _, c := range codes {
+			if d.Code == c {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// ErrPlatform: the image is for another platform than the node's.
+var ErrPlatform = errors.New("the image is for another platform than this node's")
+
+// OpenArchive reads an OCI image archive: an OCI image layout in a tar (as
+// "docker buildx --output type=oci" and "crane pull --format=oci" write it)
+// or a "docker save" tarball. An OCI layout is first unpacked, files and
+// folders only, into scratch (an empty folder the caller removes after the
+// image is applied); a docker tarball is read in place. platform picks the
+// image of an index (nil: the node's).
+func OpenArchive(archive, scratch string, platform *v1.Platform) (v1.Image, error) {
+	kind, err := archiveKind(archive)
+	if err != nil {
+		return nil, err
+	}
+	p := NodePlatform()
+	if platform != nil {
+		p = *platform
+	}
+	switch kind {
+	case "docker":
+		img, err := tarball.ImageFromPath(archive, nil)
+		if err != nil {
+			return nil, fmt.Errorf("image archive: %w", err)
+		}
+		return img, nil
+	case "oci":
+		f, err := os.Open(archive)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		root, err := os.OpenRoot(scratch)
+		if err != nil {
+			return nil, err
+		}
+		defer root.Close()
+		// Files and folders only: layout reads its blobs with plain opens,
+		// which a symbolic link in the archive could lead anywhere.
+		a := NewApplier(root, ApplyOptions{filesOnly: true})
+		if err := a.Apply(f); err != nil {
+			return nil, fmt.Errorf("image archive: %w", err)
+		}
+		idx, err := layout.ImageIndexFromPath(scratch)
+		if err != nil {
+			return nil, fmt.Errorf("image archive: %w", err)
+		}
+		return fromIndex(idx, p, 0)
+	}
+	return nil, errors.New("image archive: neither an OCI image layout (oci-layout, index.json) nor a docker save tarball (manifest.json)")
+}
+
+// archiveKind looks at the archive's top-level names.
+func archiveKind(archive string) (string, error) {
+	f, err := os.Open(archive)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	tr := tar.NewReader(f)
+	var layoutFile, index, manifest bool
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return "", fmt.Errorf("image archive: not a tar archive (or a damaged one): %w", err)
+		}
+		switch path.Clean(strings.TrimPrefix(h.Name, "/")) {
+		case "oci-layout":
+			layoutFile = true
+		case "index.json":
+			index = true
+		case "manifest.json":
+			manifest = true
+		}
+	}
+	switch {
+	case layoutFile && index:
+		return "oci", nil
+	case manifest:
+		return "docker", nil
+	}
+	return "", nil
+}
+
+// fromIndex picks the image of platform p, following nested indexes.
+func fromIndex(idx v1.ImageIndex, p v1.Platform, depth int) (v1.Image, error) {
+	if depth > 4 {
+		return nil, errors.New("image archive: indexes nested too deep")
+	}
+	m, err := idx.IndexManifest()
+	if err != nil {
+		return nil, fmt.Errorf("image archive: %w", err)
+	}
+	var only []v1.Descriptor
+	for _, d := range m.Manifests {
+		if d.MediaType.IsImage() || d.MediaType.IsIndex() {
+			only = append(only, d)
+		}
+	}
+	for _, d := range only {
+		if d.Platform != nil && !d.Platform.Satisfies(p) {
+			continue
+		}
+		// A descriptor without a platform is taken when it is the only one.
+		if d.Platform == nil && len(only) > 1 {
+			continue
+		}
+		if d.MediaType.IsIndex() {
+			child, err := idx.ImageIndex(d.Digest)
+			if err != nil {
+				return nil, fmt.Errorf("image archive: %w", err)
+			}
+			return fromIndex(child, p, depth+1)
+		}
+		img, err := idx.Image(d.Digest)
+		if err != nil {
+			return nil, fmt.Errorf("image archive: %w", err)
+		}
+		return img, nil
+	}
+	if len(only) == 0 {
+		return nil, errors.New("image archive: the index names no image")
+	}
+	return nil, fmt.Errorf("image archive has no %s image: %w", p, ErrPlatform)
+}
