@@ -307,6 +307,17 @@ func (a *Agent) signal() {
 
 var errLost = errors.New("the node was declared lost or deregistered")
 
+// ErrCredentialRefused is what Run returns when the control plane refuses
+// the node credential (401: revoked, expired or wrong). Retrying with it
+// cannot succeed and each try counts against the node's address, so the
+// agent stops its environments and ends; it runs again with a new credential.
+var ErrCredentialRefused = errors.New("the node credential was refused (revoked, expired or not a node credential); install a new one and start the agent again")
+
+// refused reports whether err is the control plane refusing the credential.
+func refused(err error) bool {
+	return statusOf(err) == http.StatusUnauthorized || errors.Is(err, ErrCredentialRefused)
+}
+
 // Run serves until ctx ends: lock the work dir and clear what an earlier run
 // left in it (reclaim), register, then heartbeat, claim and run. If the
 // control plane declares the node lost (it missed heartbeats), what it ran
@@ -327,13 +338,21 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	defer a.stopTunnels()
+	// Run may also end on its own (a refused credential): the warm pool is
+	// stopped with it.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	warmDone := make(chan struct{})
 	go func() { defer close(warmDone); a.warm.run(ctx) }()
-	defer func() { <-warmDone }()
+	defer func() { cancel(); <-warmDone }()
 	for {
 		err := a.session(ctx)
 		if ctx.Err() != nil {
 			return nil
+		}
+		if refused(err) {
+			a.log.Error("the node credential was refused; environments stopped, the agent ends", "err", err)
+			return fmt.Errorf("%w: %v", ErrCredentialRefused, err)
 		}
 		a.log.Warn("node session ended; registering again", "err", err)
 		select {
@@ -465,6 +484,9 @@ func (a *Agent) heartbeats(ctx context.Context, node string, interval time.Durat
 		if statusOf(err) == http.StatusGone || statusOf(err) == http.StatusNotFound {
 			return errLost
 		}
+		if refused(err) {
+			return err
+		}
 		if err != nil {
 			a.log.Warn("heartbeat failed", "err", err)
 			continue
@@ -568,6 +590,8 @@ func (a *Agent) claims(ctx context.Context, node string, wait time.Duration) err
 			return nil
 		case s == http.StatusGone || s == http.StatusNotFound:
 			return errLost
+		case refused(err):
+			return err
 		default:
 			if s != http.StatusConflict {
 				a.log.Warn("claim failed", "err", err)

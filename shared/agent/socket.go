@@ -178,7 +178,7 @@ func (a *Agent) socketSession(ctx context.Context, reg nodes.Registered, url str
 		err := a.serveSocket(ctx, reg.Node.ID, sock, interval)
 		a.sock.Store(nil)
 		sock.close()
-		if errors.Is(err, errLost) || ctx.Err() != nil {
+		if errors.Is(err, errLost) || refused(err) || ctx.Err() != nil {
 			return err
 		}
 		a.log.Warn("node protocol connection dropped; reconnecting", "err", err)
@@ -191,6 +191,9 @@ func (a *Agent) socketSession(ctx context.Context, reg nodes.Registered, url str
 			}
 			if sock, err = a.dialSocket(ctx, url); err == nil {
 				break
+			}
+			if refused(err) {
+				return err // revoked while disconnected: reconnecting cannot help
 			}
 			a.log.Warn("node protocol reconnect failed", "err", err, "retry_in", min(backoff*2, reconnectMax).String())
 			backoff = min(backoff*2, reconnectMax)
@@ -373,6 +376,8 @@ func (a *Agent) socketClaims(ctx context.Context, node string, sock *socketClien
 			return nil
 		case s == http.StatusGone || s == http.StatusNotFound:
 			return errLost
+		case refused(err):
+			return err
 		case s == http.StatusConflict:
 			want, onWake = false, true // at capacity by the service's count
 		default:
