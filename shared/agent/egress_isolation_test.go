@@ -222,3 +222,46 @@ func probeResults(t *testing.T, dir, id string) map[string]any {
 		}
 	}
 }
+
+// Where environments share the node's network (the agent is not root, or
+// the node cannot make namespaces), network egress cannot be enforced: the
+// agent says so once at start, and an egress environment is told of no
+// proxy.
+func TestEgressNotEnforcedWithoutNamespaces(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		tune func(*agent.Config)
+	}{{"not root", agent.AsNotRoot}, {"no namespaces", agent.WithoutNamespaces}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStack(t, domain.Template{Name: "egress", Network: domain.NetworkEgress,
+				Command: []string{"sh", "-c", "env > env.tmp && mv env.tmp env.txt && exec sleep 3600"}})
+			logs := &lockedBuffer{}
+			dir := s.runAgentWith(t, t.TempDir(), time.Second, func(c *agent.Config) {
+				c.Log = slog.New(slog.NewJSONHandler(logs, nil))
+				tc.tune(c)
+			})
+			id := s.lease(t, "egress")
+			s.wait(t, id, domain.StateReady)
+			var env []byte
+			for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+				var err error
+				if env, err = os.ReadFile(filepath.Join(dir, "envs", id, "env.txt")); err == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the environment wrote no env.txt: %v", err)
+				}
+			}
+			if strings.Contains(strings.ToLower(string(env)), "proxy=") {
+				t.Errorf("an environment on the node's network is told of a proxy:\n%s", env)
+			}
+			if w := logs.records("WARN", ""); !strings.Contains(fmt.Sprint(w), "whatever its template's network says") {
+				t.Errorf("no warning that network is not enforced: %v", w)
+			}
+			if r := s.Do("DELETE", "/v1/environments/"+id, apitest.BobToken, nil); r.Status != 200 {
+				t.Fatalf("delete: %d", r.Status)
+			}
+			s.wait(t, id, domain.StateStopped)
+		})
+	}
+}
