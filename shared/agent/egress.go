@@ -182,6 +182,7 @@ func serveEgress(ln net.Listener, g egressGuard, log *slog.Logger) *egressProxy 
 	p.srv = &http.Server{
 		Handler:           p,
 		ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout:       2 * time.Minute, // a client's idle keep-alive holds a descriptor of the agent's
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
