@@ -23,6 +23,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sort"
@@ -104,6 +105,9 @@ type Config struct {
 	// a node where the agent is not root, has no cgroup tree to write, or
 	// cannot make namespaces.
 	assumeNotRoot, noCgroups, noNamespaces bool
+	// egressAllow lets egress proxies reach these addresses whatever they
+	// are: tests' "outside" servers, which listen on the node's loopback.
+	egressAllow []netip.AddrPort
 }
 
 // Agent is a running node agent.
@@ -275,9 +279,9 @@ func (a *Agent) logConfinement() {
 		a.log.Info("environments are confined: each runs as a user of its own, in a folder only that user can enter, with only its own environment variables",
 			"uids", a.cfg.UIDs.String(), "stop", stop)
 		if a.namespaces {
-			a.log.Info("environments run in namespaces of their own: a network namespace with only lo (no route to the node's addresses, its loopback, other environments or the outside), a PID namespace with its own /proc (it sees only its own processes), a mount namespace (with a /dev/shm of its own) and an IPC namespace; the agent reaches exports inside it")
+			a.log.Info("environments run in namespaces of their own: a network namespace with only lo (no route to the node's addresses, its loopback, other environments or the outside), a PID namespace with its own /proc (it sees only its own processes), a mount namespace (with a /dev/shm of its own) and an IPC namespace; the agent reaches exports inside it; a template with network egress reaches public addresses through the agent's HTTP proxy at 127.0.0.1:" + strconv.Itoa(EgressPort) + " of its namespace")
 		} else {
-			a.log.Warn("environments share the node's network and process list: each can connect to whatever listens on the node's addresses and loopback (the agent's endpoints, other environments' exports, the cloud's metadata address) and see every process on the node (" + a.noNamespaces.Error() + ")")
+			a.log.Warn("environments share the node's network and process list: each can connect to whatever listens on the node's addresses and loopback (the agent's endpoints, other environments' exports, the cloud's metadata address) and see every process on the node, whatever its template's network says (" + a.noNamespaces.Error() + ")")
 		}
 		return
 	}
@@ -286,7 +290,19 @@ func (a *Agent) logConfinement() {
 		stop = "a child that leaves its process group (setsid, a daemon) survives a stop (" + a.noCgroup.Error() + ")"
 	}
 	a.log.Warn("environments are not confined: the agent does not run as root, so every environment runs as the agent's user (uid " + strconv.Itoa(os.Geteuid()) +
-		") and can read the agent's files (its credential file among them) and the other environments' folders and logs, signal the other environments and the agent, run as many processes as the user may (resources.pids counts the user's), connect to whatever listens on the node's addresses and loopback (the agent's endpoints, other environments' exports, the cloud's metadata address) and see every process on the node; " + stop)
+		") and can read the agent's files (its credential file among them) and the other environments' folders and logs, signal the other environments and the agent, run as many processes as the user may (resources.pids counts the user's), connect to whatever listens on the node's addresses and loopback (the agent's endpoints, other environments' exports, the cloud's metadata address) and the outside, whatever its template's network says, and see every process on the node; " + stop)
+}
+
+// egressGuard judges what egress proxies dial.
+func (a *Agent) egressGuard() egressGuard {
+	g := egressGuard{}
+	if len(a.cfg.egressAllow) > 0 {
+		g.allow = map[netip.AddrPort]bool{}
+		for _, ap := range a.cfg.egressAllow {
+			g.allow[ap] = true
+		}
+	}
+	return g
 }
 
 // Node returns the id of the node the agent registered, once it has.

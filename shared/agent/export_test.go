@@ -1,6 +1,9 @@
 package agent
 
-import "io"
+import (
+	"io"
+	"net/netip"
+)
 
 // Unpack exposes unpack to the external tests.
 func Unpack(r io.Reader, root string) (int, error) { return unpack(r, root, UnpackOptions{}) }
@@ -25,3 +28,9 @@ func CgroupsWritable() bool {
 // NamespacesWork says why this node cannot run environments in namespaces
 // of their own, or nil when it can.
 func NamespacesWork() error { return probeNamespaces() }
+
+// AllowEgressTo lets environments' egress proxies reach these addresses,
+// which they would refuse: the tests' "outside" servers on the loopback.
+func AllowEgressTo(addrs ...netip.AddrPort) func(*Config) {
+	return func(c *Config) { c.egressAllow = append(c.egressAllow, addrs...) }
+}

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
@@ -31,12 +32,16 @@ type envNet struct {
 	init *nsinit.Cmd
 	mu   sync.RWMutex
 	h    netns.NsHandle // closed (-1) once the environment ended
+	// egress is the proxy of an egress environment, nil for the others.
+	egress *egressProxy
 }
 
 // startNamespaced starts the command under an init of its own (nsinit) in
 // new network, PID and mount namespaces, in the box's cgroup, as the box's
 // user, with the template's resources, and returns once the command runs.
-func (a *Agent) startNamespaced(t domain.Template, b *box, path, dir string, env []string, stdout, stderr *os.File) (*exec.Cmd, *envNet, error) {
+// With egressPort > 0 the environment's egress proxy listens there, on the
+// loopback of its namespace, before the command starts.
+func (a *Agent) startNamespaced(t domain.Template, b *box, path, dir string, env []string, stdout, stderr *os.File, egressPort int) (*exec.Cmd, *envNet, error) {
 	uid := -1
 	if b.user != nil {
 		uid = b.user.uid
@@ -87,21 +92,37 @@ func (a *Agent) startNamespaced(t domain.Template, b *box, path, dir string, env
 		_ = c.Wait()
 		return nil, nil, fmt.Errorf("open the environment's network namespace: %w", err)
 	}
+	var egress *egressProxy
+	if egressPort > 0 {
+		ln, err := listenIn(h, egressPort)
+		if err != nil {
+			_ = c.Process.Kill()
+			c.Close()
+			_ = c.Wait()
+			h.Close()
+			return nil, nil, fmt.Errorf("open the egress proxy in the environment's network namespace: %w", err)
+		}
+		egress = serveEgress(ln, a.egressGuard(), a.log.With("root", b.root, "egressPort", egressPort))
+	}
 	more, err := c.Begin()
 	if err != nil {
 		_ = c.Process.Kill()
 		_ = c.Wait()
 		h.Close()
+		if egress != nil {
+			egress.close()
+		}
 		return nil, nil, err
 	}
 	if warns = append(warns, more...); len(warns) > 0 {
 		a.log.Warn("resources not fully applied", "pid", c.Process.Pid, "warnings", fmt.Sprint(warns))
 	}
-	return c.Cmd, &envNet{init: c, h: h}, nil
+	return c.Cmd, &envNet{init: c, h: h, egress: egress}, nil
 }
 
 // ended closes the namespace handle once the init is gone, so nothing keeps
-// the namespace, and says how the command ended, if the init told.
+// the namespace, and the egress proxy, and says how the command ended, if
+// the init told.
 func (n *envNet) ended() string {
 	n.mu.Lock()
 	if n.h.IsOpen() {
@@ -109,6 +130,9 @@ func (n *envNet) ended() string {
 		n.h = netns.None()
 	}
 	n.mu.Unlock()
+	if n.egress != nil {
+		n.egress.close()
+	}
 	ws, ok := n.init.Status()
 	if !ok {
 		return ""
@@ -169,4 +193,51 @@ func (n *envNet) dial(ctx context.Context, port int) (net.Conn, error) {
 	}()
 	r := <-ch
 	return r.c, r.err
+}
+
+// listenIn listens on 127.0.0.1:port of the namespace h: it brings the
+// namespace's lo up (its init does too, but only once it has its
+// configuration, after this), then makes the socket on a thread moved into
+// the namespace. A listening socket stays in the namespace it was made in,
+// and so does every connection it accepts, whatever thread serves them.
+func listenIn(h netns.NsHandle, port int) (net.Listener, error) {
+	nl, err := netlink.NewHandleAt(h)
+	if err != nil {
+		return nil, fmt.Errorf("netlink in the namespace: %w", err)
+	}
+	defer nl.Close()
+	lo, err := nl.LinkByName("lo")
+	if err == nil {
+		err = nl.LinkSetUp(lo)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("bring lo up: %w", err)
+	}
+	type result struct {
+		ln  net.Listener
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread()
+		own, err := netns.Get()
+		if err != nil {
+			runtime.UnlockOSThread()
+			ch <- result{nil, err}
+			return
+		}
+		defer own.Close()
+		if err := netns.Set(h); err != nil {
+			runtime.UnlockOSThread()
+			ch <- result{nil, err}
+			return
+		}
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if netns.Set(own) == nil {
+			runtime.UnlockOSThread()
+		} // else the thread ends with this goroutine, still locked
+		ch <- result{ln, err}
+	}()
+	r := <-ch
+	return r.ln, r.err
 }

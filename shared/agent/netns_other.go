@@ -22,7 +22,7 @@ func probeNamespaces() error { return errNoNamespaces }
 // envNet is never made outside Linux.
 type envNet struct{}
 
-func (a *Agent) startNamespaced(domain.Template, *box, string, string, []string, *os.File, *os.File) (*exec.Cmd, *envNet, error) {
+func (a *Agent) startNamespaced(domain.Template, *box, string, string, []string, *os.File, *os.File, int) (*exec.Cmd, *envNet, error) {
 	return nil, nil, errNoNamespaces
 }
 

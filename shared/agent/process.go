@@ -122,7 +122,12 @@ func (a *Agent) startProcess(t domain.Template, b *box) (*proc, error) {
 			ports[s] = p
 		}
 	}
-	env := a.processEnv(t, b, services, ports)
+	// An egress environment's proxy: only where its network is its own.
+	proxy := 0
+	if a.namespaces && t.Egress() {
+		proxy = egressPort(ports)
+	}
+	env := a.processEnv(t, b, services, ports, proxy)
 	path, err := lookPath(t.Command[0], a.searchPath(b), b)
 	if err != nil {
 		release()
@@ -154,7 +159,7 @@ func (a *Agent) startProcess(t domain.Template, b *box) (*proc, error) {
 	}
 	var cmd *exec.Cmd
 	if a.namespaces {
-		cmd, p.net, err = a.startNamespaced(t, b, path, dir, env, logs, pw)
+		cmd, p.net, err = a.startNamespaced(t, b, path, dir, env, logs, pw, proxy)
 	} else {
 		cmd, err = start(true)
 	}
