@@ -17,6 +17,9 @@ type Template struct {
 	Warm        int               `json:"warm"`
 	Platforms   []string          `json:"platforms"`
 	BuildCache  bool              `json:"buildCache"`
+	// Image is added to the spec's record: the root filesystem of a
+	// container template (runtime "container"); absent for a process one.
+	Image *Image `json:"image,omitempty"`
 	// Pools is added to the spec's record: the pools that run this template.
 	Pools []string `json:"pools"`
 	// Quota is the organization's limit for this template.
