@@ -67,9 +67,10 @@ type QuotaEntry struct {
 	Hard      Duration `json:"hard"`
 }
 
-// Normalized returns t with empty collections instead of nil ones, and
-// shares' direction defaulted to "in", so JSON shows [] and {} rather than null.
+// Normalized returns t with empty collections instead of nil ones, its
+// runtime defaulted to process and shares' direction defaulted to "in", so JSON shows [] and {} rather than null.
 func (t Template) Normalized() Template {
+	t.Runtime = t.RuntimeOrDefault()
 	if t.Command == nil {
 		t.Command = []string{}
 	}

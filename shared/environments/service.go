@@ -409,7 +409,7 @@ func (s *Service) newEnvironment(ctx context.Context, p domain.Principal, req Le
 		OrgID: p.OrgID, ID: domain.SortableID("env_", now), Name: name, Template: t.Name,
 		State: domain.StatePending, Version: 1, Sandbox: req.Sandbox, Pool: pool, Labels: req.Labels, Project: req.Project,
 		CreatedBy: p.Actor(), Created: now, Expires: expires, IdleUntil: idleUntil, Idle: idle, Hard: hard,
-		Shares: shares, Snapshot: req.Snapshot,
+		Shares: shares, Snapshot: req.Snapshot, Needs: domain.NeedsOf(t),
 	}
 	services := make([]string, 0, len(t.Exports))
 	for svc := range t.Exports {
