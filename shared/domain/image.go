@@ -22,10 +22,21 @@ const (
 // Runtimes are the known runtimes, in the order they are documented.
 var Runtimes = []string{RuntimeProcess, RuntimeContainer}
 
-// ImageArtifactContentType is the content type `envlease images push` gives
-// an artifact holding an OCI image archive (an OCI image layout or a
-// `docker save` tarball, as a tar).
-const ImageArtifactContentType = "application/vnd.oci.image.layout.v1+tar"
+// Content types `envlease images push` gives an artifact holding an image
+// archive, by its kind; `envlease images ls` lists the artifacts of either.
+const (
+	// ImageLayoutContentType: an OCI image layout (oci-layout, index.json,
+	// blobs/) in a tar, as `docker buildx --output type=oci` writes it.
+	ImageLayoutContentType = "application/vnd.oci.image.layout.v1+tar"
+	// DockerArchiveContentType: a `docker save` tarball (manifest.json).
+	DockerArchiveContentType = "application/vnd.docker.image.archive.v1+tar"
+)
+
+// IsImageArchive reports whether an artifact's content type says it holds
+// an image archive.
+func IsImageArchive(contentType string) bool {
+	return contentType == ImageLayoutContentType || contentType == DockerArchiveContentType
+}
 
 // Image names a container template's root filesystem: exactly one of an OCI
 // image reference, pulled by the node from its registry with the node's own

@@ -19,7 +19,7 @@ func TestLeaseChecksTheImageArtifact(t *testing.T) {
 	past := apitest.Start.Add(-time.Hour)
 	later := apitest.Start.Add(time.Hour)
 	for _, a := range []domain.Artifact{
-		{OrgID: "acme", ID: "art_image", State: domain.ArtifactSealed, ContentType: domain.ImageArtifactContentType, Created: past, Expires: later},
+		{OrgID: "acme", ID: "art_image", State: domain.ArtifactSealed, ContentType: domain.ImageLayoutContentType, Created: past, Expires: later},
 		{OrgID: "acme", ID: "art_expired", State: domain.ArtifactSealed, Created: past.Add(-time.Hour), Expires: past},
 		{OrgID: "acme", ID: "art_open", State: domain.ArtifactOpen, Created: past, Expires: later},
 		{OrgID: "globex", ID: "art_globex", State: domain.ArtifactSealed, Created: past, Expires: later},
