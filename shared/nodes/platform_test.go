@@ -166,3 +166,51 @@ func TestOfferAndNamedClaimMatchTheNode(t *testing.T) {
 		t.Fatalf("refused claim left %s", st)
 	}
 }
+
+// A claimed container environment whose image is an artifact carries a
+// signed link to it; one whose artifact expired since the lease is failed,
+// saying which.
+func TestClaimCarriesImageLink(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	sealed := apitest.Start.Add(-time.Hour)
+	art := domain.Artifact{
+		ID: "art_img1", Name: "tool.tar", Size: 10, SHA256: strings.Repeat("b", 64), ContentType: domain.ImageLayoutContentType,
+		KeyVersion: 1, CreatedBy: "alice", Created: sealed, Expires: apitest.Start.Add(30 * time.Minute),
+		State: domain.ArtifactSealed, Sealed: &sealed, OrgID: "acme", Key: "orgs/acme/artifacts/art_img1/data",
+		Labels: map[string]string{}, Segments: []domain.Segment{{Name: "data", Size: 10, Objects: 1}}, Chunks: 1, SealedBytes: 10,
+	}
+	open := art
+	open.State = domain.ArtifactOpen
+	if err := e.Store.PutArtifact(ctx, open); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Store.SealArtifact(ctx, art); err != nil {
+		t.Fatal(err)
+	}
+	tpl := domain.Template{Name: "boxed-art", Command: []string{"sleep", "60"}, Pools: []string{"local"}, Runtime: domain.RuntimeContainer,
+		Image: &domain.Image{Artifact: "art_img1"}, Timeouts: domain.Timeouts{Idle: domain.Duration(time.Hour), Hard: domain.Duration(6 * time.Hour)},
+		Quota: domain.Quota{MaxLeases: 5}}
+	if err := e.Store.PutTemplate(ctx, "acme", tpl); err != nil {
+		t.Fatal(err)
+	}
+	tok := e.credential(t, apitest.AliceToken, "local")
+	node := registerAs(t, e, tok, "linux/amd64", []string{"container"}, 4)
+
+	first := e.lease(t, apitest.BobToken, map[string]any{"template": "boxed-art"})
+	c, r := e.claim(t, tok, node.ID, "0s")
+	if c == nil || c.Environment.ID != first || c.Image == nil || c.Image.ID != "art_img1" || !strings.Contains(c.Image.URL, art.Key) ||
+		c.Image.SHA256 != art.SHA256 || c.Image.ContentType != domain.ImageLayoutContentType {
+		t.Fatalf("claim: %d %s", r.Status, r.Body)
+	}
+
+	second := e.lease(t, apitest.BobToken, map[string]any{"template": "boxed-art"})
+	e.Clock.Advance(31 * time.Minute)
+	if c, r := e.claim(t, tok, node.ID, "0s"); c != nil {
+		t.Fatalf("claimed with an expired image: %s", r.Body)
+	}
+	got := e.get(t, apitest.BobToken, second)
+	if got.State != domain.StateFailed || !strings.Contains(got.Error, `image.artifact "art_img1" of template "boxed-art"`) {
+		t.Fatalf("after its image expired: %s %q", got.State, got.Error)
+	}
+}
