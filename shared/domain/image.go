@@ -60,6 +60,11 @@ func (t Template) RuntimeOrDefault() string {
 	return t.Runtime
 }
 
+// MaxTemplatePlatforms bounds a template's platforms: its pending
+// environments are indexed under a key that names them all (Needs.Class),
+// which must stay well inside DynamoDB's 2048 bytes.
+const MaxTemplatePlatforms = 16
+
 // platformPattern is os/arch with an optional variant, as Go and OCI name
 // them: linux/amd64, linux/arm64, linux/arm/v7.
 var platformPattern = regexp.MustCompile(`^[a-z0-9]+/[a-z0-9_]+(/[a-z0-9]+)?$`)
@@ -80,6 +85,9 @@ func (t Template) ValidateRuntime() error {
 	rt := t.RuntimeOrDefault()
 	if !slices.Contains(Runtimes, rt) {
 		return Invalid("runtime", "runtime %q is not one of: %s (empty means process)", t.Runtime, strings.Join(Runtimes, ", "))
+	}
+	if len(t.Platforms) > MaxTemplatePlatforms {
+		return Invalid("platforms", "a template names at most %d platforms, %s names %d", MaxTemplatePlatforms, t.Name, len(t.Platforms))
 	}
 	for i, p := range t.Platforms {
 		if err := ValidatePlatform(fmt.Sprintf("platforms[%d]", i), p); err != nil {

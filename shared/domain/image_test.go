@@ -32,6 +32,9 @@ func TestTemplateRuntimeAndImage(t *testing.T) {
 		{"bad artifact id", domain.Template{Runtime: "container", Image: &domain.Image{Artifact: "a/b"}}, "image.artifact", "artifact id"},
 		{"bad platform", domain.Template{Platforms: []string{"amd64"}}, "platforms[0]", "os/arch"},
 		{"upper-case platform", domain.Template{Platforms: []string{"linux/amd64", "Linux/ARM64"}}, "platforms[1]", "os/arch"},
+		{"too many platforms", domain.Template{Platforms: []string{"linux/a0", "linux/a1", "linux/a2", "linux/a3", "linux/a4", "linux/a5",
+			"linux/a6", "linux/a7", "linux/a8", "linux/a9", "linux/b0", "linux/b1", "linux/b2", "linux/b3", "linux/b4", "linux/b5", "linux/b6"}},
+			"platforms", "at most 16"},
 		{"platform twice", domain.Template{Platforms: []string{"linux/amd64", "linux/amd64"}}, "platforms[1]", "twice"},
 	}
 	for _, c := range cases {
