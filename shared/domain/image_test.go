@@ -78,3 +78,41 @@ func TestPlatformMatches(t *testing.T) {
 		}
 	}
 }
+
+func TestNeedsAndClasses(t *testing.T) {
+	cases := []struct {
+		t     domain.Template
+		class string
+	}{
+		{domain.Template{}, ""},
+		{domain.Template{Runtime: "process"}, ""},
+		{domain.Template{Runtime: "firecracker"}, ""}, // unknown: left to the agent
+		{domain.Template{Runtime: "container"}, "container:"},
+		{domain.Template{Platforms: []string{"linux/arm64", "linux/amd64"}}, "process:linux/amd64,linux/arm64"},
+		{domain.Template{Runtime: "container", Platforms: []string{"linux/arm64"}}, "container:linux/arm64"},
+	}
+	for _, c := range cases {
+		if got := domain.NeedsOf(c.t).Class(); got != c.class {
+			t.Errorf("%+v: class %q, want %q", c.t, got, c.class)
+		}
+	}
+	proc := domain.Node{Platform: "linux/amd64", Runtimes: []string{"process"}}
+	both := domain.Node{Platform: "linux/arm64", Runtimes: []string{"process", "container"}}
+	legacy := domain.Node{}
+	for _, c := range []struct {
+		n     domain.Node
+		needs domain.Needs
+		ok    bool
+	}{
+		{proc, domain.Needs{}, true},
+		{proc, domain.Needs{Runtime: "container"}, false},
+		{proc, domain.Needs{Platforms: []string{"linux/arm64"}}, false},
+		{both, domain.Needs{Runtime: "container", Platforms: []string{"linux/amd64", "linux/arm64"}}, true},
+		{legacy, domain.Needs{Platforms: []string{"linux/arm64"}}, true},
+		{legacy, domain.Needs{Runtime: "container"}, false},
+	} {
+		if got := c.n.Runs(c.needs); got != c.ok {
+			t.Errorf("%s runs %s: %v, want %v", c.n.Offers(), c.needs, got, c.ok)
+		}
+	}
+}

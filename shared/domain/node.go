@@ -77,7 +77,10 @@ func NeedsOf(t Template) Needs {
 		sort.Strings(ps)
 	}
 	rt := t.RuntimeOrDefault()
-	if rt == RuntimeProcess {
+	// A runtime the service does not know (a template written by another
+	// version, refused by today's validation) asks nothing of the node: its
+	// agent is the one to judge, and fails the environment saying why.
+	if rt == RuntimeProcess || !slices.Contains(Runtimes, rt) {
 		rt = ""
 	}
 	return Needs{Runtime: rt, Platforms: ps}
