@@ -30,6 +30,8 @@ require (
 	github.com/spf13/cobra v1.10.2
 	github.com/truora/minidyn v0.8.2
 	github.com/tsenart/vegeta/v12 v12.12.0
+	github.com/vishvananda/netlink v1.3.1
+	github.com/vishvananda/netns v0.0.5
 	golang.org/x/mod v0.39.0
 	golang.org/x/sync v0.22.0
 	golang.org/x/sys v0.47.0

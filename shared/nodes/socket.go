@@ -167,7 +167,7 @@ func (k *Socket) handle(ctx context.Context, c Conn, m Message) (*Message, error
 		}
 		return &Message{Type: MsgBeat, Node: m.Node, Beat: &beat}, nil
 	case MsgClaim:
-		cl, err := k.svc.ClaimOffered(ctx, p, m.Node, m.Environment)
+		cl, err := k.svc.ClaimOffered(ctx, p, m.Node, m.Environment, m.Only)
 		if err != nil {
 			return nil, err
 		}
@@ -339,8 +339,9 @@ func (s *Service) envStates(ctx context.Context, n domain.Node, ids []string, as
 // ClaimOffered claims for a node on the node protocol, at once (no long
 // poll: an offer says when to claim): the offered environment first, when
 // one is named and still pending in the node's pool, then the oldest few
-// pending in random order. nil: nothing to claim.
-func (s *Service) ClaimOffered(ctx context.Context, p domain.Principal, id, env string) (*Claimed, error) {
+// pending in random order; with only, the offered environment or nothing.
+// nil: nothing to claim.
+func (s *Service) ClaimOffered(ctx context.Context, p domain.Principal, id, env string, only bool) (*Claimed, error) {
 	n, err := s.activeNode(ctx, p, id)
 	if err != nil {
 		return nil, err
@@ -366,6 +367,9 @@ func (s *Service) ClaimOffered(ctx context.Context, p domain.Principal, id, env 
 				return c, err
 			}
 		}
+	}
+	if only {
+		return nil, nil
 	}
 	return s.claimRandom(ctx, p.KeyHash, n)
 }
