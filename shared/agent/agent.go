@@ -73,6 +73,9 @@ type Config struct {
 	Transport, SocketURL string
 	// NoWarm turns warm environments off.
 	NoWarm bool
+	// Runtimes are the runtimes the node registers as offering (process,
+	// container); empty: process.
+	Runtimes []string
 	// KeepRoots leaves an environment's folder after it ends, for debugging.
 	KeepRoots bool
 	// TunnelAddr is where the tunnel endpoint listens (default: an
@@ -389,7 +392,8 @@ func (a *Agent) session(ctx context.Context) error {
 	a.mu.Unlock()
 	a.setTunnelIdentity(reg)
 	a.setTemplates(reg.Templates)
-	a.log.Info("node registered", "node", reg.Node.ID, "pool", reg.Node.Pool, "address", a.cfg.Address, "capacity", a.cfg.Capacity)
+	a.log.Info("node registered", "node", reg.Node.ID, "pool", reg.Node.Pool, "address", a.cfg.Address, "capacity", a.cfg.Capacity,
+		"platform", reg.Node.Platform, "runtimes", reg.Node.Runtimes)
 
 	sctx, cancel := context.WithCancelCause(ctx)
 	var wg sync.WaitGroup
@@ -443,7 +447,7 @@ func (a *Agent) register(ctx context.Context) (nodes.Registered, error) {
 	for {
 		reg, err := a.api.Register(ctx, nodes.RegisterRequest{
 			Name: a.cfg.Name, Address: a.cfg.Address, Capacity: a.cfg.Capacity, Agent: Version,
-			TunnelURL: a.tunnelURL(),
+			TunnelURL: a.tunnelURL(), Platform: platform(), Runtimes: a.runtimes(),
 		})
 		if err == nil {
 			return reg, nil
