@@ -23,6 +23,7 @@ type socketStack struct {
 	*stack
 	sockets *nodes.LocalSockets
 	offerer *nodes.Offerer
+	stopper *nodes.Stopper
 	// dropOffers swallows every offer while set.
 	dropOffers atomic.Bool
 }
@@ -38,8 +39,9 @@ func newSocketStack(t *testing.T, templates ...domain.Template) *socketStack {
 			PollMax: 20 * time.Millisecond, SocketURL: "ws" + strings.TrimPrefix(srv.URL, "http") + nodes.SocketPath})
 		ss.sockets = nodes.NewLocalSockets(ctx, nodes.NewSocket(svc, e.Store, e.Log), apitest.NewAuth(e))
 		ss.offerer = nodes.NewOfferer(e.Store, ss.sockets, e.Clock, e.Log, time.Second)
+		ss.stopper = nodes.NewStopper(e.Store, ss.sockets, e.Clock, e.Log, time.Second)
 		return [][]httpapi.Route{nodes.Routes(svc), environments.Routes(environments.NewService(e.Store, e.Clock,
-			environments.WithTemplateTTL(0), environments.WithOfferer(ss.offerer)))}
+			environments.WithTemplateTTL(0), environments.WithOfferer(ss.offerer), environments.WithStopper(ss.stopper)))}
 	})
 	ss.sockets.DropPosts(func(nodes.ConnectionID, []byte) bool { return ss.dropOffers.Load() })
 	for _, tpl := range templates {
@@ -78,7 +80,7 @@ func waitFor(t *testing.T, what string, ok func() bool) {
 var sleeper = domain.Template{Name: "sleeper", Command: []string{"sleep", "3600"}, Runtime: "process"}
 
 // Over the node protocol: a lease wakes the agent, it claims, runs and
-// reports ready; a delete reaches it through a heartbeat and it reports
+// reports ready; a delete reaches it as a stop message and it reports
 // stopped.
 func TestAgentOverTheNodeProtocol(t *testing.T) {
 	s := newSocketStack(t, sleeper)

@@ -28,6 +28,11 @@ const (
 	// MsgOffer (service -> node, unasked): there is pending work in your
 	// pool, possibly naming environments; claim.
 	MsgOffer = "offer"
+	// MsgStop (service -> node, unasked): the named environments are
+	// stopping; tear them down and report each stopped, as for a
+	// heartbeat answer's stopping state. Sent again by the stop job until
+	// they have left stopping.
+	MsgStop = "stop"
 )
 
 // Message is every message of the node protocol; Type says which fields
@@ -71,7 +76,8 @@ type Message struct {
 	Record     *domain.Environment `json:"record,omitempty"`
 	Error      *MessageError       `json:"error,omitempty"`
 
-	// offer: the pool, and the environments that want a node.
+	// offer: the pool, and the environments that want a node; stop: the
+	// environments to tear down.
 	Pool         string   `json:"pool,omitempty"`
 	Environments []string `json:"environments,omitempty"`
 }
@@ -95,4 +101,9 @@ type SocketBeat struct {
 	// Templates are the pool's templates, sent with the beats that moved
 	// the deadline (about once a minute); absent otherwise.
 	Templates []domain.Template `json:"templates,omitempty"`
+	// BeatIn is how long after this answer the deadline is next due to be
+	// written: a node with nothing to report sends no heartbeat before then
+	// (a WebSocket ping keeps its connection meanwhile). It is relative, so
+	// the node's clock need not agree with the service's.
+	BeatIn domain.Duration `json:"beatIn"`
 }
