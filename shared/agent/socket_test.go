@@ -2,9 +2,9 @@ package agent_test
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
