@@ -66,7 +66,9 @@ func (s *Stopper) Stop(ctx context.Context, e domain.Environment) {
 	if e.State != domain.StateStopping || e.Node == "" {
 		return
 	}
-	if err := s.tell(ctx, e.OrgID, e.Node, []string{e.ID}); err != nil {
+	// A node without a connection (on the HTTP fallback, or reconnecting)
+	// learns it from its heartbeat: nothing to warn about.
+	if err := s.tell(ctx, e.OrgID, e.Node, []string{e.ID}); err != nil && !errors.Is(err, errNoConnection) {
 		s.log.WarnContext(ctx, "stop not sent", "environment", e.ID, "node", e.Node, "err", err.Error())
 	}
 }
