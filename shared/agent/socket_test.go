@@ -217,7 +217,7 @@ func TestLostStopIsResent(t *testing.T) {
 		t.Fatalf("with its stop message lost the environment is %s, want stopping", e.State)
 	}
 	s.sockets.DropPosts(nil)
-	s.Clock.Advance(5 * time.Second)
+	s.Clock.Advance(30 * time.Second)
 	if res, err := s.stopper.Resend(context.Background()); err != nil || res.Resent != 1 {
 		t.Fatalf("stop job: %+v %v", res, err)
 	}

@@ -10,8 +10,8 @@ import (
 // same in AWS (an API Gateway WebSocket API, functions/nodesws) and on the
 // local stack (LocalSockets). A node sends requests, each with an id the
 // answer repeats; the service also sends an offer, unasked, when a lease
-// wants a node of the pool. docs/nodes.md, "The node protocol", is
-// the reference.
+// wants a node of the pool, and a stop when environments the node runs
+// are stopping. docs/nodes.md, "The node protocol", is the reference.
 const (
 	// Node -> service, and the answer's type.
 	MsgHello      = "hello"      // -> registered

@@ -26,8 +26,8 @@ type StopStore interface {
 const (
 	// DefaultResendAfter is the first wait of the stop job between sends of
 	// a stop its node has not finished (the stop transaction makes the
-	// notice due StopResendAfter after the stop, the store's constant).
-	DefaultResendAfter = 5 * time.Second
+	// notice first due 30 s after the stop, store.StopResendAfter).
+	DefaultResendAfter = 30 * time.Second
 	// MaxResendBackoff bounds the wait between sends of a stop whose node
 	// neither finishes it nor is lost (it has no connection: it uses the
 	// HTTP fallback, whose heartbeat tells it, or is reconnecting, and its

@@ -57,7 +57,7 @@ func TestStopIsPushedAndResent(t *testing.T) {
 	if res, err := se.stopper.Resend(ctx); err != nil || res.Notices != 1 || res.Resent != 0 {
 		t.Fatalf("stop job before the notice is due: %+v %v", res, err)
 	}
-	se.Clock.Advance(5 * time.Second)
+	se.Clock.Advance(30 * time.Second)
 	se.calls.Reset()
 	res, err := se.stopper.Resend(ctx)
 	if err != nil || res.Resent != 1 || res.Done != 0 {
@@ -157,7 +157,7 @@ func TestStopWaitsForTheNodesNextConnection(t *testing.T) {
 	if posts := se.poster.taken(); len(posts) != 0 {
 		t.Fatalf("posts to a node without a connection: %+v", posts)
 	}
-	se.Clock.Advance(5 * time.Second)
+	se.Clock.Advance(30 * time.Second)
 	if res, err := se.stopper.Resend(ctx); err != nil || res.Resent != 1 {
 		t.Fatalf("stop job: %+v %v", res, err)
 	}

@@ -51,7 +51,11 @@ const StopNoticeKept = 24 * time.Hour
 // StopResendAfter is how long after a stop its notice is first due for the
 // stop job: the stop's own caller posts it at once, so the job only sends
 // what was lost (or not sent: a caller without a connection to post on).
-const StopResendAfter = 5 * time.Second
+// Long enough for most nodes to have torn the environment down and
+// reported it, so the job's first look usually only deletes the notice
+// rather than sending the stop again; a lost stop holds only the node's
+// resources meanwhile (the quota was released by the stop).
+const StopResendAfter = 30 * time.Second
 
 // StopShard is the shard of an environment's stop notice.
 func StopShard(env string) int {
