@@ -50,8 +50,12 @@ type instance struct {
 
 // LambdaEnv is what Lambda sets in every execution environment of a
 // provided.al2023 function besides the function's own variables.
+//
+// creds are the access key id, secret and session token; Lambda's are always
+// temporary, but a local S3 without STS refuses a session token, so an
+// empty one is left out.
 func LambdaEnv(name string, s Spec, region string, creds [3]string, taskRoot string) []string {
-	return []string{
+	env := []string{
 		"AWS_LAMBDA_FUNCTION_NAME=" + name,
 		"AWS_LAMBDA_FUNCTION_VERSION=$LATEST",
 		"AWS_LAMBDA_FUNCTION_MEMORY_SIZE=" + strconv.Itoa(s.MemoryMB),
@@ -61,7 +65,6 @@ func LambdaEnv(name string, s Spec, region string, creds [3]string, taskRoot str
 		"AWS_DEFAULT_REGION=" + region,
 		"AWS_ACCESS_KEY_ID=" + creds[0],
 		"AWS_SECRET_ACCESS_KEY=" + creds[1],
-		"AWS_SESSION_TOKEN=" + creds[2],
 		"_HANDLER=" + s.Handler,
 		"LAMBDA_TASK_ROOT=" + taskRoot,
 		"LAMBDA_RUNTIME_DIR=" + taskRoot,
@@ -74,6 +77,10 @@ func LambdaEnv(name string, s Spec, region string, creds [3]string, taskRoot str
 		"AWS_SHARED_CREDENTIALS_FILE=" + filepath.Join(taskRoot, "no-aws-credentials"),
 		"AWS_EC2_METADATA_DISABLED=true",
 	}
+	if creds[2] != "" {
+		env = append(env, "AWS_SESSION_TOKEN="+creds[2])
+	}
+	return env
 }
 
 // Start starts the first execution environment and waits for its init

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/envlease/envlease/infra/lambdatest"
+	"github.com/envlease/envlease/shared/agent"
+	"github.com/envlease/envlease/shared/apitest"
+	"github.com/envlease/envlease/shared/smoke"
+)
+
+// runSmokeAgainst registers a node agent through the API, as an operator
+// does, and runs the operator's smoke check against the API at url.
+func runSmokeAgainst(t *testing.T, url string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	body, _ := json.Marshal(map[string]string{"pool": "local", "name": "lambda-test-node"})
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/nodes/credentials", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+apitest.AliceToken)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	var issued struct {
+		Token string `json:"token"`
+	}
+	if res.StatusCode != http.StatusCreated || json.Unmarshal(raw, &issued) != nil || issued.Token == "" {
+		t.Fatalf("issue a node credential: %d %s", res.StatusCode, raw)
+	}
+	// The node speaks HTTP: the WebSocket API is API Gateway's own, which
+	// nothing here emulates; its function gets the sample events instead.
+	a, err := agent.New(agent.Config{
+		API: url, Token: issued.Token, Address: "127.0.0.1", Transport: agent.TransportHTTP,
+		WorkDir: filepath.Join(t.TempDir(), "node"), Name: "lambda-test-node",
+		Capacity: 4, Grace: 2 * time.Second, HTTP: &http.Client{}, Log: slog.New(slog.NewJSONHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	actx, stopAgent := context.WithCancel(ctx)
+	agentDone := make(chan struct{})
+	go func() { defer close(agentDone); _ = a.Run(actx) }()
+	defer func() { stopAgent(); <-agentDone }()
+
+	var log strings.Builder
+	rep, err := smoke.Run(ctx, smoke.Config{URL: url, Token: apitest.AliceToken, Pool: "local", ReadyTimeout: 5 * time.Minute, Log: &log})
+	t.Log(log.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("ready in %s, %d events", rep.ReadyIn.Round(time.Millisecond), rep.Events)
+}
+
+// leastPrivilege compares, per function, the AWS actions its binary called
+// during the whole test with those its role's policies grant.
+func (ls *lambdaStack) leastPrivilege(t *testing.T) {
+	var unused []string
+	for _, g := range Groups {
+		grants := ls.tmpl.Granted(ls.roles[g.Name])
+		used := ls.rec.Used(g.Name)
+		for _, a := range used {
+			if !lambdatest.Allows(grants, a) {
+				t.Errorf("function %s called %s (%d times), which its role does not grant: it would be denied on AWS", g.Name, a, ls.rec.Calls(g.Name, a))
+			}
+		}
+		var idle []string
+		for _, gr := range grants {
+			for _, a := range gr.Actions {
+				if !serviceRecorded(a) {
+					continue
+				}
+				hit := false
+				for _, u := range used {
+					if lambdatest.Allows([]lambdatest.Grant{{Actions: []string{a}}}, u) {
+						hit = true
+					}
+				}
+				if !hit && !justifiedUnused[g.Name+" "+a] && !justifiedUnused["* "+a] {
+					idle = append(idle, a)
+				}
+			}
+		}
+		sort.Strings(idle)
+		t.Logf("%-13s used: %s", g.Name, strings.Join(used, " "))
+		if len(idle) > 0 {
+			unused = append(unused, g.Name+": "+strings.Join(idle, " "))
+		}
+	}
+	// The link signer's key is a user of its own with one permission.
+	for _, a := range ls.rec.Used("linksigner") {
+		if !contains(linkSignerActions, a) {
+			t.Errorf("a download link needs %s, which the link signer is not granted", a)
+		}
+	}
+	if len(unused) > 0 {
+		t.Errorf("granted but never used by the test, and not justified in justifiedUnused:\n  %s", strings.Join(unused, "\n  "))
+	}
+}
+
+// serviceRecorded reports whether the test sees the action's calls: the
+// services the functions call themselves. Logs, X-Ray and the stream's
+// event source mapping act for the function outside its code.
+func serviceRecorded(action string) bool {
+	if contains(streamReadActions, action) || contains(streamListActions, action) {
+		return false
+	}
+	for _, p := range []string{"dynamodb:", "s3:", "secretsmanager:", "execute-api:"} {
+		if strings.HasPrefix(action, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// justifiedUnused are the grants the test does not exercise, each with why
+// it stays ("<group> <action>", "*" for every group).
+var justifiedUnused = map[string]bool{}
