@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"sort"
@@ -409,5 +410,26 @@ func TestTemplateFunctionsHaveBinaries(t *testing.T) {
 	}
 	if len(seen) != len(Groups) {
 		t.Errorf("%d provided-runtime functions in the template, %d groups", len(seen), len(Groups))
+	}
+}
+
+// TestLocalStackScriptParses: the LocalStack deploy script cannot run here
+// (no LocalStack), but it must at least parse, and deploy the stack this
+// app synthesizes.
+func TestLocalStackScriptParses(t *testing.T) {
+	root, err := bundle.FindRoot(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(root, "scripts", "localstack", "deploy.sh")
+	if out, err := exec.Command("bash", "-n", script).CombinedOutput(); err != nil {
+		t.Fatalf("bash -n %s: %v\n%s", script, err, out)
+	}
+	b, err := os.ReadFile(script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "STACK="+StackName) {
+		t.Errorf("the script does not deploy stack %s", StackName)
 	}
 }
