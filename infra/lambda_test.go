@@ -22,8 +22,8 @@ import (
 	"github.com/envlease/envlease/infra/lambdatest"
 	"github.com/envlease/envlease/shared/apitest"
 	"github.com/envlease/envlease/shared/auth"
-	"github.com/envlease/envlease/shared/domain"
 	"github.com/envlease/envlease/shared/devstack"
+	"github.com/envlease/envlease/shared/domain"
 	"github.com/envlease/envlease/shared/fixture"
 	"github.com/envlease/envlease/shared/store"
 )
@@ -153,7 +153,7 @@ func startLambdas(t *testing.T, s *synthesized) *lambdaStack {
 		)
 		fn := &lambdatest.Function{
 			Name: g.Name, Spec: spec, Bootstrap: filepath.Join(built.Dirs[g.Name], "bootstrap"), Env: env,
-			ARN:  "arn:aws:lambda:" + localRegion + ":" + localAccount + ":function:" + g.Name, Wait: invokeWait,
+			ARN: "arn:aws:lambda:" + localRegion + ":" + localAccount + ":function:" + g.Name, Wait: invokeWait,
 		}
 		t.Cleanup(fn.Stop)
 		ls.fns[g.Name] = fn

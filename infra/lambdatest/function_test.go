@@ -33,7 +33,8 @@ func TestMain(m *testing.M) {
 				return nil, errors.New("asked to fail")
 			}
 			return map[string]any{"in": in, "requestId": lc.AwsRequestID, "arn": lc.InvokedFunctionArn,
-				"deadlineIn": time.Until(dl).Seconds(), "table": os.Getenv("TABLE_NAME"), "args": len(os.Args)}, nil
+				"deadlineIn": time.Until(dl).Seconds(), "table": os.Getenv("TABLE_NAME"), "args": len(os.Args),
+				"trace": os.Getenv("_X_AMZN_TRACE_ID")}, nil
 		})
 	case "exit":
 		fmt.Fprintln(os.Stderr, "TABLE_NAME is not set")
@@ -80,12 +81,16 @@ func TestRuntimeAPIWithLambdaClient(t *testing.T) {
 		DeadlineIn float64
 		Table      string
 		Args       int
+		Trace      string
 	}
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatalf("%s: %v", out, err)
 	}
 	if got.In["hello"] != "world" || len(got.RequestID) != 36 || got.ARN != f.ARN || got.Table != "t" {
 		t.Errorf("answer %s", out)
+	}
+	if !strings.HasPrefix(got.Trace, "Root=1-") || !strings.Contains(got.Trace, ";Sampled=0") {
+		t.Errorf("trace header as the runtime saw it: %q", got.Trace)
 	}
 	// The deadline header is the function's timeout from the invocation.
 	if got.DeadlineIn <= 0 || got.DeadlineIn > 3 {

@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -121,7 +122,7 @@ func (r *RuntimeAPI) InitError() <-chan *FunctionError { return r.initErr }
 func (r *RuntimeAPI) Invoke(ctx context.Context, id, arn string, payload []byte, deadline time.Time) ([]byte, error) {
 	inv := &invocation{
 		id: id, payload: payload, deadline: deadline, arn: arn,
-		trace: "Root=1-" + strconv.FormatInt(time.Now().Unix(), 16) + "-" + id[:min(24, len(id))] + ";Sampled=0",
+		trace: traceHeader(id),
 		done:  make(chan result, 1),
 	}
 	select {
@@ -135,6 +136,13 @@ func (r *RuntimeAPI) Invoke(ctx context.Context, id, arn string, payload []byte,
 	case <-ctx.Done():
 		return nil, fmt.Errorf("no answer to invocation %s: %w", id, ctx.Err())
 	}
+}
+
+// traceHeader is an X-Ray trace header in Lambda's format
+// (Root=1-<8 hex: epoch seconds>-<24 hex>), not sampled.
+func traceHeader(requestID string) string {
+	hex := strings.ReplaceAll(requestID, "-", "")
+	return fmt.Sprintf("Root=1-%08x-%s;Parent=%s;Sampled=0", time.Now().Unix(), hex[:min(24, len(hex))], hex[len(hex)-min(16, len(hex)):])
 }
 
 func (r *RuntimeAPI) next(w http.ResponseWriter, req *http.Request) {
