@@ -224,7 +224,7 @@ func (k *Socket) logMessage(ctx context.Context, start time.Time, c Conn, typ, n
 	k.log.InfoContext(ctx, "request",
 		"request_id", newMessageID(), "method", "WS", "path", typ, "status", status,
 		"ms", time.Since(start).Milliseconds(), "org", c.Principal.OrgID, "node", node,
-		"connection", string(c.ID), "route", "WS "+typ, "ddb_calls", counters.DynamoCalls())
+		"connection", string(c.ID), "route", "WS "+typ, "ddb_calls", counters.DynamoCalls(), "s3_calls", counters.S3Calls(), "socket_calls", counters.SocketCalls())
 }
 
 func newMessageID() string {
