@@ -69,6 +69,15 @@ func run(ctx context.Context, args []string) error {
 
 func readToken(file string) (string, error) {
 	if file != "" {
+		// An admin token is the organization's keys: a file others can
+		// read is refused, as the agent refuses its credential's.
+		st, err := os.Stat(file)
+		if err != nil {
+			return "", err
+		}
+		if perm := st.Mode().Perm(); perm&0o077 != 0 {
+			return "", fmt.Errorf("token file %s has mode %04o: group or others may read it; chmod 600 %s", file, perm, file)
+		}
 		b, err := os.ReadFile(file)
 		if err != nil {
 			return "", err

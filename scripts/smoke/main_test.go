@@ -40,6 +40,11 @@ func TestSmokeToken(t *testing.T) {
 	if _, err := readToken(empty); err == nil {
 		t.Error("an empty token file was taken")
 	}
+	shared := filepath.Join(t.TempDir(), "shared")
+	os.WriteFile(shared, []byte("els_x"), 0o644)
+	if _, err := readToken(shared); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+		t.Errorf("a token file others can read: %v", err)
+	}
 	// A token is never a flag: there is no -token to put one on argv.
 	if err := run(context.Background(), []string{"-url", "http://127.0.0.1:1", "-token", "els_x"}); err == nil {
 		t.Error("-token was accepted")
