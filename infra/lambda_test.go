@@ -234,6 +234,7 @@ func TestLambdaRuntime(t *testing.T) {
 	t.Run("sample events", func(t *testing.T) { ls.sampleEvents(ctx, t) })
 	t.Run("routes", func(t *testing.T) { ls.routes(ctx, t) })
 	t.Run("smoke", func(t *testing.T) { runSmokeAgainst(t, ls.api.URL) })
+	t.Run("jobs", func(t *testing.T) { ls.jobs(ctx, t) })
 	t.Run("memory", func(t *testing.T) {
 		for _, g := range Groups {
 			fn := ls.fns[g.Name]

@@ -8,15 +8,19 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/envlease/envlease/infra/bundle"
 	"github.com/envlease/envlease/infra/lambdatest"
 	"github.com/envlease/envlease/shared/agent"
 	"github.com/envlease/envlease/shared/apitest"
+	"github.com/envlease/envlease/shared/client"
+	"github.com/envlease/envlease/shared/domain"
 	"github.com/envlease/envlease/shared/smoke"
 )
 
@@ -150,7 +154,8 @@ var justifiedUnused = map[string]string{
 	"* dynamodb:ConditionCheckItem": "transactions that check an item they do not write: leasing into a sandbox, claims and heartbeats " +
 		"(nodes, nodesws), held webhook deliveries (deliveries); part of the read level so a transaction never fails on a missing read grant",
 	"* dynamodb:UpdateItem": "authentication's lastUsed (at most once a minute per key) and failed-attempt counter in every HTTP function " +
-		"(confined to those items for the read level); state changes of the jobs when they find work due, which this run's jobs do not",
+		"(confined to those items for the read level, and done only when a key's lastUsed is a minute old or an attempt fails); " +
+		"the jobs' state changes when they find their kind of work due",
 	"* dynamodb:PutItem":    "the jobs' writes when they find work due (stopping, failing, delivering, expiring); this run has none due",
 	"* dynamodb:DeleteItem": "revoked connections, deleted webhooks, pruned records and the jobs' removals; part of the write level",
 	"keys execute-api:ManageConnections": "revoking a node credential closes its node's WebSocket connections: " +
@@ -166,4 +171,57 @@ var justifiedUnused = map[string]string{
 	"expiry s3:AbortMultipartUpload":        "expiring an artifact aborts an upload left unfinished under it; nothing expires during the run",
 	"expiry s3:DeleteObject":                "expiring an artifact deletes its objects; nothing expires during the run",
 	"expiry s3:ListBucketMultipartUploads":  "finds the uploads left unfinished under an expiring artifact",
+}
+
+// jobs gives the scheduled functions work that falls due during the test: an
+// environment with a hard timeout of seconds for timeouts, and an artifact
+// that expires after the shortest allowed expiry for expiry. Each job is
+// invoked by its schedule's event until it has done the work.
+func (ls *lambdaStack) jobs(ctx context.Context, t *testing.T) {
+	root, _ := bundle.FindRoot(".")
+	scheduled := func(name string) []byte {
+		b, err := os.ReadFile(filepath.Join(root, "events", "scheduled-"+name+".json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	c, err := client.New(ls.api.URL, apitest.AliceToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := bytes.Repeat([]byte("expiring "), 1000)
+	art, err := c.Push(ctx, bytes.NewReader(data), int64(len(data)),
+		client.ArtifactCreate{Name: "expiring.bin", Expires: "1m"}, client.PushOptions{})
+	if err != nil {
+		t.Fatalf("push an expiring artifact: %v", err)
+	}
+	leased, err := c.Lease(ctx, client.LeaseRequest{Template: "sleeper", Pool: "local", Hard: "2s"})
+	if err != nil {
+		t.Fatalf("lease: %v", err)
+	}
+
+	poll := func(what string, limit time.Duration, job []byte, fn string, done func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(limit)
+		for !done() {
+			if time.Now().After(deadline) {
+				t.Errorf("%s: not done after %s of %s runs", what, limit, fn)
+				return
+			}
+			time.Sleep(2 * time.Second)
+			if _, err := ls.fns[fn].Invoke(ctx, job); err != nil {
+				t.Errorf("%s: %v", fn, err)
+				return
+			}
+		}
+	}
+	poll("stop the environment past its hard timeout", 3*time.Minute, scheduled("timeouts"), "timeouts", func() bool {
+		env, err := c.GetEnvironment(ctx, leased.Environment.ID)
+		return err == nil && env.State != domain.StatePending && env.State != domain.StateStarting && env.State != domain.StateReady
+	})
+	poll("remove the expired artifact's objects", 4*time.Minute, scheduled("expiry"), "expiry", func() bool {
+		return ls.rec.Calls("expiry", "s3:DeleteObject") > 0
+	})
+	t.Logf("artifact %s expired and its objects deleted; environment %s stopped by its hard timeout", art.ID, leased.Environment.ID)
 }
