@@ -145,8 +145,10 @@ var (
 
 // Groups are the functions of the service.
 var Groups = []Group{
-	{Name: "tokens", Description: "CLI tokens",
-		Routes:   []Route{{Path: "/v1/tokens"}},
+	// The console's sign-in codes are tokens too: a code is asked for with
+	// a CLI token and exchanged for a console token.
+	{Name: "tokens", Description: "CLI tokens and the console's sign-in codes",
+		Routes:   []Route{{Path: "/v1/tokens"}, {Path: "/v1/console", Proxy: true}},
 		MemoryMB: apiMemoryMB, Timeout: apiTimeout, Table: TableReadWrite},
 	// Revoking a node credential closes its node protocol connections.
 	{Name: "keys", Description: "organization API keys, their revocation, and who a token is",

@@ -40,6 +40,8 @@ var specEndpoints = []struct {
 	{"GET", "/v1/keys", "keys"},
 	{"DELETE", "/v1/keys/key_1", "keys"},
 	{"GET", "/v1/whoami", "keys"},
+	{"POST", "/v1/console/codes", "tokens"},
+	{"POST", "/v1/console/sessions", "tokens"},
 	{"GET", "/v1/sandboxes/sbx_1", "sandboxes"},
 	{"POST", "/v1/artifacts", "artifacts"},
 	{"POST", "/v1/artifacts/art_1/complete", "artifacts"},

@@ -1,4 +1,5 @@
-// Command tokens is the Lambda for POST /v1/tokens (CLI tokens).
+// Command tokens is the Lambda for POST /v1/tokens (CLI tokens) and the
+// console's sign-in codes (POST /v1/console/codes and /v1/console/sessions).
 package main
 
 import (

@@ -21,6 +21,13 @@
 // port of -address (-tunnel-addr chooses it, -tunnel-url overrides the URL
 // registered when clients reach it through a proxy or NAT, -no-tunnel turns
 // it off); clients must be able to reach it.
+//
+// What an environment's archives (its snapshot and its shares' files) may
+// unpack to is bounded, for all of them together, by -archive-max-entries,
+// -archive-max-bytes and -archive-max-ratio (unpacked to compressed bytes);
+// an archive past a limit fails its environment and nothing of it is left.
+// While the work dir's filesystem has less than -min-free-disk space or
+// -min-free-inodes inodes free, the agent claims no environment.
 package main
 
 import (
@@ -72,6 +79,11 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 	noTunnel := fs.Bool("no-tunnel", false, "serve no tunnels (envlease port-forward cannot reach this node's environments)")
 	transport := fs.String("transport", agent.TransportAuto, "how to reach the service after registering: auto (the node protocol's WebSocket when the service offers one and it opens, else HTTP), websocket (insist, retrying), http (heartbeats and long-poll claims over HTTP)")
 	socketURL := fs.String("socket-url", "", "the node protocol's WebSocket URL, when not the one registration gives (ws:// or wss://)")
+	maxEntries := fs.Int64("archive-max-entries", agent.DefaultArchiveMaxEntries, "entries (files, folders, links) an environment's archives may unpack to, its snapshot and its shares together; 0: no limit")
+	maxBytes := fs.String("archive-max-bytes", "8Gi", "bytes of files an environment's archives may unpack to, together, such as 8Gi or 500M; 0: no limit")
+	maxRatio := fs.Float64("archive-max-ratio", agent.DefaultArchiveMaxRatio, "how many times their compressed size an environment's archives may unpack to, beyond the first 64 MiB; 0: no limit")
+	minDisk := fs.String("min-free-disk", "1Gi", "claim no environment while the work dir's filesystem has less space free: a size such as 1Gi, or a percentage such as 5%; 0: no floor")
+	minInodes := fs.String("min-free-inodes", "5%", "claim no environment while the work dir's filesystem has fewer inodes free: a count such as 10000, or a percentage; 0: no floor")
 	logLevel := fs.String("log", "info", "log level: debug, info, warn, error")
 	if err := fs.Parse(args); err != nil {
 		return options{}, fmt.Errorf("%w: %v", errUsage, err)
@@ -86,11 +98,24 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 	if err != nil {
 		return options{}, fmt.Errorf("%w: -uid-range: %v", errUsage, err)
 	}
+	limits, err := archiveLimits(*maxEntries, *maxBytes, *maxRatio)
+	if err != nil {
+		return options{}, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	disk, err := agent.ParseThreshold(*minDisk, true)
+	if err != nil {
+		return options{}, fmt.Errorf("%w: -min-free-disk: %v", errUsage, err)
+	}
+	inodes, err := agent.ParseThreshold(*minInodes, false)
+	if err != nil {
+		return options{}, fmt.Errorf("%w: -min-free-inodes: %v", errUsage, err)
+	}
 	o := options{logLevel: *logLevel, cfg: agent.Config{
 		API: *api, Address: *address, WorkDir: *workDir, Name: *name, Capacity: *capacity,
 		Grace: *grace, ReadyTimeout: *readyTimeout, NoWarm: *noWarm, KeepRoots: *keep, UIDs: r,
 		TunnelAddr: *tunnelAddr, TunnelURL: *tunnelURL, NoTunnel: *noTunnel,
 		Transport: *transport, SocketURL: *socketURL,
+		Archives: limits, MinFreeDisk: disk, MinFreeInodes: inodes,
 	}}
 	switch {
 	case *credFile != "":
@@ -103,6 +128,38 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 		return options{}, fmt.Errorf("%w: a node credential is needed: -credential-file FILE (mode 0600), or $%s", errUsage, tokenEnv)
 	}
 	return o, nil
+}
+
+// archiveLimits turns the -archive-* flags into limits; a flag's 0 (no
+// limit) is the configuration's negative.
+func archiveLimits(entries int64, bytes string, ratio float64) (agent.ArchiveLimits, error) {
+	var l agent.ArchiveLimits
+	switch {
+	case entries < 0:
+		return l, fmt.Errorf("-archive-max-entries %d: a count, or 0 for no limit", entries)
+	case entries == 0:
+		l.MaxEntries = -1
+	default:
+		l.MaxEntries = entries
+	}
+	if bytes == "0" {
+		l.MaxBytes = -1
+	} else {
+		n, err := agent.ParseSize(bytes)
+		if err != nil {
+			return l, fmt.Errorf("-archive-max-bytes: %v", err)
+		}
+		l.MaxBytes = n
+	}
+	switch {
+	case ratio < 0 || ratio != ratio:
+		return l, fmt.Errorf("-archive-max-ratio %g: a factor such as 100, or 0 for no limit", ratio)
+	case ratio == 0:
+		l.MaxRatio = -1
+	default:
+		l.MaxRatio = ratio
+	}
+	return l, nil
 }
 
 func main() {

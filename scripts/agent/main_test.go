@@ -85,3 +85,43 @@ func TestUIDRange(t *testing.T) {
 		}
 	}
 }
+
+// The archive limits and the disk floors default to the agent's defaults,
+// take sizes, counts and percentages, turn off with 0, and refuse nonsense.
+func TestArchiveLimitsAndDiskFloors(t *testing.T) {
+	cred := credentialFile(t, 0o600, "els_node_x")
+	o, err := parse([]string{"-credential-file", cred}, noEnv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := agent.ArchiveLimits{MaxEntries: agent.DefaultArchiveMaxEntries, MaxBytes: agent.DefaultArchiveMaxBytes, MaxRatio: agent.DefaultArchiveMaxRatio}
+	if o.cfg.Archives != want || o.cfg.MinFreeDisk != agent.DefaultMinFreeDisk || o.cfg.MinFreeInodes != agent.DefaultMinFreeInodes {
+		t.Fatalf("defaults: %+v %+v %+v", o.cfg.Archives, o.cfg.MinFreeDisk, o.cfg.MinFreeInodes)
+	}
+	o, err = parse([]string{"-credential-file", cred, "-archive-max-entries", "1000", "-archive-max-bytes", "500M",
+		"-archive-max-ratio", "20", "-min-free-disk", "10%", "-min-free-inodes", "20000"}, noEnv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.cfg.Archives != (agent.ArchiveLimits{MaxEntries: 1000, MaxBytes: 500e6, MaxRatio: 20}) ||
+		o.cfg.MinFreeDisk.Percent != 10 || o.cfg.MinFreeInodes.Amount != 20000 {
+		t.Fatalf("set: %+v %+v %+v", o.cfg.Archives, o.cfg.MinFreeDisk, o.cfg.MinFreeInodes)
+	}
+	o, err = parse([]string{"-credential-file", cred, "-archive-max-entries", "0", "-archive-max-bytes", "0",
+		"-archive-max-ratio", "0", "-min-free-disk", "0", "-min-free-inodes", "0"}, noEnv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.cfg.Archives != (agent.ArchiveLimits{MaxEntries: -1, MaxBytes: -1, MaxRatio: -1}) ||
+		o.cfg.MinFreeDisk.Amount != 0 || o.cfg.MinFreeDisk.Percent != 0 || o.cfg.MinFreeDisk == agent.DefaultMinFreeDisk {
+		t.Fatalf("off: %+v %+v", o.cfg.Archives, o.cfg.MinFreeDisk)
+	}
+	for _, bad := range [][]string{
+		{"-archive-max-entries", "-5"}, {"-archive-max-bytes", "lots"}, {"-archive-max-ratio", "-1"},
+		{"-min-free-disk", "101%"}, {"-min-free-disk", "x"}, {"-min-free-inodes", "1Gi"},
+	} {
+		if _, err := parse(append([]string{"-credential-file", cred}, bad...), noEnv, io.Discard); !errors.Is(err, errUsage) {
+			t.Errorf("%v: %v", bad, err)
+		}
+	}
+}

@@ -50,6 +50,15 @@ func startReoffers(d deps) func() {
 	return func() { cancel(); <-done }
 }
 
+// devArchiveLimits bound what an environment's archives may unpack to on
+// the local stack: the agent's defaults, but 2 GiB rather than 8 of files,
+// as every organization's agents share one machine's disk (16
+// environments each) with the developer's own work. The floors of free
+// disk and inodes are the agent's defaults (1 GiB, 5% of the inodes).
+var devArchiveLimits = agent.ArchiveLimits{
+	MaxEntries: agent.DefaultArchiveMaxEntries, MaxBytes: 2 << 30, MaxRatio: agent.DefaultArchiveMaxRatio,
+}
+
 // startAgent runs the reference node agent for the local pools: one per pool
 // of each organization of the fixture, each with a node credential issued
 // in-process as an admin would (POST /v1/nodes/credentials), talking to the
@@ -76,7 +85,7 @@ func startAgent(d deps) func() {
 			a, err := agent.New(agent.Config{
 				API: d.baseURL, Token: issued.Token, Address: "127.0.0.1",
 				WorkDir: filepath.Join(dir, o.ID, pool), Name: "devserver-" + o.ID + "-" + pool,
-				Capacity: 16, Grace: 2 * time.Second, Log: d.log.With("agent", o.ID+"/"+pool),
+				Capacity: 16, Grace: 2 * time.Second, Archives: devArchiveLimits, Log: d.log.With("agent", o.ID+"/"+pool),
 			})
 			if err != nil {
 				d.log.Error("node agent not started", "org", o.ID, "pool", pool, "err", err.Error())

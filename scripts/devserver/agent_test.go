@@ -7,17 +7,20 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/klauspost/compress/zstd"
+
 	"github.com/envlease/envlease/shared/apitest"
+	"github.com/envlease/envlease/shared/clienttest"
 	"github.com/envlease/envlease/shared/domain"
 )
 
@@ -83,10 +86,23 @@ func (c api) waitState(id string, state domain.State, timeout time.Duration) dom
 	}
 }
 
-// processAlive reports whether pid is a running (not reaped) process.
-func processAlive(pid int) bool {
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
+// envAlive says whether a process of environment id runs on the node: one
+// whose ENVLEASE_ROOT is the environment's folder (its init too, in
+// namespaces of its own).
+func envAlive(id string) bool {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err != nil {
+			continue
+		}
+		for _, kv := range strings.Split(string(env), "\x00") {
+			if root, ok := strings.CutPrefix(kv, "ENVLEASE_ROOT="); ok && filepath.Base(root) == id {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // The spec's client flow against the whole local stack, finished for real by
@@ -128,17 +144,12 @@ func TestClientFlowRunsARealProcess(t *testing.T) {
 		t.Fatalf("target %q is not the node's address and a port", target)
 	}
 
-	// The export answers at the target: the demo's web server lists its
-	// workdir, where the command wrote its pid.
-	res, err := http.Get("http://" + target + "/envlease.pid")
-	if err != nil {
-		t.Fatalf("reach the export at %s: %v", target, err)
-	}
-	raw, _ := io.ReadAll(res.Body)
-	res.Body.Close()
-	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
-	if res.StatusCode != 200 || err != nil || !processAlive(pid) {
-		t.Fatalf("pid file through the export: %d %q, alive %v", res.StatusCode, raw, processAlive(pid))
+	// The export answers at the target, through the agent's tunnel: the
+	// demo's web server lists its workdir, where the command wrote its pid
+	// (in its own PID namespace, as root).
+	status, raw := clienttest.GetThroughTunnel(t, base, c.token, id, target, "/envlease.pid")
+	if _, err := strconv.Atoi(strings.TrimSpace(raw)); status != 200 || err != nil || !envAlive(id) {
+		t.Fatalf("pid file through the export: %d %q, alive %v", status, raw, envAlive(id))
 	}
 
 	var touched domain.Environment
@@ -154,15 +165,22 @@ func TestClientFlowRunsARealProcess(t *testing.T) {
 	if stopped.StopReason != domain.StopDeleted {
 		t.Fatalf("stopped record: %+v", stopped)
 	}
-	for deadline := time.Now().Add(5 * time.Second); processAlive(pid); {
+	for deadline := time.Now().Add(5 * time.Second); envAlive(id); {
 		if time.Now().After(deadline) {
-			t.Fatalf("process %d still runs after the environment stopped", pid)
+			t.Fatalf("a process of %s still runs after the environment stopped", id)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if conn, err := net.DialTimeout("tcp", target, time.Second); err == nil {
-		conn.Close()
-		t.Fatalf("the export still accepts connections at %s", target)
+	if os.Geteuid() != 0 {
+		// As root the export was only ever inside the environment's own
+		// network namespace, which is gone with its processes.
+		if conn, err := net.DialTimeout("tcp", target, time.Second); err == nil {
+			conn.Close()
+			t.Fatalf("the export still accepts connections at %s", target)
+		}
+	}
+	if s := c.do("POST", "/v1/environments/"+id+"/tunnel", nil, nil); s == 200 {
+		t.Fatal("a tunnel ticket for a stopped environment")
 	}
 	var quotas struct {
 		Quotas []domain.QuotaEntry `json:"quotas"`
@@ -255,14 +273,9 @@ func TestLeaseFromSnapshot(t *testing.T) {
 		!e.Restored.Created.Equal(art.Created) {
 		t.Fatalf("restored: %+v", e.Restored)
 	}
-	res, err := http.Get("http://" + e.Exports[0].Target + "/hello.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(res.Body)
-	res.Body.Close()
-	if res.StatusCode != 200 || string(body) != "hello from the snapshot\n" {
-		t.Fatalf("restored file through the export: %d %q", res.StatusCode, body)
+	status, body := clienttest.GetThroughTunnel(t, base, c.token, e.ID, e.Exports[0].Target, "/hello.txt")
+	if status != 200 || body != "hello from the snapshot\n" {
+		t.Fatalf("restored file through the export: %d %q", status, body)
 	}
 	if s := c.do("DELETE", "/v1/environments/"+e.ID, nil, nil); s != 200 {
 		t.Fatalf("delete: %d", s)
@@ -272,6 +285,44 @@ func TestLeaseFromSnapshot(t *testing.T) {
 	// An unknown snapshot is refused at lease time (422).
 	if s := c.do("POST", "/v1/environments", map[string]any{"template": "shell", "snapshot": "art_nope"}, nil); s != 422 {
 		t.Fatalf("unknown snapshot: %d", s)
+	}
+}
+
+// The audit's archive of 1 GiB of zeros (33 KB as .tar.zst) fails the
+// environment it is restored into, naming the limit it passed, rather than
+// filling the machine.
+func TestArchiveOfZerosIsRefused(t *testing.T) {
+	base := startDevserver(t)
+	c := api{t: t, base: base, token: apitest.BobToken}
+	var buf bytes.Buffer
+	zw, err := zstd.NewWriter(&buf, zstd.WithEncoderLevel(zstd.SpeedBetterCompression))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tw := tar.NewWriter(zw)
+	if err := tw.WriteHeader(&tar.Header{Name: "workspace/zero.bin", Mode: 0o644, Size: 1 << 30, Typeflag: tar.TypeReg}); err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 1<<20)
+	for range 1024 {
+		if _, err := tw.Write(chunk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	art := uploadArtifact(t, c, "zeros.tar.zst", buf.Bytes())
+	var leased envAnswer
+	if s := c.do("POST", "/v1/environments", map[string]any{"template": "shell", "snapshot": art.ID}, &leased); s != 201 {
+		t.Fatalf("lease: %d", s)
+	}
+	e := c.waitState(leased.Environment.ID, domain.StateFailed, 15*time.Second)
+	if !strings.Contains(e.Error, "1.0 GiB") || !strings.Contains(e.Error, "agent limit -archive-max-ratio") {
+		t.Fatalf("the error does not name the limit: %q", e.Error)
 	}
 }
 
@@ -289,11 +340,9 @@ func TestWarmTemplate(t *testing.T) {
 		}
 		e := c.waitState(leased.Environment.ID, domain.StateReady, 15*time.Second)
 		t.Logf("warm lease %d ready in %d ms", i, *e.ReadyMs)
-		res, err := http.Get("http://" + e.Exports[0].Target + "/envlease.pid")
-		if err != nil || res.StatusCode != 200 {
-			t.Fatalf("export of the warm environment: %v %v", err, res)
+		if status, body := clienttest.GetThroughTunnel(t, base, c.token, e.ID, e.Exports[0].Target, "/envlease.pid"); status != 200 {
+			t.Fatalf("export of the warm environment: %d %q", status, body)
 		}
-		res.Body.Close()
 		if s := c.do("DELETE", "/v1/environments/"+e.ID, nil, nil); s != 200 {
 			t.Fatalf("delete: %d", s)
 		}

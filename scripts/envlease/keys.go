@@ -74,9 +74,10 @@ func (a *app) keysListCommand() *cobra.Command {
 				return a.printJSON(map[string]any{"keys": ks})
 			}
 			now := time.Now()
-			t := newTable(a.stdout, "ID", "NAME", "OWNER", "SOURCE", "PREFIX", "CREATED", "LAST USED", "REVOKED")
+			// EXPIRES is set only for the console's sign-in tokens.
+			t := newTable(a.stdout, "ID", "NAME", "OWNER", "SOURCE", "PREFIX", "CREATED", "LAST USED", "EXPIRES", "REVOKED")
 			for _, k := range ks {
-				t.row(k.ID, k.Name, k.Owner.Kind+":"+k.Owner.ID, k.Source, k.Prefix+"…", ago(k.Created, now), agoPtr(k.LastUsed, now), agoPtr(k.Revoked, now))
+				t.row(k.ID, k.Name, k.Owner.Kind+":"+k.Owner.ID, k.Source, k.Prefix+"…", ago(k.Created, now), agoPtr(k.LastUsed, now), agoPtr(k.Expires, now), agoPtr(k.Revoked, now))
 			}
 			return t.flush()
 		}),

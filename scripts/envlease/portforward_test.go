@@ -143,9 +143,22 @@ func TestPortForward(t *testing.T) {
 		return res.StatusCode, string(body)
 	}
 	status, body := get(web.Listen)
-	directStatus, direct := get(web.Target)
+	// The same export, reached through a tunnel of the test's own.
+	directStatus, direct := s.GetThroughTunnel(t, clienttest.BobToken, env.ID, web.Target, "/")
 	if status != 200 || body != direct || directStatus != 200 || !strings.Contains(body, "Directory listing") {
-		t.Fatalf("through port-forward: %d %q\ndirect: %d %q", status, body, directStatus, direct)
+		t.Fatalf("through port-forward: %d %q\nthrough a tunnel: %d %q", status, body, directStatus, direct)
+	}
+	// As root the export listens only in the environment's own network
+	// namespace: it does not answer at the target on the node (whatever
+	// else of the machine may listen on that port).
+	if os.Geteuid() == 0 {
+		if res, err := (&http.Client{Timeout: time.Minute}).Get("http://" + web.Target + "/"); err == nil {
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if string(b) == direct {
+				t.Fatalf("the export answered at %s on the node's own address", web.Target)
+			}
+		}
 	}
 	// Many at once, over the one tunnel.
 	errs := make(chan error, 8)

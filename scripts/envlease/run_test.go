@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -66,16 +64,10 @@ func shareTree(t *testing.T) string {
 	return dir
 }
 
-// fetch GETs a path of an environment's export target.
-func fetch(t *testing.T, target, path string) (int, string) {
+// fetch GETs a path of an environment's export target, through the tunnel.
+func fetch(t *testing.T, s *clienttest.Stack, env, target, path string) (int, string) {
 	t.Helper()
-	res, err := http.Get("http://" + target + path)
-	if err != nil {
-		t.Fatalf("GET %s: %v", path, err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	return res.StatusCode, string(b)
+	return s.GetThroughTunnel(t, clienttest.BobToken, env, target, path)
 }
 
 // The files of --share arrive in the environment at the share's path under
@@ -104,12 +96,12 @@ func TestLeaseShareSendsFiles(t *testing.T) {
 	}
 	target := env.Exports[0].Target
 	for path, want := range map[string]string{"/src/a.txt": "alpha", "/src/sub/b.txt": "beta", "/src/link": "alpha"} {
-		if code, body := fetch(t, target, path); code != 200 || body != want {
+		if code, body := fetch(t, s, env.ID, target, path); code != 200 || body != want {
 			t.Errorf("%s: %d %q, want %q", path, code, body, want)
 		}
 	}
 	for _, path := range []string{"/src/debug.log", "/src/node_modules/x.js", "/src/out", "/src/abs"} {
-		if code, _ := fetch(t, target, path); code != 404 {
+		if code, _ := fetch(t, s, env.ID, target, path); code != 404 {
 			t.Errorf("%s: %d, want 404", path, code)
 		}
 	}

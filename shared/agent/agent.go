@@ -3,10 +3,14 @@
 // local process (runtime "process"), and reports ready, stopped and
 // failed. It keeps warm, pre-started processes of templates that ask for
 // them, and restores snapshots and shares' files into an environment's
-// folder (UnpackTarRoot).
+// folder (UnpackTarRoot), all of an environment's archives together held to
+// ArchiveLimits. While its work dir's filesystem is short of space or
+// inodes (Config.MinFreeDisk, MinFreeInodes) it claims nothing.
 // Run as root on Linux it confines each environment: a user of its own, a
-// folder only that user enters, a cgroup where the node allows, and a stop
-// that ends every process of the environment (confine.go); otherwise it
+// folder only that user enters, a cgroup where the node allows, a stop
+// that ends every process of the environment (confine.go), and network,
+// PID, mount and IPC namespaces of its own under an init (nsinit,
+// netns_linux.go), inside which the agent reaches its exports; otherwise it
 // warns at start that environments are not confined.
 //
 // One Agent serves one node credential, so one organization's pool.
@@ -19,6 +23,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sort"
@@ -39,7 +44,10 @@ type Config struct {
 	// API is the service's base URL; Token a node credential of the pool.
 	API, Token string
 	// Address is the host clients reach this node's environments at; the
-	// export targets are Address:port.
+	// export targets are Address:port. In namespaces of their own (as
+	// root) nothing of an environment listens there: a target names an
+	// export, which the agent's tunnel reaches inside the environment's
+	// network namespace.
 	Address string
 	// WorkDir holds a folder per environment (envs/<id>) and per warm process.
 	WorkDir string
@@ -65,6 +73,9 @@ type Config struct {
 	Transport, SocketURL string
 	// NoWarm turns warm environments off.
 	NoWarm bool
+	// Runtimes are the runtimes the node registers as offering (process,
+	// container); empty: process.
+	Runtimes []string
 	// KeepRoots leaves an environment's folder after it ends, for debugging.
 	KeepRoots bool
 	// TunnelAddr is where the tunnel endpoint listens (default: an
@@ -78,12 +89,28 @@ type Config struct {
 	// as root (default DefaultUIDRange). Every agent of the node may share
 	// one range; nothing else may use it.
 	UIDs UIDRange
-	HTTP *http.Client
-	Log  *slog.Logger
+	// Archives bounds what each environment's archives, its snapshot and
+	// its shares' together, may unpack to (zero fields take the defaults).
+	Archives ArchiveLimits
+	// MinFreeDisk and MinFreeInodes are the floors of free space and free
+	// inodes in the work dir's filesystem below which the agent claims no
+	// environment, fails one it claimed, and stops an unpacking (defaults
+	// DefaultMinFreeDisk and DefaultMinFreeInodes).
+	MinFreeDisk, MinFreeInodes Threshold
+	// Statfs reads the work dir's filesystem (default: statfs(2) on Linux;
+	// elsewhere nothing, and the floors are not judged). Tests replace it to
+	// simulate a full disk.
+	Statfs Statfs
+	HTTP   *http.Client
+	Log    *slog.Logger
 
-	// assumeNotRoot and noCgroups let tests take the paths of a node where
-	// the agent is not root, or has no cgroup tree to write.
-	assumeNotRoot, noCgroups bool
+	// assumeNotRoot, noCgroups and noNamespaces let tests take the paths of
+	// a node where the agent is not root, has no cgroup tree to write, or
+	// cannot make namespaces.
+	assumeNotRoot, noCgroups, noNamespaces bool
+	// egressAllow lets egress proxies reach these addresses whatever they
+	// are: tests' "outside" servers, which listen on the node's loopback.
+	egressAllow []netip.AddrPort
 }
 
 // Agent is a running node agent.
@@ -100,6 +127,10 @@ type Agent struct {
 	users    *uidPool
 	cgroups  string
 	noCgroup error
+	// namespaces says environments run in network, PID and mount
+	// namespaces of their own (root only); noNamespaces says why not.
+	namespaces   bool
+	noNamespaces error
 
 	mu        sync.Mutex
 	node      string
@@ -112,6 +143,8 @@ type Agent struct {
 	// answer is on the way) from one whose claim answer was lost.
 	claiming   atomic.Int32
 	claimEpoch atomic.Int64
+	// short is whether the node was last found short of disk (noRoom).
+	short atomic.Bool
 
 	// sock is the open node protocol connection, nil on HTTP or while
 	// reconnecting; reports go on it. reconnects counts reconnections.
@@ -160,6 +193,12 @@ func New(cfg Config) (*Agent, error) {
 	}
 	if cfg.ReadyTimeout <= 0 {
 		cfg.ReadyTimeout = 2 * time.Minute
+	}
+	cfg.Archives = cfg.Archives.withDefaults()
+	cfg.MinFreeDisk = cfg.MinFreeDisk.or(DefaultMinFreeDisk)
+	cfg.MinFreeInodes = cfg.MinFreeInodes.or(DefaultMinFreeInodes)
+	if cfg.Statfs == nil {
+		cfg.Statfs = statfs
 	}
 	switch cfg.Transport {
 	case "":
@@ -216,6 +255,13 @@ func (a *Agent) setupConfinement() error {
 		// A port below this one would be given to a process that cannot
 		// bind it; the export gets another free port instead.
 		a.ports.lowest = unprivilegedPortStart()
+		if a.cfg.noNamespaces {
+			a.noNamespaces = errors.New("turned off")
+		} else if a.noNamespaces = probeNamespaces(); a.noNamespaces == nil {
+			a.namespaces = true
+		}
+	} else {
+		a.noNamespaces = errors.New("the agent does not run as root")
 	}
 	if a.cfg.noCgroups {
 		a.noCgroup = fmt.Errorf("%w: turned off", errNoCgroup)
@@ -235,6 +281,11 @@ func (a *Agent) logConfinement() {
 		}
 		a.log.Info("environments are confined: each runs as a user of its own, in a folder only that user can enter, with only its own environment variables",
 			"uids", a.cfg.UIDs.String(), "stop", stop)
+		if a.namespaces {
+			a.log.Info("environments run in namespaces of their own: a network namespace with only lo (no route to the node's addresses, its loopback, other environments or the outside), a PID namespace with its own /proc (it sees only its own processes), a mount namespace (with a /dev/shm of its own) and an IPC namespace; the agent reaches exports inside it; a template with network egress reaches public addresses through the agent's HTTP proxy at 127.0.0.1:" + strconv.Itoa(EgressPort) + " of its namespace")
+		} else {
+			a.log.Warn("environments share the node's network and process list: each can connect to whatever listens on the node's addresses and loopback (the agent's endpoints, other environments' exports, the cloud's metadata address) and see every process on the node, whatever its template's network says (" + a.noNamespaces.Error() + ")")
+		}
 		return
 	}
 	stop := "a stop ends the environment's cgroup (cgroup.kill), but a process may move itself out of it, as the cgroup tree is its user's too"
@@ -242,7 +293,19 @@ func (a *Agent) logConfinement() {
 		stop = "a child that leaves its process group (setsid, a daemon) survives a stop (" + a.noCgroup.Error() + ")"
 	}
 	a.log.Warn("environments are not confined: the agent does not run as root, so every environment runs as the agent's user (uid " + strconv.Itoa(os.Geteuid()) +
-		") and can read the agent's files (its credential file among them) and the other environments' folders and logs, signal the other environments and the agent, and run as many processes as the user may (resources.pids counts the user's); " + stop)
+		") and can read the agent's files (its credential file among them) and the other environments' folders and logs, signal the other environments and the agent, run as many processes as the user may (resources.pids counts the user's), connect to whatever listens on the node's addresses and loopback (the agent's endpoints, other environments' exports, the cloud's metadata address) and the outside, whatever its template's network says, and see every process on the node; " + stop)
+}
+
+// egressGuard judges what egress proxies dial.
+func (a *Agent) egressGuard() egressGuard {
+	g := egressGuard{}
+	if len(a.cfg.egressAllow) > 0 {
+		g.allow = map[netip.AddrPort]bool{}
+		for _, ap := range a.cfg.egressAllow {
+			g.allow[ap] = true
+		}
+	}
+	return g
 }
 
 // Node returns the id of the node the agent registered, once it has.
@@ -262,6 +325,17 @@ func (a *Agent) signal() {
 }
 
 var errLost = errors.New("the node was declared lost or deregistered")
+
+// ErrCredentialRefused is what Run returns when the control plane refuses
+// the node credential (401: revoked, expired or wrong). Retrying with it
+// cannot succeed and each try counts against the node's address, so the
+// agent stops its environments and ends; it runs again with a new credential.
+var ErrCredentialRefused = errors.New("the node credential was refused (revoked, expired or not a node credential); install a new one and start the agent again")
+
+// refused reports whether err is the control plane refusing the credential.
+func refused(err error) bool {
+	return statusOf(err) == http.StatusUnauthorized || errors.Is(err, ErrCredentialRefused)
+}
 
 // Run serves until ctx ends: lock the work dir and clear what an earlier run
 // left in it (reclaim), register, then heartbeat, claim and run. If the
@@ -283,13 +357,21 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	defer a.stopTunnels()
+	// Run may also end on its own (a refused credential): the warm pool is
+	// stopped with it.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	warmDone := make(chan struct{})
 	go func() { defer close(warmDone); a.warm.run(ctx) }()
-	defer func() { <-warmDone }()
+	defer func() { cancel(); <-warmDone }()
 	for {
 		err := a.session(ctx)
 		if ctx.Err() != nil {
 			return nil
+		}
+		if refused(err) {
+			a.log.Error("the node credential was refused; environments stopped, the agent ends", "err", err)
+			return fmt.Errorf("%w: %v", ErrCredentialRefused, err)
 		}
 		a.log.Warn("node session ended; registering again", "err", err)
 		select {
@@ -310,7 +392,8 @@ func (a *Agent) session(ctx context.Context) error {
 	a.mu.Unlock()
 	a.setTunnelIdentity(reg)
 	a.setTemplates(reg.Templates)
-	a.log.Info("node registered", "node", reg.Node.ID, "pool", reg.Node.Pool, "address", a.cfg.Address, "capacity", a.cfg.Capacity)
+	a.log.Info("node registered", "node", reg.Node.ID, "pool", reg.Node.Pool, "address", a.cfg.Address, "capacity", a.cfg.Capacity,
+		"platform", reg.Node.Platform, "runtimes", reg.Node.Runtimes)
 
 	sctx, cancel := context.WithCancelCause(ctx)
 	var wg sync.WaitGroup
@@ -364,7 +447,7 @@ func (a *Agent) register(ctx context.Context) (nodes.Registered, error) {
 	for {
 		reg, err := a.api.Register(ctx, nodes.RegisterRequest{
 			Name: a.cfg.Name, Address: a.cfg.Address, Capacity: a.cfg.Capacity, Agent: Version,
-			TunnelURL: a.tunnelURL(),
+			TunnelURL: a.tunnelURL(), Platform: platform(), Runtimes: a.runtimes(),
 		})
 		if err == nil {
 			return reg, nil
@@ -420,6 +503,9 @@ func (a *Agent) heartbeats(ctx context.Context, node string, interval time.Durat
 		beat, err := a.api.Heartbeat(ctx, node, ids)
 		if statusOf(err) == http.StatusGone || statusOf(err) == http.StatusNotFound {
 			return errLost
+		}
+		if refused(err) {
+			return err
 		}
 		if err != nil {
 			a.log.Warn("heartbeat failed", "err", err)
@@ -501,6 +587,15 @@ func (a *Agent) claims(ctx context.Context, node string, wait time.Duration) err
 			}
 			continue
 		}
+		if a.noRoom() != nil {
+			// Short of disk: claim nothing, so a node with room takes the
+			// work; look again a little later.
+			select {
+			case <-ctx.Done():
+			case <-time.After(roomRecheck):
+			}
+			continue
+		}
 		a.claiming.Add(1)
 		a.claimEpoch.Add(1)
 		c, err := a.api.Claim(ctx, node, wait)
@@ -515,6 +610,8 @@ func (a *Agent) claims(ctx context.Context, node string, wait time.Duration) err
 			return nil
 		case s == http.StatusGone || s == http.StatusNotFound:
 			return errLost
+		case refused(err):
+			return err
 		default:
 			if s != http.StatusConflict {
 				a.log.Warn("claim failed", "err", err)
@@ -562,6 +659,13 @@ func (a *Agent) runEnv(ctx context.Context, node string, r *runningEnv, c *nodes
 	// No starting report: the claim made it starting, and a report would only
 	// put a round trip before a warm process is handed over.
 
+	// Claimed while the node is short of disk (the disk filled during the
+	// claim, or no other node took it: socketClaims): refused, with why.
+	if err := a.noRoom(); err != nil {
+		a.fail(ctx, node, r.id, fmt.Errorf("the node refused the environment: %w", err), log)
+		return
+	}
+
 	var (
 		p        *proc
 		restored *domain.Restored
@@ -574,11 +678,12 @@ func (a *Agent) runEnv(ctx context.Context, node string, r *runningEnv, c *nodes
 		log.Info("handed a warm process", "pid", p.cmd.Process.Pid, "root", p.root)
 	} else {
 		b, err := a.newBox(filepath.Join(a.cfg.WorkDir, "envs", r.id))
+		budget := a.budget()
 		if err == nil && c.Snapshot != nil {
-			restored, err = a.restore(ctx, c.Snapshot, b)
+			restored, err = a.restore(ctx, c.Snapshot, b, budget)
 		}
 		if err == nil {
-			err = a.unpackShares(ctx, c.Shares, b)
+			err = a.unpackShares(ctx, c.Shares, b, budget)
 		}
 		if err == nil {
 			p, err = a.startProcess(c.Template, b)

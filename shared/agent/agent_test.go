@@ -230,21 +230,33 @@ func TestUnpackRefusesEscapes(t *testing.T) {
 			t.Errorf("%s was unpacked", name)
 		}
 	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	_ = tw.WriteHeader(&tar.Header{Name: "d/", Mode: 0o755, Typeflag: tar.TypeDir})
-	_ = tw.WriteHeader(&tar.Header{Name: "d/f", Mode: 0o644, Size: 2, Typeflag: tar.TypeReg})
-	_, _ = tw.Write([]byte("ok"))
-	_ = tw.WriteHeader(&tar.Header{Name: "d/link", Linkname: "f", Typeflag: tar.TypeSymlink})
-	_ = tw.WriteHeader(&tar.Header{Name: "d/out", Linkname: "../../x", Typeflag: tar.TypeSymlink})
-	_ = tw.Close()
-	root := t.TempDir()
-	n, err := agent.Unpack(&buf, root)
-	if err == nil || n != 1 {
-		t.Fatalf("a link out of the root was unpacked (%d, %v)", n, err)
-	}
-	if b, _ := os.ReadFile(filepath.Join(root, "d", "link")); string(b) != "ok" {
-		t.Fatalf("link inside the root: %q", b)
+	// A link inside is unpacked; with a link out after it, the archive is
+	// refused and nothing of it is left.
+	for _, out := range []bool{false, true} {
+		var buf bytes.Buffer
+		tw := tar.NewWriter(&buf)
+		_ = tw.WriteHeader(&tar.Header{Name: "d/", Mode: 0o755, Typeflag: tar.TypeDir})
+		_ = tw.WriteHeader(&tar.Header{Name: "d/f", Mode: 0o644, Size: 2, Typeflag: tar.TypeReg})
+		_, _ = tw.Write([]byte("ok"))
+		_ = tw.WriteHeader(&tar.Header{Name: "d/link", Linkname: "f", Typeflag: tar.TypeSymlink})
+		if out {
+			_ = tw.WriteHeader(&tar.Header{Name: "d/out", Linkname: "../../x", Typeflag: tar.TypeSymlink})
+		}
+		_ = tw.Close()
+		root := t.TempDir()
+		n, err := agent.Unpack(&buf, root)
+		if !out {
+			if b, _ := os.ReadFile(filepath.Join(root, "d", "link")); err != nil || n != 1 || string(b) != "ok" {
+				t.Fatalf("link inside the root: %q (%d, %v)", b, n, err)
+			}
+			continue
+		}
+		if err == nil || n != 1 {
+			t.Fatalf("a link out of the root was unpacked (%d, %v)", n, err)
+		}
+		if left, _ := os.ReadDir(root); len(left) != 0 {
+			t.Fatalf("the refused archive left %v", left)
+		}
 	}
 }
 
@@ -258,22 +270,32 @@ func TestWarmLeaseTakesThePreStartedProcess(t *testing.T) {
 	// one they can reach and append to.
 	writableByAll(t, starts)
 	s := newStack(t, domain.Template{
-		Name: "warm", Command: []string{"sh", "-c", `echo $$ >> "$STARTS"; exec sleep 3600`},
+		Name: "warm", Command: []string{"sh", "-c", `echo $$ $(readlink /proc/self/ns/pid) >> "$STARTS"; exec sleep 3600`},
 		Env: map[string]string{"STARTS": starts}, Warm: 1,
 	})
 	s.runAgent(t, 500*time.Millisecond)
-	pids := func(n int) []int {
+	// A process is its pid and PID namespace: in namespaces of their own
+	// (as root) every environment's command is pid 2 of its own.
+	type started struct {
+		pid int
+		ns  string
+	}
+	pids := func(n int) []started {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
 		for {
 			b, _ := os.ReadFile(starts)
-			var out []int
-			for _, f := range strings.Fields(string(b)) {
-				pid, err := strconv.Atoi(f)
-				if err != nil {
+			var out []started
+			for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+				f := strings.Fields(line)
+				if len(f) == 0 {
+					continue
+				}
+				pid, err := strconv.Atoi(f[0])
+				if err != nil || len(f) != 2 {
 					t.Fatalf("starts file: %q", b)
 				}
-				out = append(out, pid)
+				out = append(out, started{pid, f[1]})
 			}
 			if len(out) >= n {
 				return out
@@ -296,12 +318,29 @@ func TestWarmLeaseTakesThePreStartedProcess(t *testing.T) {
 		t.Fatalf("delete: %d", r.Status)
 	}
 	s.wait(t, id, domain.StateStopped)
-	if alive(warm) {
-		t.Fatalf("the pre-started process %d still runs after its environment stopped: the lease had a cold start", warm)
+	if aliveIn(warm.pid, warm.ns) {
+		t.Fatalf("the pre-started process %+v still runs after its environment stopped: the lease had a cold start", warm)
 	}
-	if !alive(refill[1]) {
-		t.Fatalf("the refill process %d is gone", refill[1])
+	if !aliveIn(refill[1].pid, refill[1].ns) {
+		t.Fatalf("the refill process %+v is gone", refill[1])
 	}
+}
+
+// aliveIn says whether pid of the PID namespace ns ("pid:[inode]") runs:
+// a process of the node's own namespace, or any process of another.
+func aliveIn(pid int, ns string) bool {
+	if own, _ := os.Readlink("/proc/self/ns/pid"); ns == own {
+		return alive(pid)
+	}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		if l, _ := os.Readlink("/proc/" + e.Name() + "/ns/pid"); l == ns {
+			if n, err := strconv.Atoi(e.Name()); err == nil && alive(n) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func alive(pid int) bool {

@@ -220,11 +220,22 @@ const fallbackPath = "/usr/local/bin:/usr/bin:/bin"
 //	PATH          the agent's (folders the environment's user cannot
 //	              search left out), else /usr/local/bin:/usr/bin:/bin
 //	HOME          the environment's folder
-//	<template env> the template's env, which may override the two above
+//	HTTP_PROXY, HTTPS_PROXY, http_proxy, https_proxy, ALL_PROXY, NO_PROXY,
+//	no_proxy      an egress environment's proxy (egressEnv), when egress > 0
+//	<template env> the template's env, which may override all the above
 //	ENVLEASE_ROOT the environment's folder
 //	PORT, EXPORT_<SERVICE>_PORT the exports' ports
-func (a *Agent) processEnv(t domain.Template, b *box, services []string, ports map[string]int) []string {
+func (a *Agent) processEnv(t domain.Template, b *box, services []string, ports map[string]int, egress int) []string {
 	env := []string{"PATH=" + a.searchPath(b), "HOME=" + b.root}
+	if egress > 0 {
+		for _, kv := range egressEnv(egress) {
+			// The template's own value wins; one of each name only, as the
+			// init hands the list to execve as is.
+			if k, _, _ := strings.Cut(kv, "="); !hasKey(t.Env, k) {
+				env = append(env, kv)
+			}
+		}
+	}
 	keys := make([]string, 0, len(t.Env))
 	for k := range t.Env {
 		keys = append(keys, k)
@@ -241,6 +252,11 @@ func (a *Agent) processEnv(t domain.Template, b *box, services []string, ports m
 		env = append(env, portEnv(s)+"="+strconv.Itoa(ports[s]))
 	}
 	return env
+}
+
+func hasKey(m map[string]string, k string) bool {
+	_, ok := m[k]
+	return ok
 }
 
 // searchPath is the PATH an environment gets: the agent's absolute entries,

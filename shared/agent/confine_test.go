@@ -125,6 +125,35 @@ func processesOf(uid int) []int {
 	return out
 }
 
+// hostPid is the node's pid of the process whose pid is nspid in the PID
+// namespace ns ("pid:[inode]"); nspid itself when ns is the node's own.
+func hostPid(t *testing.T, ns string, nspid int) int {
+	t.Helper()
+	if own, _ := os.Readlink("/proc/self/ns/pid"); ns == "" || ns == own {
+		return nspid
+	}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if l, _ := os.Readlink("/proc/" + e.Name() + "/ns/pid"); l != ns {
+			continue
+		}
+		status, _ := os.ReadFile("/proc/" + e.Name() + "/status")
+		for _, line := range strings.Split(string(status), "\n") {
+			if v, ok := strings.CutPrefix(line, "NSpid:"); ok {
+				if f := strings.Fields(v); len(f) > 0 && f[len(f)-1] == strconv.Itoa(nspid) {
+					return pid
+				}
+			}
+		}
+	}
+	t.Fatalf("no process %d in PID namespace %s", nspid, ns)
+	return 0
+}
+
 // readInt waits for a number the environment's command writes to file.
 func readInt(t *testing.T, file string) int {
 	t.Helper()
@@ -149,6 +178,7 @@ func readInt(t *testing.T, file string) int {
 // starts a child in a session of its own (setsid) that backgrounds a sleep,
 // and listens on its export's port.
 const confinedScript = `id -G > groups
+readlink /proc/self/ns/pid > pidns
 env > env.txt
 echo $$ > pid
 id -u > uid.tmp && mv uid.tmp uid
@@ -164,12 +194,14 @@ time.sleep(3600)'`
 // agent's environment variables; a stop ends every process of that user,
 // a child that left the process group and the session among them. With a
 // writable cgroup tree the stop goes through cgroup.kill, without one
-// through the user's processes in /proc: both are run.
+// through the user's processes in /proc: both are run, outside namespaces;
+// in namespaces of its own (the default as root) the same holds, and the
+// template's port 80 is the environment's own to bind.
 func TestConfinedEnvironment(t *testing.T) {
 	if runtime.GOOS != "linux" || os.Geteuid() != 0 {
 		t.Skip("environments get users of their own only when the agent runs as root on Linux")
 	}
-	for _, mode := range []string{"cgroup", "users"} {
+	for _, mode := range []string{"cgroup", "users", "namespaces"} {
 		t.Run(mode, func(t *testing.T) {
 			if mode == "cgroup" && !agent.CgroupsWritable() {
 				t.Skip("this node has no cgroup v2 tree the agent may write")
@@ -186,13 +218,18 @@ func TestConfinedEnvironment(t *testing.T) {
 				if mode == "users" {
 					agent.WithoutCgroups(c)
 				}
+				if mode != "namespaces" {
+					agent.WithoutNamespaces(c)
+				}
 			})
 			first, second := s.lease(t, "confined"), s.lease(t, "confined")
 			s.wait(t, first, domain.StateReady)
 			s.wait(t, second, domain.StateReady)
 			root := filepath.Join(dir, "envs", first)
 			uid := readInt(t, filepath.Join(root, "uid"))
-			bg := readInt(t, filepath.Join(root, "bgpid"))
+			// In a PID namespace the script's pids are the namespace's.
+			pidns, _ := os.ReadFile(filepath.Join(root, "pidns"))
+			bg := hostPid(t, strings.TrimSpace(string(pidns)), readInt(t, filepath.Join(root, "bgpid")))
 			t.Cleanup(func() {
 				// Only if the agent failed to: the processes this test started.
 				for _, pid := range processesOf(uid) {
@@ -244,8 +281,15 @@ func TestConfinedEnvironment(t *testing.T) {
 			}
 			port, _ := strconv.Atoi(got["PORT"])
 			if got["GREETING"] != "hi" || got["HOME"] != root || got["ENVLEASE_ROOT"] != root || got["PATH"] == "" ||
-				port < 1024 || got["EXPORT_API_PORT"] != got["PORT"] {
-				t.Fatalf("the documented variables are not all there (a port below 1024 cannot be bound):\n%s", env)
+				got["EXPORT_API_PORT"] != got["PORT"] {
+				t.Fatalf("the documented variables are not all there:\n%s", env)
+			}
+			// Ready means the command bound it, as the environment's user.
+			if mode == "namespaces" && port != 80 {
+				t.Fatalf("PORT %d: in a network namespace of its own the template's port 80 is the environment's", port)
+			}
+			if mode != "namespaces" && port < 1024 {
+				t.Fatalf("PORT %d: a port below 1024 cannot be bound by the environment's user on the node", port)
 			}
 
 			if mode == "cgroup" {
@@ -259,7 +303,7 @@ func TestConfinedEnvironment(t *testing.T) {
 				t.Fatalf("the background sleep %d: %+v %v", bg, bgStat, ok)
 			}
 			setsidShell := bgStat.ppid
-			main, _ := readProc(readInt(t, filepath.Join(root, "pid")))
+			main, _ := readProc(hostPid(t, strings.TrimSpace(string(pidns)), readInt(t, filepath.Join(root, "pid"))))
 			if bgStat.session != setsidShell || main.session == setsidShell {
 				t.Fatalf("the child did not get a session of its own: the sleep %+v, the command %+v", bgStat, main)
 			}
@@ -284,6 +328,10 @@ func TestConfinedEnvironment(t *testing.T) {
 			}
 			if i := logs.records("INFO", "environments are confined"); len(i) != 1 {
 				t.Errorf("start records on confinement: %v", i)
+			}
+			ns, shared := logs.records("INFO", "namespaces of their own"), logs.records("WARN", "share the node's network")
+			if mode == "namespaces" && (len(ns) != 1 || len(shared) != 0) || mode != "namespaces" && (len(ns) != 0 || len(shared) != 1) {
+				t.Errorf("start records on namespaces: %v %v", ns, shared)
 			}
 		})
 	}

@@ -1,9 +1,12 @@
 package agent
 
-import "io"
+import (
+	"io"
+	"net/netip"
+)
 
 // Unpack exposes unpack to the external tests.
-func Unpack(r io.Reader, root string) (int, error) { return unpack(r, root, nil) }
+func Unpack(r io.Reader, root string) (int, error) { return unpack(r, root, UnpackOptions{}) }
 
 // AsNotRoot makes an agent take the path of a node where it is not root.
 func AsNotRoot(c *Config) { c.assumeNotRoot = true }
@@ -12,8 +15,22 @@ func AsNotRoot(c *Config) { c.assumeNotRoot = true }
 // tree it may write.
 func WithoutCgroups(c *Config) { c.noCgroups = true }
 
+// WithoutNamespaces makes an agent take the path of a root agent on a node
+// that cannot make namespaces.
+func WithoutNamespaces(c *Config) { c.noNamespaces = true }
+
 // CgroupsWritable says whether this node lets the agent make cgroups.
 func CgroupsWritable() bool {
 	_, err := cgroupParent()
 	return err == nil
+}
+
+// NamespacesWork says why this node cannot run environments in namespaces
+// of their own, or nil when it can.
+func NamespacesWork() error { return probeNamespaces() }
+
+// AllowEgressTo lets environments' egress proxies reach these addresses,
+// which they would refuse: the tests' "outside" servers on the loopback.
+func AllowEgressTo(addrs ...netip.AddrPort) func(*Config) {
+	return func(c *Config) { c.egressAllow = append(c.egressAllow, addrs...) }
 }

@@ -14,7 +14,11 @@ import (
 // (Linux: /proc; elsewhere none are found) and killed with their group;
 // as root, every process of a folder's owner (an id of the range no agent
 // holds now) is killed too, and a cgroup of the folder's name under the
-// agent's is emptied and removed. Then the folders are removed.
+// agent's is emptied and removed. An environment that ran in namespaces of
+// its own is found by its init's ENVLEASE_ROOT: killing the init ends its
+// PID namespace, and its network and mount namespaces go with the last of
+// its processes (nothing of them is kept on disk). Then the folders are
+// removed.
 func (a *Agent) reclaim() {
 	envs := filepath.Join(a.cfg.WorkDir, "envs")
 	entries, err := os.ReadDir(envs)
@@ -25,9 +29,10 @@ func (a *Agent) reclaim() {
 	for _, e := range entries {
 		roots[filepath.Join(envs, e.Name())] = true
 	}
-	killed := killRooted(roots) + a.reclaimBoxes(roots)
+	killed, inits := killRooted(roots)
+	killed += a.reclaimBoxes(roots)
 	for r := range roots {
 		_ = os.RemoveAll(r)
 	}
-	a.log.Warn("cleared what an earlier run of the agent left", "folders", len(roots), "processes", killed)
+	a.log.Warn("cleared what an earlier run of the agent left", "folders", len(roots), "processes", killed, "namespaced", inits)
 }

@@ -3,5 +3,5 @@
 package agent
 
 // killRooted finds no processes outside Linux (there is no /proc to read
-// their environment from); leftover folders are still removed.
-func killRooted(map[string]bool) int { return 0 }
+// environments from).
+func killRooted(map[string]bool) (int, int) { return 0, 0 }

@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/envlease/envlease/shared/agent/nsinit"
 	"github.com/envlease/envlease/shared/domain"
 )
 
@@ -27,41 +28,69 @@ import (
 // first instructions of the command (before it forks or allocates) run
 // unlimited; children it forks afterwards inherit them.
 func applyResources(pid int, r domain.Resources, turn int) []string {
-	var warns []string
+	limits, cpus, warns := resourceLimits(r, turn)
+	for _, l := range limits {
+		if err := unix.Prlimit(pid, l.Resource, &unix.Rlimit{Cur: l.Max, Max: l.Max}, nil); err != nil {
+			warns = append(warns, fmt.Sprintf("%s limit: %v", limitName(l.Resource), err))
+		}
+	}
+	if len(cpus) > 0 {
+		var set unix.CPUSet
+		for _, c := range cpus {
+			set.Set(c)
+		}
+		if err := unix.SchedSetaffinity(pid, &set); err != nil {
+			warns = append(warns, fmt.Sprintf("cpus: %v", err))
+		}
+	}
+	return warns
+}
+
+func limitName(resource int) string {
+	if resource == unix.RLIMIT_AS {
+		return "memory"
+	}
+	return "pids"
+}
+
+// resourceLimits turns a template's resources into the rlimits and the CPU
+// set applyResources applies (an environment's init applies the same inside
+// its namespaces), and says what it could not read.
+func resourceLimits(r domain.Resources, turn int) ([]nsinit.Rlimit, []int, []string) {
+	var (
+		limits []nsinit.Rlimit
+		warns  []string
+	)
 	if r.Memory != "" {
 		n, err := parseSize(r.Memory)
 		if err != nil {
 			warns = append(warns, fmt.Sprintf("memory %q: %v", r.Memory, err))
-		} else if err := unix.Prlimit(pid, unix.RLIMIT_AS, &unix.Rlimit{Cur: n, Max: n}, nil); err != nil {
-			warns = append(warns, fmt.Sprintf("memory limit: %v", err))
+		} else {
+			limits = append(limits, nsinit.Rlimit{Resource: unix.RLIMIT_AS, Max: n})
 		}
 	}
 	if r.PIDs > 0 {
-		n := uint64(r.PIDs)
-		if err := unix.Prlimit(pid, unix.RLIMIT_NPROC, &unix.Rlimit{Cur: n, Max: n}, nil); err != nil {
-			warns = append(warns, fmt.Sprintf("pids limit: %v", err))
+		limits = append(limits, nsinit.Rlimit{Resource: unix.RLIMIT_NPROC, Max: uint64(r.PIDs)})
+	}
+	if r.CPUs <= 0 {
+		return limits, nil, warns
+	}
+	var mine unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &mine); err != nil {
+		return limits, nil, append(warns, fmt.Sprintf("cpus: %v", err))
+	}
+	var cpus []int
+	for i := 0; i < 1024; i++ {
+		if mine.IsSet(i) {
+			cpus = append(cpus, i)
 		}
 	}
-	if r.CPUs > 0 {
-		var mine unix.CPUSet
-		if err := unix.SchedGetaffinity(0, &mine); err != nil {
-			return append(warns, fmt.Sprintf("cpus: %v", err))
-		}
-		var cpus []int
-		for i := 0; i < 1024; i++ {
-			if mine.IsSet(i) {
-				cpus = append(cpus, i)
-			}
-		}
-		if r.CPUs < len(cpus) {
-			var set unix.CPUSet
-			for i := 0; i < r.CPUs; i++ {
-				set.Set(cpus[(turn+i)%len(cpus)])
-			}
-			if err := unix.SchedSetaffinity(pid, &set); err != nil {
-				warns = append(warns, fmt.Sprintf("cpus: %v", err))
-			}
-		}
+	if r.CPUs >= len(cpus) {
+		return limits, nil, warns
 	}
-	return warns
+	set := make([]int, r.CPUs)
+	for i := range set {
+		set[i] = cpus[(turn+i)%len(cpus)]
+	}
+	return limits, set, warns
 }

@@ -9,13 +9,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/envlease/envlease/shared/agent"
 	"github.com/envlease/envlease/shared/domain"
 )
 
 // The template's port is free when the agent chooses it, and another process
 // binds it before the command does (two stacks on one machine, say): the
 // command fails to bind and exits, and the agent starts it once more on a
-// port of the node's choosing instead of failing the lease.
+// port of the node's choosing instead of failing the lease. (In a network
+// namespace of its own, as root by default, no one else can take its port:
+// this is the path of a node without namespaces.)
 func TestLostPortRaceStartsAgainOnAnotherPort(t *testing.T) {
 	ln, err := net.Listen("tcp", ":0")
 	if err != nil {
@@ -32,7 +35,7 @@ s = socket.socket(); s.bind(("", int(os.environ["PORT"]))); s.listen(8)
 time.sleep(3600)'`
 	s := newStack(t, domain.Template{Name: "racer", Command: []string{"sh", "-c", script},
 		Exports: map[string]domain.Export{"web": {Port: want}}})
-	dir := s.runAgent(t, time.Second)
+	dir := s.runAgentWith(t, t.TempDir(), time.Second, agent.WithoutNamespaces)
 	id := s.lease(t, "racer")
 	root := filepath.Join(dir, "envs", id)
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {

@@ -43,6 +43,11 @@ type proc struct {
 	// /proc again (which costs tens of milliseconds on a busy host).
 	verified atomic.Bool
 	foreign  atomic.Bool
+	// net is the environment's network namespace when it runs in
+	// namespaces of its own (the agent is root), nil otherwise; how says
+	// how its command ended, as its init told.
+	net *envNet
+	how string
 }
 
 // portEnv is the environment variable that carries an export's port:
@@ -71,12 +76,14 @@ func workdirIn(root, workdir string) (string, error) {
 	return filepath.Join(root, filepath.Clean("/"+workdir)), nil
 }
 
-// startProcess starts t's command in the box. Each export gets the
-// template's port when the node has it free, otherwise another free port of
-// the node (two environments of one template on one node cannot share one),
-// passed as PORT (the first export by name) and EXPORT_<SERVICE>_PORT. The
-// process gets only the environment processEnv lists, runs as the box's
-// user, in its cgroup, and its own process group.
+// startProcess starts t's command in the box. In namespaces of its own (as
+// root) each export gets the template's port as is, its network namespace
+// being its alone; otherwise the template's port when the node has it free,
+// else another free port of the node (two environments of one template on
+// one node cannot share one). The port is passed as PORT (the first export
+// by name) and EXPORT_<SERVICE>_PORT. The process gets only the environment
+// processEnv lists, runs as the box's user, in its cgroup, and its own
+// process group.
 func (a *Agent) startProcess(t domain.Template, b *box) (*proc, error) {
 	if rt := t.Runtime; rt != "" && rt != RuntimeProcess {
 		return nil, fmt.Errorf("runtime %q is not supported by this agent: it runs only runtime %q (the template's command as a local process)", rt, RuntimeProcess)
@@ -98,23 +105,37 @@ func (a *Agent) startProcess(t domain.Template, b *box) (*proc, error) {
 	}
 	sort.Strings(services)
 	ports := map[string]int{}
-	for _, s := range services {
-		p, err := a.ports.take(t.Exports[s].Port)
-		if err != nil {
+	release := func() {
+		if !a.namespaces {
 			a.ports.release(ports)
-			return nil, err
 		}
-		ports[s] = p
 	}
-	env := a.processEnv(t, b, services, ports)
+	if a.namespaces {
+		ports = namespacePorts(t, services)
+	} else {
+		for _, s := range services {
+			p, err := a.ports.take(t.Exports[s].Port)
+			if err != nil {
+				release()
+				return nil, err
+			}
+			ports[s] = p
+		}
+	}
+	// An egress environment's proxy: only where its network is its own.
+	proxy := 0
+	if a.namespaces && t.Egress() {
+		proxy = egressPort(ports)
+	}
+	env := a.processEnv(t, b, services, ports, proxy)
 	path, err := lookPath(t.Command[0], a.searchPath(b), b)
 	if err != nil {
-		a.ports.release(ports)
+		release()
 		return nil, fmt.Errorf("start %q: %w", t.Command[0], err)
 	}
 	logs, err := b.openLog()
 	if err != nil {
-		a.ports.release(ports)
+		release()
 		return nil, fmt.Errorf("open the log: %w", err)
 	}
 	// stderr goes through a pipe of the agent's rather than one of
@@ -123,7 +144,7 @@ func (a *Agent) startProcess(t domain.Template, b *box) (*proc, error) {
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		logs.Close()
-		a.ports.release(ports)
+		release()
 		return nil, err
 	}
 	p := &proc{box: b, root: b.root, ports: ports, tail: newTail(16 << 10), logs: logs, exited: make(chan struct{})}
@@ -136,8 +157,13 @@ func (a *Agent) startProcess(t domain.Template, b *box) (*proc, error) {
 		release()
 		return cmd, err
 	}
-	cmd, err := start(true)
-	if err != nil && b.cgroup != "" {
+	var cmd *exec.Cmd
+	if a.namespaces {
+		cmd, p.net, err = a.startNamespaced(t, b, path, dir, env, logs, pw, proxy)
+	} else {
+		cmd, err = start(true)
+	}
+	if err != nil && b.cgroup != "" && !a.namespaces {
 		// clone3 into a cgroup needs Linux 5.7; start it plainly and move it.
 		if cmd2, err2 := start(false); err2 == nil {
 			cmd, err = cmd2, nil
@@ -150,12 +176,17 @@ func (a *Agent) startProcess(t domain.Template, b *box) (*proc, error) {
 	if err != nil {
 		pr.Close()
 		logs.Close()
-		a.ports.release(ports)
+		release()
+		if a.namespaces {
+			return nil, err
+		}
 		return nil, fmt.Errorf("start %q: %w", t.Command[0], err)
 	}
 	p.cmd = cmd
-	if warns := applyResources(cmd.Process.Pid, t.Resources, a.cpuTurn()); len(warns) > 0 {
-		a.log.Warn("resources not fully applied", "pid", cmd.Process.Pid, "warnings", strings.Join(warns, "; "))
+	if p.net == nil {
+		if warns := applyResources(cmd.Process.Pid, t.Resources, a.cpuTurn()); len(warns) > 0 {
+			a.log.Warn("resources not fully applied", "pid", cmd.Process.Pid, "warnings", strings.Join(warns, "; "))
+		}
 	}
 	copied := make(chan struct{})
 	go func() {
@@ -164,6 +195,9 @@ func (a *Agent) startProcess(t domain.Template, b *box) (*proc, error) {
 	}()
 	go func() {
 		p.err = cmd.Wait()
+		if p.net != nil {
+			p.how = p.net.ended()
+		}
 		// Whatever the command left behind goes with it.
 		if err := b.endAll(cmd); err != nil {
 			a.log.Warn("processes of the environment may be left", "root", b.root, "err", err)
@@ -177,7 +211,7 @@ func (a *Agent) startProcess(t domain.Template, b *box) (*proc, error) {
 		pr.Close()
 		<-copied
 		logs.Close()
-		a.ports.release(ports)
+		release()
 		close(p.exited)
 	}()
 	return p, nil
@@ -191,8 +225,9 @@ func (p *proc) uid() int {
 	return os.Geteuid()
 }
 
-// waitReady waits until every export's port accepts a TCP connection at the
-// node's address, the process exits, stop is closed, or the ready timeout.
+// waitReady waits until every export's port accepts a TCP connection (at
+// the node's address, or on the loopback of the environment's network
+// namespace), the process exits, stop is closed, or the ready timeout.
 func (a *Agent) waitReady(ctx context.Context, p *proc, stop <-chan struct{}) error {
 	deadline := time.NewTimer(a.cfg.ReadyTimeout)
 	defer deadline.Stop()
@@ -201,10 +236,11 @@ func (a *Agent) waitReady(ctx context.Context, p *proc, stop <-chan struct{}) er
 	for {
 		pending := ""
 		for s, port := range p.ports {
-			c, err := net.DialTimeout("tcp", net.JoinHostPort(a.cfg.Address, strconv.Itoa(port)), 250*time.Millisecond)
+			c, err := p.dialExport(ctx, a.cfg.Address, port, 250*time.Millisecond)
 			if err == nil {
 				c.Close()
-				if !p.verified.Load() && !p.listenerIsOurs(port) {
+				// Only the environment's own processes are in its namespace.
+				if p.net == nil && !p.verified.Load() && !p.listenerIsOurs(port) {
 					p.foreign.Store(true)
 					err = fmt.Errorf("another program listens on port %d", port)
 				}
@@ -236,7 +272,11 @@ func (a *Agent) waitReady(ctx context.Context, p *proc, stop <-chan struct{}) er
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-deadline.C:
-			return fmt.Errorf("not ready within %s: %s never accepted a connection at %s", a.cfg.ReadyTimeout, pending, a.cfg.Address)
+			at := a.cfg.Address
+			if p.net != nil {
+				at = "the loopback of its network namespace"
+			}
+			return fmt.Errorf("not ready within %s: %s never accepted a connection at %s", a.cfg.ReadyTimeout, pending, at)
 		case <-tick.C:
 		}
 	}
@@ -244,12 +284,51 @@ func (a *Agent) waitReady(ctx context.Context, p *proc, stop <-chan struct{}) er
 
 var errStopped = errors.New("stop requested")
 
+// dialExport connects to one of the process's export ports: inside its
+// network namespace when it has one, else at the node's address.
+func (p *proc) dialExport(ctx context.Context, address string, port int, timeout time.Duration) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if p.net != nil {
+		return p.net.dial(ctx, port)
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, "tcp", net.JoinHostPort(address, strconv.Itoa(port)))
+}
+
+// namespacePorts gives each export the template's port; one without (0)
+// gets the first port from 8000 no other export of the template names, as
+// any port is free in a namespace of the environment's own.
+func namespacePorts(t domain.Template, services []string) map[string]int {
+	ports := map[string]int{}
+	taken := map[int]bool{}
+	for _, s := range services {
+		if p := t.Exports[s].Port; p > 0 && p < 65536 {
+			ports[s] = p
+			taken[p] = true
+		}
+	}
+	next := 8000
+	for _, s := range services {
+		if _, ok := ports[s]; ok {
+			continue
+		}
+		for taken[next] {
+			next++
+		}
+		ports[s], taken[next] = next, true
+	}
+	return ports
+}
+
 // exitError describes how the process ended, with the last lines of stderr.
 func (p *proc) exitError() error {
 	<-p.exited
 	how := "process exited with status 0"
 	var ee *exec.ExitError
 	switch {
+	case p.how != "":
+		how = "process " + p.how
 	case errors.As(p.err, &ee):
 		how = "process " + exitDescription(ee)
 	case p.err != nil:
@@ -294,6 +373,9 @@ func (p *proc) alive() bool {
 // there while it started, or holding it now): the port was free when the
 // agent chose it and taken before the command bound it.
 func (p *proc) lostPortRace(t domain.Template) bool {
+	if p.net != nil {
+		return false // the namespace's ports are its own
+	}
 	select {
 	case <-p.exited:
 	default:

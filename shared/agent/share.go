@@ -12,10 +12,12 @@ import (
 // unpackShares puts the files of every share that carries them at the
 // share's path in the box, before the command starts, so the command never
 // sees a half-filled folder. The first refused archive fails the
-// environment, naming the share, the entry and why.
-func (a *Agent) unpackShares(ctx context.Context, shares []nodes.ClaimedShare, b *box) error {
+// environment, naming the share, the entry and why; so does the archive
+// that passes the environment's budget (ArchiveLimits), which counts the
+// snapshot and every share's archive together.
+func (a *Agent) unpackShares(ctx context.Context, shares []nodes.ClaimedShare, b *box, budget *Budget) error {
 	for _, sh := range shares {
-		if err := a.unpackShare(ctx, sh, b); err != nil {
+		if err := a.unpackShare(ctx, sh, b, budget); err != nil {
 			return err
 		}
 	}
@@ -28,7 +30,7 @@ func (a *Agent) unpackShares(ctx context.Context, shares []nodes.ClaimedShare, b
 // workdir is (workdirIn: /workspace/src -> <root>/workspace/src), and it is
 // opened through the environment's Root, so a link a snapshot or an earlier
 // share left on the way cannot lead the files elsewhere.
-func (a *Agent) unpackShare(ctx context.Context, sh nodes.ClaimedShare, b *box) error {
+func (a *Agent) unpackShare(ctx context.Context, sh nodes.ClaimedShare, b *box, budget *Budget) error {
 	what := fmt.Sprintf("share %q (artifact %s)", sh.Name, sh.Archive.ID)
 	dir, err := workdirIn(b.root, sh.EnvPath)
 	if err != nil {
@@ -63,7 +65,7 @@ func (a *Agent) unpackShare(ctx context.Context, sh nodes.ClaimedShare, b *box) 
 		return fmt.Errorf("unpack %s: %w", what, err)
 	}
 	defer done()
-	files, err := UnpackTarRoot(src, into, UnpackOptions{Owner: owner})
+	files, err := UnpackTarRoot(src, into, UnpackOptions{Owner: owner, Budget: budget, Packed: sh.Archive.Size})
 	if err != nil {
 		return fmt.Errorf("unpack %s at %s: %w", what, sh.EnvPath, err)
 	}

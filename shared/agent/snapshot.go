@@ -21,15 +21,16 @@ import (
 
 // restore downloads a snapshot (fetch), and unpacks it (a tar, plain, gzip-
 // or zstd-compressed) into the environment's folder under UnpackTarRoot's
-// policy, everything owned by the environment's user. A refused entry fails
-// the restore rather than being skipped silently.
-func (a *Agent) restore(ctx context.Context, s *nodes.Snapshot, b *box) (*domain.Restored, error) {
+// policy, everything owned by the environment's user, counted against the
+// environment's budget. A refused entry fails the restore rather than being
+// skipped silently.
+func (a *Agent) restore(ctx context.Context, s *nodes.Snapshot, b *box, budget *Budget) (*domain.Restored, error) {
 	f, err := a.fetch(ctx, s, "snapshot "+s.ID)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	files, err := unpack(f, b.root, b.owner())
+	files, err := unpack(f, b.root, UnpackOptions{Owner: b.owner(), Budget: budget, Packed: s.Size})
 	if err != nil {
 		return nil, fmt.Errorf("unpack snapshot %s: %w", s.ID, err)
 	}
@@ -39,7 +40,12 @@ func (a *Agent) restore(ctx context.Context, s *nodes.Snapshot, b *box) (*domain
 // fetch downloads an artifact a claim links to (what names it in errors)
 // into a file of the work dir, and checks its size and SHA-256 before
 // anything of it is used. The file is already unlinked: closing it frees it.
+// A download that would take the node below its floor of free disk is not
+// started.
 func (a *Agent) fetch(ctx context.Context, s *nodes.Snapshot, what string) (*os.File, error) {
+	if err := a.roomFor(uint64(max(s.Size, 0))); err != nil {
+		return nil, fmt.Errorf("download %s (%s): %w", what, sizeText(s.Size), err)
+	}
 	tmp, err := os.CreateTemp(a.cfg.WorkDir, "download-*")
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
@@ -84,7 +90,7 @@ func (a *Agent) download(ctx context.Context, s *nodes.Snapshot, what string, tm
 
 // unpack extracts a tar stream (plain or compressed) into root (created if
 // missing) and counts regular files.
-func unpack(r io.Reader, root string, owner *Owner) (int, error) {
+func unpack(r io.Reader, root string, opt UnpackOptions) (int, error) {
 	src, done, err := decompressed(r)
 	if err != nil {
 		return 0, err
@@ -93,7 +99,7 @@ func unpack(r io.Reader, root string, owner *Owner) (int, error) {
 	if err := os.MkdirAll(root, 0o700); err != nil {
 		return 0, err
 	}
-	return UnpackTar(src, root, UnpackOptions{Owner: owner})
+	return UnpackTar(src, root, opt)
 }
 
 // maxZstdWindow bounds the memory a zstd frame may make the decoder take;

@@ -36,6 +36,11 @@ const (
 	reconnectMax   = 30 * time.Second
 	// callTimeout bounds the wait for a request's answer.
 	callTimeout = 30 * time.Second
+	// roomRecheck is how often a node short of disk looks again whether it
+	// has room to claim; maxShortOffers bounds the environments it
+	// remembers were offered meanwhile.
+	roomRecheck    = 2 * time.Second
+	maxShortOffers = 1024
 )
 
 var errNoAnswer = errors.New("node protocol: no answer")
@@ -173,7 +178,7 @@ func (a *Agent) socketSession(ctx context.Context, reg nodes.Registered, url str
 		err := a.serveSocket(ctx, reg.Node.ID, sock, interval)
 		a.sock.Store(nil)
 		sock.close()
-		if errors.Is(err, errLost) || ctx.Err() != nil {
+		if errors.Is(err, errLost) || refused(err) || ctx.Err() != nil {
 			return err
 		}
 		a.log.Warn("node protocol connection dropped; reconnecting", "err", err)
@@ -186,6 +191,9 @@ func (a *Agent) socketSession(ctx context.Context, reg nodes.Registered, url str
 			}
 			if sock, err = a.dialSocket(ctx, url); err == nil {
 				break
+			}
+			if refused(err) {
+				return err // revoked while disconnected: reconnecting cannot help
 			}
 			a.log.Warn("node protocol reconnect failed", "err", err, "retry_in", min(backoff*2, reconnectMax).String())
 			backoff = min(backoff*2, reconnectMax)
@@ -236,7 +244,8 @@ func (a *Agent) serveSocket(ctx context.Context, node string, sock *socketClient
 				changed = append(changed, id)
 			}
 		}
-		full := len(ids) >= a.cfg.Capacity
+		// A node short of disk counts as full, so offers go elsewhere.
+		full := len(ids) >= a.cfg.Capacity || a.noRoom() != nil
 		m := nodes.Message{Type: nodes.MsgHeartbeat, Node: node, Changed: changed, Running: len(ids), Deadline: deadline}
 		if lastFull == nil || *lastFull != full {
 			m.Full = &full
@@ -287,12 +296,21 @@ func (a *Agent) socketClaims(ctx context.Context, node string, sock *socketClien
 	// onWake: the service counted the node full, so an environment that
 	// ends is a reason to claim again, offered or not.
 	onWake := false
+	// recheck: the node was short of disk, so look again a little later.
+	// shortOffers are the environments offered while it was.
+	recheck := false
+	var shortOffers map[string]bool
+	only := false
 	backoff := 200 * time.Millisecond
 	for {
 		if !want {
 			var wake <-chan struct{}
 			if onWake {
 				wake = a.wake
+			}
+			var again <-chan time.Time
+			if recheck {
+				again = time.After(roomRecheck)
 			}
 			select {
 			case <-ctx.Done():
@@ -301,8 +319,9 @@ func (a *Agent) socketClaims(ctx context.Context, node string, sock *socketClien
 				return nil
 			case env = <-sock.offers:
 			case <-wake:
+			case <-again:
 			}
-			want, onWake = true, false
+			want, onWake, recheck = true, false, false
 		}
 		if a.count() >= a.cfg.Capacity {
 			// Full: keep the wish, and claim when an environment ends.
@@ -316,9 +335,34 @@ func (a *Agent) socketClaims(ctx context.Context, node string, sock *socketClien
 			}
 			continue
 		}
+		if a.noRoom() != nil {
+			// Short of disk: claim nothing; the heartbeats say the node is
+			// full, so offers go to a node with room. An environment
+			// offered here a second time found none within the re-offer
+			// delay: it is claimed, and runEnv refuses it, so it fails
+			// saying why rather than waiting, pending, for nobody.
+			if env == "" || !shortOffers[env] {
+				if env != "" {
+					if len(shortOffers) >= maxShortOffers {
+						shortOffers = nil
+					}
+					if shortOffers == nil {
+						shortOffers = map[string]bool{}
+					}
+					shortOffers[env] = true
+				}
+				want, recheck, env = false, true, ""
+				continue
+			}
+			delete(shortOffers, env)
+			only = true // this one, to fail it; never another in its place
+		} else {
+			shortOffers = nil
+		}
 		a.claiming.Add(1)
 		a.claimEpoch.Add(1)
-		r, err := sock.call(ctx, nodes.Message{Type: nodes.MsgClaim, Node: node, Environment: env})
+		r, err := sock.call(ctx, nodes.Message{Type: nodes.MsgClaim, Node: node, Environment: env, Only: only})
+		only = false
 		if err == nil && r.Claimed != nil {
 			a.start(ctx, node, r.Claimed)
 		}
@@ -332,6 +376,8 @@ func (a *Agent) socketClaims(ctx context.Context, node string, sock *socketClien
 			return nil
 		case s == http.StatusGone || s == http.StatusNotFound:
 			return errLost
+		case refused(err):
+			return err
 		case s == http.StatusConflict:
 			want, onWake = false, true // at capacity by the service's count
 		default:

@@ -55,7 +55,10 @@ type TunnelConfig struct {
 	Clock clock.Clock
 	// Dial connects to a target (default a net.Dialer).
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
-	Log  *slog.Logger
+	// DialEnv, when set, connects to a target of an environment instead of
+	// Dial: the agent reaches it inside the environment's network namespace.
+	DialEnv func(ctx context.Context, env, target string) (net.Conn, error)
+	Log     *slog.Logger
 	// MaxStreams and MaxTunnels default to DefaultMaxStreams and DefaultMaxTunnels.
 	MaxStreams, MaxTunnels int
 	// CheckEvery overrides how often open tunnels are checked (tests).
@@ -227,7 +230,17 @@ func (h *TunnelHandler) stream(ctx context.Context, st *yamux.Stream, c ticket.C
 		refuseStream(st, why)
 		return
 	}
-	conn, err := h.cfg.Dial(ctx, "tcp", req.Target)
+	var (
+		conn net.Conn
+		err  error
+	)
+	if h.cfg.DialEnv != nil {
+		dctx, cancel := context.WithTimeout(ctx, tunnelDialTimeout)
+		conn, err = h.cfg.DialEnv(dctx, c.Env, req.Target)
+		cancel()
+	} else {
+		conn, err = h.cfg.Dial(ctx, "tcp", req.Target)
+	}
 	if err != nil {
 		refuseStream(st, "cannot connect to "+req.Target+": "+dialReason(err))
 		return

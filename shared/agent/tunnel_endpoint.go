@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"encoding/base64"
 	"fmt"
 	"log"
@@ -52,7 +53,7 @@ func (a *Agent) startTunnels() error {
 		u = "ws://" + net.JoinHostPort(a.cfg.Address, strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)) + tunnel.Path
 	}
 	t := &tunnels{url: u}
-	t.h = NewTunnelHandler(TunnelConfig{Identity: t.identity, Targets: a.readyTargets, Log: a.log})
+	t.h = NewTunnelHandler(TunnelConfig{Identity: t.identity, Targets: a.readyTargets, DialEnv: a.dialTarget, Log: a.log})
 	t.srv = &http.Server{
 		Handler: t.h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute,
 		ErrorLog: log.New(slogWriter{a.log}, "", 0),
@@ -115,6 +116,31 @@ func (a *Agent) readyTargets(env string) ([]string, bool) {
 		return nil, false
 	}
 	return *ts, true
+}
+
+// dialTarget connects to an export target of an environment the agent
+// runs: inside its network namespace when it has one (the target names the
+// node's address, where nothing of the environment listens), else at the
+// target itself.
+func (a *Agent) dialTarget(ctx context.Context, env, target string) (net.Conn, error) {
+	r := a.env(env)
+	if r == nil {
+		return nil, errEnded
+	}
+	p := r.proc
+	if p == nil || p.net == nil {
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", target)
+	}
+	_, port, err := net.SplitHostPort(target)
+	if err != nil {
+		return nil, err
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil {
+		return nil, err
+	}
+	return p.net.dial(ctx, n)
 }
 
 func (r *runningEnv) setTargets(exports []nodes.ExportTarget) {

@@ -11,10 +11,6 @@ import (
 	"strings"
 )
 
-// MaxUnpackBytes bounds what one archive may unpack to, so a small
-// compressed archive cannot fill the node's disk.
-const MaxUnpackBytes = 16 << 30
-
 // Owner is a user and group that unpacked files are given.
 type Owner struct{ UID, GID int }
 
@@ -25,9 +21,14 @@ type UnpackOptions struct {
 	// over as it is created, through its own descriptor or without following
 	// links, so nothing the archive did not create changes owner.
 	Owner *Owner
-	// MaxBytes bounds the total size of the regular files (default
-	// MaxUnpackBytes).
-	MaxBytes int64
+	// Budget counts the entries and bytes unpacked against the
+	// environment's ArchiveLimits, across all its archives (default: a
+	// budget of the default limits for this archive alone).
+	Budget *Budget
+	// Packed is the archive's size as downloaded, compressed, which the
+	// ratio of unpacked to packed bytes is judged by (0: unknown; the ratio
+	// is then not judged).
+	Packed int64
 }
 
 // UnpackTar unpacks an uncompressed tar stream into the folder dir, which
@@ -62,19 +63,32 @@ func UnpackTar(r io.Reader, dir string, opt UnpackOptions) (int, error) {
 //     since root never follows a link out of the folder, however it is
 //     reached;
 //   - hard links only to a regular file already in the folder;
-//   - device files, fifos and anything else are refused.
+//   - device files, fifos and anything else are refused;
+//   - every entry counts against opt.Budget before it is written, so an
+//     archive past a limit stops at the first entry past it, without
+//     writing that entry.
 //
 // The first refused or failing entry ends the unpacking with an error that
-// names it; what was written before stays (the caller removes the folder).
+// names it, and what the archive created is removed again, in reverse
+// order: nothing of a refused archive is left in the folder (a file it
+// replaced is not brought back).
 func UnpackTarRoot(r io.Reader, root *os.Root, opt UnpackOptions) (int, error) {
-	max := opt.MaxBytes
-	if max <= 0 {
-		max = MaxUnpackBytes
+	budget := opt.Budget
+	if budget == nil {
+		budget = NewBudget(ArchiveLimits{})
 	}
-	u := unpacker{root: root, owner: opt.Owner}
+	budget.begin(opt.Packed)
+	u := unpacker{root: root, owner: opt.Owner, created: &[]string{}, budget: budget, folders: map[string]bool{}}
+	files, err := u.unpack(r)
+	if err != nil {
+		u.undo()
+	}
+	return files, err
+}
+
+func (u unpacker) unpack(r io.Reader) (int, error) {
 	tr := tar.NewReader(r)
 	files := 0
-	var total int64
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
@@ -91,13 +105,18 @@ func UnpackTarRoot(r io.Reader, root *os.Root, opt UnpackOptions) (int, error) {
 			err = errors.New("only a folder can stand for the folder itself")
 		}
 		if err == nil && name != "." {
+			size := int64(0)
+			if h.Typeflag == tar.TypeReg {
+				size = h.Size
+			}
+			if err := u.budget.entry(size); err != nil {
+				return files, u.refused(err, h.Name)
+			}
 			switch h.Typeflag {
 			case tar.TypeDir:
 				err = u.dir(name)
 			case tar.TypeReg:
-				if total += h.Size; total > max {
-					err = fmt.Errorf("the archive unpacks to more than %d bytes", max)
-				} else if err = u.file(name, h, tr); err == nil {
+				if err = u.file(name, h, tr); err == nil {
 					files++
 				}
 			case tar.TypeSymlink:
@@ -115,9 +134,22 @@ func UnpackTarRoot(r io.Reader, root *os.Root, opt UnpackOptions) (int, error) {
 			}
 		}
 		if err != nil {
-			return files, fmt.Errorf("entry %q: %w", h.Name, plain(err))
+			return files, u.refused(err, h.Name)
 		}
 	}
+}
+
+// refused words the error that ended the unpacking at entry name: a limit
+// passed names the limit first, anything else the entry.
+func (u unpacker) refused(err error, name string) error {
+	var limit *LimitError
+	if errors.As(err, &limit) {
+		return fmt.Errorf("%w, at entry %q", limit, name)
+	}
+	if errors.Is(err, errNoRoom) {
+		return err
+	}
+	return fmt.Errorf("entry %q: %w", name, plain(err))
 }
 
 // entryName checks an archive name and cleans it ("./a/" -> "a").
@@ -148,6 +180,47 @@ func plain(err error) error {
 type unpacker struct {
 	root  *os.Root
 	owner *Owner
+	// created lists what the archive created, in order, for undo; nil
+	// records nothing.
+	created *[]string
+	// budget counts the folders mkdirAll creates, as entries: a name
+	// a/b/c/.../f makes a folder of each part; nil counts nothing.
+	budget *Budget
+	// folders are the names known to be folders (or links to folders
+	// inside), so that each entry does not look at every folder on its way
+	// again: with os.Root each look walks the name from the top, which made
+	// an archive of deep names cost the square of their depth per entry.
+	// Only clear removes anything (never a folder), and it forgets them
+	// all; nil remembers nothing.
+	folders map[string]bool
+}
+
+// isFolder remembers that name is a folder.
+func (u unpacker) isFolder(name string) {
+	if u.folders != nil {
+		u.folders[name] = true
+	}
+}
+
+// made records a name the archive created.
+func (u unpacker) made(name string) {
+	if u.created != nil {
+		*u.created = append(*u.created, name)
+	}
+}
+
+// undo removes what the archive created, the last first, so each folder
+// is empty when its turn comes. A name something else has since filled is
+// left (Remove refuses a folder that is not empty).
+func (u unpacker) undo() {
+	if u.created == nil {
+		return
+	}
+	list := *u.created
+	for i := len(list) - 1; i >= 0; i-- {
+		_ = u.root.Remove(list[i])
+	}
+	*u.created = nil
 }
 
 // lchown hands a created folder or link to the owner without following it.
@@ -161,14 +234,24 @@ func (u unpacker) lchown(name string) error {
 // mkdirAll creates the folders of dir that are missing, each handed to the
 // owner; an existing one may be a link to a folder inside.
 func (u unpacker) mkdirAll(dir string) error {
-	if dir == "." {
+	if dir == "." || u.folders[dir] {
 		return nil
 	}
 	parts := strings.Split(dir, "/")
 	for i := range parts {
 		p := strings.Join(parts[:i+1], "/")
+		if u.folders[p] {
+			continue
+		}
 		err := u.root.Mkdir(p, 0o755)
 		if err == nil {
+			u.made(p)
+			u.isFolder(p)
+			if u.budget != nil {
+				if err := u.budget.entry(0); err != nil {
+					return err
+				}
+			}
 			if err := u.lchown(p); err != nil {
 				return err
 			}
@@ -184,6 +267,7 @@ func (u unpacker) mkdirAll(dir string) error {
 		if !st.IsDir() {
 			return fmt.Errorf("%s is in the way: it is not a folder", p)
 		}
+		u.isFolder(p)
 	}
 	return nil
 }
@@ -201,6 +285,8 @@ func (u unpacker) clear(name string) error {
 	if st.IsDir() {
 		return errors.New("a folder of that name is in the way")
 	}
+	// What is removed may be a link to a folder, known as a folder.
+	clear(u.folders)
 	return u.root.Remove(name)
 }
 
@@ -209,6 +295,7 @@ func (u unpacker) dir(name string) error {
 		return err
 	}
 	if st, err := u.root.Lstat(name); err == nil && st.IsDir() {
+		u.isFolder(name)
 		return nil
 	}
 	if err := u.clear(name); err != nil {
@@ -217,6 +304,8 @@ func (u unpacker) dir(name string) error {
 	if err := u.root.Mkdir(name, 0o755); err != nil {
 		return err
 	}
+	u.made(name)
+	u.isFolder(name)
 	return u.lchown(name)
 }
 
@@ -233,6 +322,7 @@ func (u unpacker) file(name string, h *tar.Header, r io.Reader) error {
 	if err != nil {
 		return err
 	}
+	u.made(name)
 	if u.owner != nil {
 		if err := f.Chown(u.owner.UID, u.owner.GID); err != nil {
 			f.Close()
@@ -265,6 +355,7 @@ func (u unpacker) symlink(name, target string) error {
 	if err := u.root.Symlink(target, name); err != nil {
 		return err
 	}
+	u.made(name)
 	return u.lchown(name)
 }
 
@@ -290,5 +381,9 @@ func (u unpacker) hardlink(name, target string) error {
 	if err := u.clear(name); err != nil {
 		return err
 	}
-	return u.root.Link(t, name)
+	if err := u.root.Link(t, name); err != nil {
+		return err
+	}
+	u.made(name)
+	return nil
 }

@@ -117,8 +117,11 @@ func (w *warmPool) reconcile(ctx context.Context, wg *sync.WaitGroup) {
 		w.ready[name] = keep
 	}
 	now := time.Now()
+	// A node short of disk starts no warm process (noRoom, asked by the
+	// claims and the heartbeats, keeps short current).
+	short := w.a.short.Load()
 	for name, t := range want {
-		if now.Before(w.failedUntil[name]) {
+		if short || now.Before(w.failedUntil[name]) {
 			continue
 		}
 		for n := len(w.ready[name]) + w.starting[name]; n < t.Warm; n++ {

@@ -50,7 +50,8 @@ func (a *Authenticator) Authenticate(ctx context.Context, header, addr string) (
 	if err != nil {
 		return domain.Principal{}, err
 	}
-	valid := key != nil && key.Revoked == nil
+	expired := key != nil && key.Expires != nil && !now.Before(*key.Expires)
+	valid := key != nil && key.Revoked == nil && !expired
 	// A node shares its address with whatever runs on it, which could then
 	// keep the address blocked and get the node declared lost, failing every
 	// environment it runs. A valid node credential is therefore never
@@ -61,8 +62,10 @@ func (a *Authenticator) Authenticate(ctx context.Context, header, addr string) (
 	if !valid {
 		reason := "missing or malformed bearer token"
 		switch {
-		case key != nil:
+		case key != nil && key.Revoked != nil:
 			reason = "token has been revoked"
+		case key != nil:
+			reason = "token has expired"
 		case wellFormed:
 			reason = "unknown token"
 		}
@@ -85,8 +88,28 @@ func (a *Authenticator) Authenticate(ctx context.Context, header, addr string) (
 	}
 	return domain.Principal{
 		OrgID: key.OrgID, UserID: key.UserID, Role: key.Role, KeyID: key.ID,
-		Credential: key.Credential, Pool: key.Pool, KeyHash: hash,
+		Credential: key.Credential, Pool: key.Pool, KeyHash: hash, Expires: key.Expires,
 	}, nil
+}
+
+// CheckAddress refuses (429 locked) an address under the failed-attempt
+// block. With RecordFailure it puts a sign-in with another credential than a
+// bearer token (a console sign-in code) under the same block as Authenticate.
+func CheckAddress(ctx context.Context, st Store, now time.Time, addr string) error {
+	_, state, err := st.LookupCredential(ctx, "", addr)
+	if err != nil {
+		return err
+	}
+	if blocked, left := state.Blocked(now); blocked {
+		return locked(left)
+	}
+	return nil
+}
+
+// RecordFailure counts a failed sign-in from addr towards its block.
+func RecordFailure(ctx context.Context, st Store, now time.Time, addr string) error {
+	_, err := st.RecordAuthFailure(ctx, addr, now, FailureWindow, FailureThreshold, BlockDuration)
+	return err
 }
 
 func locked(left time.Duration) error {

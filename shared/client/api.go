@@ -185,6 +185,30 @@ func (c *Client) CreateToken(ctx context.Context, name string) (IssuedKey, error
 	return out, err
 }
 
+// ConsoleCode is a console sign-in code: it works once, until Expires.
+type ConsoleCode struct {
+	Code    string    `json:"code"`
+	Expires time.Time `json:"expires"`
+}
+
+// CreateConsoleCode asks for a sign-in code for the web console, which the
+// page at /#code=<code> exchanges for a console token of the caller. Only a
+// person's own CLI token may ask.
+func (c *Client) CreateConsoleCode(ctx context.Context) (ConsoleCode, error) {
+	var out ConsoleCode
+	_, err := c.do(ctx, call{method: http.MethodPost, path: "/v1/console/codes", body: struct{}{}}, &out)
+	return out, err
+}
+
+// ExchangeConsoleCode spends a sign-in code for a console token (what the
+// console's page does; the client needs no token of its own for it). A code
+// works once.
+func (c *Client) ExchangeConsoleCode(ctx context.Context, code string) (IssuedKey, error) {
+	var out IssuedKey
+	_, err := c.do(ctx, call{method: http.MethodPost, path: "/v1/console/sessions", body: map[string]string{"code": code}}, &out)
+	return out, err
+}
+
 // CreateKey issues an organization API key (admins only).
 func (c *Client) CreateKey(ctx context.Context, name string) (IssuedKey, error) {
 	var out IssuedKey

@@ -215,8 +215,9 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Errorf("the token is still kept after sign-out")
 	}
 
-	// envlease console: signed in from the fragment, which is gone at once.
-	b.do(t, "open signed in", chromedp.Navigate(stack.URL+"/#token="+clienttest.BobToken))
+	// A link with a token: the page asks whose account, then signs in; the
+	// token is gone from the address at once.
+	b.signInByLink(t, stack.URL, clienttest.BobToken)
 	b.until(t, "signed in as bob", `document.querySelector('#who').textContent.includes('bob')`)
 	if href := eval[string](t, b, `location.href + ' ' + history.length`); strings.Contains(href, "token") {
 		t.Errorf("the token stays in the address: %s", href)

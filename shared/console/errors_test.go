@@ -70,7 +70,7 @@ func TestConsoleQuotaRefusal(t *testing.T) {
 	}
 	b := newBrowser(t)
 	rec := b.recordResponses(t)
-	b.do(t, "open signed in", chromedp.Navigate(stack.URL+"/#token="+clienttest.BobToken))
+	b.signInByLink(t, stack.URL, clienttest.BobToken)
 	b.until(t, "the list", `document.querySelectorAll('#env-list tr[data-id]').length === 3`)
 	b.do(t, "lease one more",
 		chromedp.Click(chromedp.CSS("details.panel summary")),
@@ -117,7 +117,7 @@ func TestConsoleUnauthorized(t *testing.T) {
 	apiCall(t, stack.URL, clienttest.BobToken, "POST", "/v1/tokens", map[string]any{"name": "short-lived", "source": "console"}, &made)
 	b := newBrowser(t)
 	rec := b.recordResponses(t)
-	b.do(t, "open signed in", chromedp.Navigate(stack.URL+"/#token="+made.Token))
+	b.signInByLink(t, stack.URL, made.Token)
 	b.until(t, "signed in", `document.querySelector('#who').textContent.includes('bob') && !!document.querySelector('#env-list')`)
 	apiCall(t, stack.URL, clienttest.BobToken, "DELETE", "/v1/keys/"+made.APIKey.ID, nil, nil)
 	// The environments page refreshes by itself; a page change asks too.

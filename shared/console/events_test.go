@@ -28,7 +28,7 @@ func TestConsoleEvents(t *testing.T) {
 	apiCall(t, stack.URL, clienttest.BobToken, "DELETE", "/v1/environments/"+first, nil, nil)
 
 	b := newBrowser(t)
-	b.do(t, "sign in", chromedp.Navigate(stack.URL+"/#token="+clienttest.BobToken))
+	b.signInByLink(t, stack.URL, clienttest.BobToken)
 	b.do(t, "events", chromedp.Navigate(stack.URL+"/#/events?type=environment."))
 	row := func(id, typ string) string {
 		return `document.querySelector('#events tr[data-type="` + typ + `"] a[href="#/environments/` + id + `"]')`

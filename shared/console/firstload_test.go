@@ -3,8 +3,6 @@ package console_test
 import (
 	"testing"
 
-	"github.com/chromedp/chromedp"
-
 	"github.com/envlease/envlease/shared/clienttest"
 )
 
@@ -23,7 +21,7 @@ func TestConsoleFirstLoad(t *testing.T) {
 	stack := clienttest.Start(t)
 	apiCall(t, stack.URL, clienttest.BobToken, "POST", "/v1/environments", map[string]any{"template": "sleeper"}, nil)
 	b := newBrowser(t)
-	b.do(t, "open signed in", chromedp.Navigate(stack.URL+"/#token="+clienttest.BobToken))
+	b.signInByLink(t, stack.URL, clienttest.BobToken)
 	b.until(t, "the list drawn", `!!document.querySelector('#env-list tr[data-id]') && !!(window.__drawn = window.__drawn || performance.now())`)
 	type figures struct {
 		Drawn    float64 `json:"drawn"`

@@ -65,7 +65,7 @@ func TestConsolePhoneWidth(t *testing.T) {
 
 	b := newBrowser(t)
 	b.do(t, "phone", chromedp.EmulateViewport(375, 812, chromedp.EmulateScale(2), chromedp.EmulateMobile))
-	b.do(t, "open signed in", chromedp.Navigate(stack.URL+"/#token="+clienttest.AliceToken))
+	b.signInByLink(t, stack.URL, clienttest.AliceToken)
 	b.until(t, "the list", `document.querySelectorAll('#env-list tr[data-id]').length === 2 && document.querySelector('#env-list').textContent.includes('ready')`)
 	b.phone(t, "environments")
 	b.shot(t, "phone-environments")

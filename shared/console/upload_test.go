@@ -66,7 +66,7 @@ func TestConsoleUploadDirect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.do(t, "open signed in", chromedp.Navigate(stack.URL+"/#token="+clienttest.BobToken))
+	b.signInByLink(t, stack.URL, clienttest.BobToken)
 	b.do(t, "artifacts page", chromedp.Navigate(stack.URL+"/#/artifacts"), chromedp.WaitVisible(chromedp.CSS("details.panel summary")))
 	b.do(t, "choose the file",
 		chromedp.Click(chromedp.CSS("details.panel summary")),

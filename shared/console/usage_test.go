@@ -73,7 +73,7 @@ func TestConsoleUsageCSV(t *testing.T) {
 		})
 		return err
 	}))
-	b.do(t, "open the usage page", chromedp.Navigate(stack.URL+"/#token="+clienttest.BobToken))
+	b.signInByLink(t, stack.URL, clienttest.BobToken)
 	b.do(t, "usage", chromedp.Navigate(stack.URL+"/#/usage"))
 	b.until(t, "the download link", `!!document.querySelector('#usage a[download]')`)
 	if got := eval[string](t, b, `document.querySelector('input[name=since]').value`); got != since {

@@ -735,3 +735,31 @@ func checkListensOnlyOn(t *testing.T, pid int, addr string) {
 		t.Fatalf("gateway sockets %v, want only tcp %s (%s)", listening, wantLocal, addr)
 	}
 }
+
+// The gateway's credentials are in its environment, which only its own user
+// and root can read, and not in its arguments, which every user can (ps).
+func TestS3CredentialsNotOnCommandLine(t *testing.T) {
+	t.Parallel()
+	s := NewTestS3(t)
+	pid := s.cmd.Process.Pid
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, secret := range []string{s.SecretKey, s.AccessKey} {
+		if bytes.Contains(cmdline, []byte(secret)) {
+			t.Errorf("the gateway's command line holds a credential: %q", bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '}))
+		}
+	}
+	environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(environ, []byte("\x00ROOT_SECRET_ACCESS_KEY="+s.SecretKey+"\x00")) &&
+		!bytes.HasPrefix(environ, []byte("ROOT_SECRET_ACCESS_KEY="+s.SecretKey+"\x00")) {
+		t.Errorf("the gateway's environment lacks its secret")
+	}
+	if fi, err := os.Stat(fmt.Sprintf("/proc/%d/environ", pid)); err != nil || fi.Mode().Perm()&0o077 != 0 {
+		t.Errorf("/proc/%d/environ is readable by others: %v %v", pid, fi.Mode(), err)
+	}
+}

@@ -160,17 +160,20 @@ func launch(ctx context.Context, bin, addr, dir string, opts S3Options) (*S3, er
 	// Every flag that could reach the network (webui, admin port, website,
 	// event and log webhooks, metrics, external IAM) is off by default in
 	// v1.8.0, and each of them can also be switched on by an environment
-	// variable (VGW_*, WEBHOOK, LOGFILE...). So the flags below are the whole
-	// configuration and the environment is not inherited.
+	// variable (VGW_*, WEBHOOK, LOGFILE...). So the flags below and the two
+	// credentials are the whole configuration and the environment is not
+	// inherited. The credentials go in the environment (versitygw reads
+	// --access and --secret from ROOT_ACCESS_KEY_ID and
+	// ROOT_SECRET_ACCESS_KEY), never the arguments: every user of the machine
+	// can read a process's arguments (ps, /proc/<pid>/cmdline), while its
+	// environment is readable only by its own user and root.
 	cmd := exec.Command(bin,
-		"--access", opts.AccessKey,
-		"--secret", opts.SecretKey,
 		"--region", Region,
 		"--port", addr, // replaces the default ":7070", which is every interface
 		"--quiet", // no per-request log lines
 		"posix", dir,
 	)
-	cmd.Env = childEnv()
+	cmd.Env = append(childEnv(), "ROOT_ACCESS_KEY_ID="+opts.AccessKey, "ROOT_SECRET_ACCESS_KEY="+opts.SecretKey)
 	cmd.SysProcAttr = childSysProcAttr()
 	out := newTailBuffer(outputTail)
 	var w io.Writer = out

@@ -56,6 +56,10 @@ type APIKey struct {
 	Created   time.Time  `json:"created"`
 	LastUsed  *time.Time `json:"lastUsed"`
 	Revoked   *time.Time `json:"revoked"`
+	// Expires is when the token stops working by itself; nil for tokens
+	// that work until revoked. Only the console's sign-in tokens (minted
+	// by exchanging an envlease console code) have one.
+	Expires *time.Time `json:"expires,omitempty"`
 	// Owner is added to the spec's record: `kind` stays "org" for every key
 	// issued today, so this says whose key it is.
 	Owner Owner `json:"owner"`
@@ -85,6 +89,8 @@ type Principal struct {
 	// that keeps it alive) check in their own transaction that the record is
 	// not revoked since.
 	KeyHash string
+	// Expires is the credential's own end, nil when it has none.
+	Expires *time.Time
 	// Recheck says the credential was authenticated before this request
 	// (when its node protocol connection opened), not with it: everything
 	// the request reads or writes for the node also checks the key record
@@ -116,4 +122,26 @@ func (a AddressState) Blocked(now time.Time) (bool, time.Duration) {
 		return true, a.BlockedUntil.Sub(now)
 	}
 	return false, 0
+}
+
+// ConsoleCode is a short-lived, single-use code that signs the web console
+// in as the person whose CLI token asked for it (envlease console). Only its
+// SHA-256 is stored; exchanging it mints a console token of that person.
+type ConsoleCode struct {
+	Hash  string
+	OrgID string
+	// UserID and Role are the person's, as the asking token had them.
+	UserID string
+	Role   Role
+	// KeyHash is the asking token's hash: the exchange checks in its own
+	// transaction that the token has not been revoked since.
+	KeyHash string
+	Created time.Time
+	Expires time.Time
+}
+
+// ConsoleCodeSpent is the refusal of a console code that is unknown, used or
+// expired: one answer for all three, so a caller learns nothing from it.
+func ConsoleCodeSpent() *Error {
+	return Errorf(CodeUnauthorized, "the sign-in code is unknown, already used or expired; run envlease console again")
 }

@@ -17,6 +17,11 @@ type Template struct {
 	Warm        int               `json:"warm"`
 	Platforms   []string          `json:"platforms"`
 	BuildCache  bool              `json:"buildCache"`
+	// Network is NetworkNone (also when empty) or NetworkEgress.
+	Network string `json:"network"`
+	// Image is added to the spec's record: the root filesystem of a
+	// container template (runtime "container"); absent for a process one.
+	Image *Image `json:"image,omitempty"`
 	// Pools is added to the spec's record: the pools that run this template.
 	Pools []string `json:"pools"`
 	// Quota is the organization's limit for this template.
@@ -64,9 +69,10 @@ type QuotaEntry struct {
 	Hard      Duration `json:"hard"`
 }
 
-// Normalized returns t with empty collections instead of nil ones, and
-// shares' direction defaulted to "in", so JSON shows [] and {} rather than null.
+// Normalized returns t with empty collections instead of nil ones, its
+// runtime defaulted to process and shares' direction defaulted to "in", so JSON shows [] and {} rather than null.
 func (t Template) Normalized() Template {
+	t.Runtime = t.RuntimeOrDefault()
 	if t.Command == nil {
 		t.Command = []string{}
 	}
@@ -96,6 +102,9 @@ func (t Template) Normalized() Template {
 	if t.Pools == nil {
 		t.Pools = []string{}
 	}
+	if t.Network == "" {
+		t.Network = NetworkNone
+	}
 	return t
 }
 
@@ -109,9 +118,25 @@ const MaxTemplateExports = 32
 // (each with a local path of up to 4 KiB) stored in the environment item.
 const MaxTemplateShares = 16
 
+// What an environment's network reaches, as the template chooses: with
+// NetworkNone (the default) nothing beyond itself; with NetworkEgress the
+// public internet through the agent's proxy, never the node's or private
+// addresses. Enforced where the agent runs environments in network
+// namespaces of their own.
+const (
+	NetworkNone   = "none"
+	NetworkEgress = "egress"
+)
+
+// Egress says whether t's environments may reach the outside world.
+func (t Template) Egress() bool { return t.Network == NetworkEgress }
+
 // ValidateLimits checks the bounds that keep a template's environments
-// inside DynamoDB's limits.
+// inside DynamoDB's limits, and that its network is one there is.
 func (t Template) ValidateLimits() error {
+	if n := t.Network; n != "" && n != NetworkNone && n != NetworkEgress {
+		return Invalid("network", "network must be %q (the default) or %q, %s has %q", NetworkNone, NetworkEgress, t.Name, n)
+	}
 	if len(t.Exports) > MaxTemplateExports {
 		return Invalid("exports", "a template has at most %d exports, %s has %d", MaxTemplateExports, t.Name, len(t.Exports))
 	}

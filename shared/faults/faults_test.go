@@ -360,6 +360,13 @@ func endpoints(sbx string, key string) []endpoint {
 		{name: "POST /v1/keys", status: 201, prepare: func(*stack) request {
 			return request{method: "POST", path: "/v1/keys", token: apitest.AliceToken, body: map[string]any{"name": "ci"}}
 		}},
+		{name: "POST /v1/console/codes", status: 201, prepare: func(*stack) request {
+			return request{method: "POST", path: "/v1/console/codes", token: apitest.BobToken}
+		}},
+		{name: "POST /v1/console/sessions", status: 201, prepare: func(s *stack) request {
+			code := s.must("POST", "/v1/console/codes", apitest.BobToken, nil, 201)["code"].(string)
+			return request{method: "POST", path: "/v1/console/sessions", body: map[string]any{"code": code}}
+		}},
 		{name: "GET /v1/keys", status: 200, prepare: get("/v1/keys")},
 		{name: "GET /v1/whoami", status: 200, prepare: get("/v1/whoami")},
 		{name: "DELETE /v1/keys/{id}", status: 200, prepare: func(s *stack) request {

@@ -7,10 +7,14 @@ import (
 	"github.com/envlease/envlease/shared/httpapi"
 )
 
-// TokenRoutes is the tokens group: POST /v1/tokens.
+// TokenRoutes is the tokens group: POST /v1/tokens, and the console's
+// sign-in codes (asked for with a CLI token, exchanged by the page without
+// one: the code is the credential).
 func TokenRoutes(s *Service) []httpapi.Route {
 	return []httpapi.Route{
 		{Method: http.MethodPost, Path: "/v1/tokens", Access: httpapi.Member, Handler: s.handleCreateToken},
+		{Method: http.MethodPost, Path: "/v1/console/codes", Access: httpapi.Member, Handler: s.handleCreateConsoleCode},
+		{Method: http.MethodPost, Path: "/v1/console/sessions", Access: httpapi.Public, Handler: s.handleExchangeConsoleCode},
 	}
 }
 

@@ -15,10 +15,16 @@ import (
 
 // Store is what the keys service needs from persistence.
 type Store interface {
+	// auth.Store's failed-attempt block also covers the exchange of
+	// console sign-in codes.
+	auth.Store
 	PutKey(ctx context.Context, k domain.APIKey) error
 	ListKeys(ctx context.Context, org string) ([]domain.APIKey, error)
 	GetKey(ctx context.Context, org, id string) (domain.APIKey, error)
 	RevokeKey(ctx context.Context, k domain.APIKey, now time.Time) (domain.APIKey, error)
+	PutConsoleCode(ctx context.Context, c domain.ConsoleCode) error
+	GetConsoleCode(ctx context.Context, hash string) (domain.ConsoleCode, error)
+	ExchangeConsoleCode(ctx context.Context, c domain.ConsoleCode, k domain.APIKey, now time.Time) error
 }
 
 // Sources of a key record.

@@ -59,6 +59,10 @@ type Message struct {
 	// try first); report: what became of it.
 	Environment string  `json:"environment,omitempty"`
 	Report      *Report `json:"report,omitempty"`
+	// Only, on a claim, claims the named environment or nothing: a node
+	// that takes an environment only to refuse it (it is short of disk)
+	// must never be handed another one instead.
+	Only bool `json:"only,omitempty"`
 
 	// Answers.
 	Registered *Registered         `json:"registered,omitempty"`

@@ -167,7 +167,7 @@ func (k *Socket) handle(ctx context.Context, c Conn, m Message) (*Message, error
 		}
 		return &Message{Type: MsgBeat, Node: m.Node, Beat: &beat}, nil
 	case MsgClaim:
-		cl, err := k.svc.ClaimOffered(ctx, p, m.Node, m.Environment)
+		cl, err := k.svc.ClaimOffered(ctx, p, m.Node, m.Environment, m.Only)
 		if err != nil {
 			return nil, err
 		}
@@ -205,6 +205,7 @@ func (k *Socket) hello(ctx context.Context, c Conn, m Message) (Registered, erro
 	// connection, and is written only while the credential is unrevoked.
 	err = k.conns.PutConnection(ctx, domain.NodeConnection{
 		ID: string(c.ID), OrgID: reg.Node.OrgID, Pool: reg.Node.Pool, Node: reg.Node.ID, KeyID: c.Principal.KeyID, Connected: k.clock.Now(),
+		Platform: reg.Node.Platform, Runtimes: reg.Node.Runtimes,
 	}, c.Principal.KeyHash)
 	if err != nil {
 		return Registered{}, err
@@ -338,8 +339,9 @@ func (s *Service) envStates(ctx context.Context, n domain.Node, ids []string, as
 // ClaimOffered claims for a node on the node protocol, at once (no long
 // poll: an offer says when to claim): the offered environment first, when
 // one is named and still pending in the node's pool, then the oldest few
-// pending in random order. nil: nothing to claim.
-func (s *Service) ClaimOffered(ctx context.Context, p domain.Principal, id, env string) (*Claimed, error) {
+// pending in random order; with only, the offered environment or nothing.
+// nil: nothing to claim.
+func (s *Service) ClaimOffered(ctx context.Context, p domain.Principal, id, env string, only bool) (*Claimed, error) {
 	n, err := s.activeNode(ctx, p, id)
 	if err != nil {
 		return nil, err
@@ -356,12 +358,18 @@ func (s *Service) ClaimOffered(ctx context.Context, p domain.Principal, id, env 
 		if err != nil && domain.ErrorCode(err) != domain.CodeNotFound {
 			return nil, err
 		}
+		if err == nil && e.State == domain.StatePending && e.Pool == n.Pool && !n.Runs(e.Needs) {
+			return nil, cannotRun(n, e)
+		}
 		if err == nil && e.State == domain.StatePending && e.Pool == n.Pool {
 			c, err := s.claimFirst(ctx, p.KeyHash, n, []domain.Environment{e})
 			if err != nil || c != nil {
 				return c, err
 			}
 		}
+	}
+	if only {
+		return nil, nil
 	}
 	return s.claimRandom(ctx, p.KeyHash, n)
 }

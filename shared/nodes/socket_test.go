@@ -429,3 +429,32 @@ func TestRevokedCredentialOnAnOpenConnection(t *testing.T) {
 		t.Fatalf("deadline beat with a revoked credential: %+v", r)
 	}
 }
+
+// A claim with only takes the named environment or nothing: a node short of
+// disk that claims an environment to refuse it must never be handed another
+// pending one in its place (it would fail that one instead).
+func TestClaimOnlyTheNamedEnvironment(t *testing.T) {
+	se := newSocketEnv(t)
+	tok := se.credential(t, apitest.AliceToken, "local")
+	short := se.hello(t, "c1", tok, 4)
+	other := se.hello(t, "c2", tok, 4)
+	offeredEnv := se.lease(t, apitest.BobToken, map[string]any{"template": "shell"})
+	waiting := se.lease(t, apitest.BobToken, map[string]any{"template": "shell"})
+
+	// Another node took the offered environment meanwhile.
+	if r := se.send(t, "c2", tok, nodes.Message{Type: nodes.MsgClaim, ID: "1", Node: other, Environment: offeredEnv, Only: true}); r.Claimed == nil || r.Claimed.Environment.ID != offeredEnv {
+		t.Fatalf("claim by the other node: %+v", r)
+	}
+	r := se.send(t, "c1", tok, nodes.Message{Type: nodes.MsgClaim, ID: "2", Node: short, Environment: offeredEnv, Only: true})
+	if r.Type != nodes.MsgClaimed || r.Claimed != nil {
+		t.Fatalf("claim only of an environment another node has: %+v (want nothing, %s still pending)", r, waiting)
+	}
+	e, err := se.Store.GetEnvironment(context.Background(), "acme", waiting)
+	if err != nil || e.State != domain.StatePending || e.Node != "" {
+		t.Fatalf("the other pending environment: %+v %v", e, err)
+	}
+	// Without only, the same claim falls back to what is pending.
+	if r := se.send(t, "c1", tok, nodes.Message{Type: nodes.MsgClaim, ID: "3", Node: short, Environment: offeredEnv}); r.Claimed == nil || r.Claimed.Environment.ID != waiting {
+		t.Fatalf("claim without only: %+v", r)
+	}
+}

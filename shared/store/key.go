@@ -29,6 +29,8 @@ type keyItem struct {
 	Created    time.Time  `dynamodbav:"created"`
 	LastUsed   *time.Time `dynamodbav:"lastUsed,omitempty"`
 	Revoked    *time.Time `dynamodbav:"revoked,omitempty"`
+	Expires    *time.Time `dynamodbav:"expires,omitempty"`
+	TTL        int64      `dynamodbav:"ttl,omitempty"`
 	OwnerKind  string     `dynamodbav:"ownerKind"`
 	OwnerID    string     `dynamodbav:"ownerId"`
 	OrgID      string     `dynamodbav:"org"`
@@ -39,10 +41,20 @@ type keyItem struct {
 	Hash       string     `dynamodbav:"hash"`
 }
 
+// ExpiredKeyRetention is how long the record of a token with an expiry (a
+// console sign-in token) stays listed after it expired, before DynamoDB's TTL
+// may delete it: each envlease console makes one, and they would otherwise
+// pile up in the listing. Its events stay for the events' retention.
+const ExpiredKeyRetention = 7 * 24 * time.Hour
+
 func tokenPK(hash string) string   { return "TOKEN#" + hash }
 func keysGSI1PK(org string) string { return "ORG#" + org + "#KEYS" }
 
 func newKeyItem(k domain.APIKey) keyItem {
+	var ttl int64
+	if k.Expires != nil {
+		ttl = k.Expires.Add(ExpiredKeyRetention).Unix()
+	}
 	return keyItem{
 		PK: tokenPK(k.Hash), SK: "TOKEN",
 		GSI1PK: keysGSI1PK(k.OrgID), GSI1SK: "KEY#" + k.ID,
@@ -50,6 +62,7 @@ func newKeyItem(k domain.APIKey) keyItem {
 		Source: k.Source, Created: k.Created, LastUsed: k.LastUsed, Revoked: k.Revoked,
 		OwnerKind: k.Owner.Kind, OwnerID: k.Owner.ID, OrgID: k.OrgID, Credential: k.Credential,
 		UserID: k.UserID, Role: string(k.Role), Pool: k.Pool, Hash: k.Hash,
+		Expires: k.Expires, TTL: ttl,
 	}
 }
 
@@ -57,7 +70,7 @@ func (it keyItem) domain() domain.APIKey {
 	return domain.APIKey{
 		ID: it.ID, Kind: it.Kind, Name: it.Name, Prefix: it.Prefix, CreatedBy: it.CreatedBy,
 		Source: it.Source, Created: it.Created.UTC(), LastUsed: utcPtr(it.LastUsed), Revoked: utcPtr(it.Revoked),
-		Owner: domain.Owner{Kind: it.OwnerKind, ID: it.OwnerID}, OrgID: it.OrgID, Credential: it.Credential,
+		Expires: utcPtr(it.Expires), Owner: domain.Owner{Kind: it.OwnerKind, ID: it.OwnerID}, OrgID: it.OrgID, Credential: it.Credential,
 		UserID: it.UserID, Role: domain.Role(it.Role), Pool: it.Pool, Hash: it.Hash,
 	}
 }

@@ -2,13 +2,21 @@
 // token, from the browser. Nothing here is privileged.
 
 const KEY = 'envlease.token';
+// MINTED is the key id of a console token this tab got by exchanging a
+// sign-in code: nobody else holds it, so signing out revokes it.
+const MINTED = 'envlease.minted';
 
 export const session = {
   // sessionStorage only: the token lives as long as the tab and is never
   // sent anywhere but in the Authorization header of API calls.
   get token() { return sessionStorage.getItem(KEY) || ''; },
-  set(token) { sessionStorage.setItem(KEY, token); },
-  forget() { sessionStorage.removeItem(KEY); },
+  get minted() { return sessionStorage.getItem(MINTED) || ''; },
+  set(token, mintedKeyId = '') {
+    sessionStorage.setItem(KEY, token);
+    if (mintedKeyId) sessionStorage.setItem(MINTED, mintedKeyId);
+    else sessionStorage.removeItem(MINTED);
+  },
+  forget() { sessionStorage.removeItem(KEY); sessionStorage.removeItem(MINTED); },
 };
 
 export class ApiError extends Error {
@@ -25,8 +33,11 @@ const listeners = new Set();
 // onUnauthorized registers what happens when the token stops working.
 export function onUnauthorized(f) { listeners.add(f); }
 
-export async function api(method, path, body) {
-  const init = { method, headers: { Authorization: `Bearer ${session.token}` }, cache: 'no-store' };
+// api calls the API with the tab's token, or with the token given (a token
+// not signed in yet: one being confirmed; '' sends none).
+export async function api(method, path, body, token = session.token) {
+  const init = { method, headers: {}, cache: 'no-store' };
+  if (token) init.headers.Authorization = `Bearer ${token}`;
   if (body !== undefined) {
     init.headers['Content-Type'] = 'application/json';
     init.body = JSON.stringify(body);
@@ -45,7 +56,9 @@ export async function api(method, path, body) {
   }
   if (!res.ok) {
     const err = new ApiError(res.status, data, rid);
-    if (res.status === 401) listeners.forEach((f) => f(err));
+    // Only the tab's own token failing signs the tab out: a bad token or
+    // code from a link must not end the session it arrived in.
+    if (res.status === 401 && token && token === session.token) listeners.forEach((f) => f(err));
     throw err;
   }
   return data;

@@ -1,7 +1,8 @@
 // The console's shell: sign-in, sign-out, and which page shows. Pages live
 // in their own modules and are loaded when first shown.
-import { session, get, onUnauthorized } from './api.js';
+import { session, get, api, enc, onUnauthorized } from './api.js';
 import { ctx, errorBox } from './ui.js';
+import { h, timeEl } from './dom.js';
 
 const pages = {
   environments: () => import('./environments.js'),
@@ -19,18 +20,91 @@ let cleanup = null;
 // may draw.
 let routeSeq = 0;
 
-// A token handed over in the fragment (envlease console) never reaches a
-// server: fragments are not sent, and it is removed from the address bar
-// and history before anything else runs.
-function takeFragmentToken() {
-  const m = /^#token=([^&]+)/.exec(location.hash);
-  if (!m) return;
-  session.set(decodeURIComponent(m[1]));
+// A sign-in handed over in the fragment: #code=<code> (envlease console) or
+// #token=<token> (a link). Neither reaches a server (browsers do not send
+// fragments), and it leaves the address bar and history before anything
+// else runs. Neither signs the tab in by itself: whoever made the link may
+// have put their own credential in it, to have this person work in their
+// account (login CSRF), and a code proves no more than a token, since anyone
+// can ask for one with their own token. So the page first says whose account
+// it is and asks; only Sign in keeps the token.
+function takeFragment() {
+  const m = /^#(token|code)=([^&]*)/.exec(location.hash);
+  if (!m) return null;
   history.replaceState(null, '', `${location.pathname}#/environments`);
+  let value = '';
+  try { value = decodeURIComponent(m[2]); } catch { /* malformed: refused below */ }
+  return { kind: m[1], value };
+}
+
+// pending is the sign-in awaiting the person's answer: {token, who, minted},
+// minted being the key record of a console token a code was exchanged for.
+let pending = null;
+
+async function handOver(f) {
+  const seq = ++routeSeq;
+  cancelPending();
+  try {
+    let token = f.value;
+    let minted = null;
+    if (f.kind === 'code') {
+      const r = await api('POST', '/v1/console/sessions', { code: f.value }, '');
+      token = r.token;
+      minted = r.apiKey;
+    }
+    const who = await api('GET', '/v1/whoami', undefined, token);
+    if (seq !== routeSeq) {
+      if (minted) revoke(minted.id, token);
+      return;
+    }
+    showConfirm({ token, who, minted });
+  } catch (err) {
+    // A later link or navigation has taken over: it says what happens.
+    if (seq !== routeSeq) return;
+    // Back to where the tab was (signed in or not), saying why.
+    await route();
+    $('notice').replaceChildren(errorBox(err));
+  }
+}
+
+function showConfirm(p) {
+  pending = p;
+  if (cleanup) { cleanup(); cleanup = null; }
+  $('page').replaceChildren();
+  $('signin').hidden = true;
+  $('notice').replaceChildren();
+  const w = p.who;
+  const as = w.user || `the organization key "${w.key.name}"`;
+  $('confirm-title').textContent = `Sign in as ${as} of ${w.organization}?`;
+  const rows = [['Organization', w.organization], ['User', w.user || 'none (an organization key, member rights)'],
+    ['Role', w.role], ['Token', `${w.key.name} (${w.key.prefix}…)`]];
+  if (w.key.expires) rows.push(['Expires', timeEl(w.key.expires)]);
+  $('confirm-who').replaceChildren(...rows.flatMap(([k, v]) => [h('dt', { text: k }), h('dd', {}, v)]));
+  const cur = ctx.whoami;
+  $('confirm-current').hidden = !cur;
+  $('confirm-current').textContent = cur
+    ? `This tab is signed in as ${cur.user || cur.key.name} of ${cur.organization}: Sign in replaces that, Cancel keeps it.` : '';
+  $('confirm').hidden = false;
+  document.title = 'Confirm sign-in · envlease console';
+  $('confirm-signin').focus();
+}
+
+// cancelPending drops a sign-in nobody confirmed; a console token minted
+// for it is revoked, since nothing holds it any more.
+function cancelPending() {
+  $('confirm').hidden = true;
+  const p = pending;
+  pending = null;
+  if (p && p.minted) revoke(p.minted.id, p.token);
+}
+
+function revoke(id, token) {
+  api('DELETE', `/v1/keys/${enc(id)}`, undefined, token).catch(() => { /* it expires anyway */ });
 }
 
 function showSignIn(message) {
   if (cleanup) { cleanup(); cleanup = null; }
+  cancelPending();
   ctx.whoami = null;
   $('nav').hidden = true;
   $('signout').hidden = true;
@@ -50,12 +124,16 @@ async function signedIn() {
     if (err.status !== 401) showSignIn(err);
     return false;
   }
+  showWho();
+  return true;
+}
+
+function showWho() {
   $('signin').hidden = true;
   $('nav').hidden = false;
   $('signout').hidden = false;
   const w = ctx.whoami;
   $('who').textContent = `${w.user || w.key.name} (${w.role}) · ${w.organization}`;
-  return true;
 }
 
 async function route() {
@@ -95,15 +173,40 @@ $('signin-form').addEventListener('submit', async (e) => {
   }
 });
 
+$('confirm-signin').addEventListener('click', () => {
+  const p = pending;
+  if (!p) return;
+  pending = null;
+  $('confirm').hidden = true;
+  session.set(p.token, p.minted ? p.minted.id : '');
+  ctx.whoami = p.who;
+  showWho();
+  history.replaceState(null, '', `${location.pathname}#/environments`);
+  route();
+  $('main').focus();
+});
+
+$('confirm-cancel').addEventListener('click', () => {
+  cancelPending();
+  route();
+  $('main').focus();
+});
+
 $('signout').addEventListener('click', () => {
+  // A console token this tab minted is of use to nobody else: revoke it.
+  const minted = session.minted;
+  const token = session.token;
   session.forget();
+  if (minted) revoke(minted, token);
   history.replaceState(null, '', location.pathname);
   showSignIn();
 });
 
 window.addEventListener('hashchange', () => {
-  const fresh = location.hash.startsWith('#token=');
-  if (fresh) { takeFragmentToken(); ctx.whoami = null; }
+  const f = takeFragment();
+  if (f) { handOver(f); return; }
+  // Going elsewhere answers a pending sign-in with Cancel.
+  cancelPending();
   route();
   $('main').focus();
 });
@@ -117,5 +220,6 @@ document.addEventListener('keydown', (e) => {
   open.querySelector('summary').focus();
 });
 
-takeFragmentToken();
-route();
+const handed = takeFragment();
+if (handed) handOver(handed);
+else route();

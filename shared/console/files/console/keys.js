@@ -20,7 +20,7 @@ export function render(root) {
       keys.map((k) => h('tr', { 'data-key': k.id },
         h('td', { text: k.name }), h('td', { text: `${k.owner.kind} ${k.owner.id}` }), h('td', {}, h('code', { text: `${k.prefix}…` })),
         h('td', { text: k.source }), h('td', {}, timeEl(k.created)), h('td', {}, k.lastUsed ? timeEl(k.lastUsed) : 'never'),
-        h('td', {}, k.revoked ? ['revoked ', timeEl(k.revoked)] : 'active'),
+        h('td', {}, status(k)),
         h('td', {}, k.revoked ? null : k.id === ctx.whoami.key.id ? h('span', { class: 'hint', text: 'signed in with it' }) : h('button', {
           type: 'button', class: 'danger', text: 'Revoke', 'aria-label': `Revoke ${k.name}`,
           onclick: async () => {
@@ -46,4 +46,13 @@ export function render(root) {
     h('p', { class: 'hint', text: admin ? 'As an admin you see every key of the organization.' : 'You see your own CLI tokens.' }),
     form, out, list);
   refresh();
+}
+
+// status says whether a key still works: revoked, expired (console sign-in
+// tokens end by themselves), or active.
+function status(k) {
+  if (k.revoked) return ['revoked ', timeEl(k.revoked)];
+  if (k.expires && new Date(k.expires) <= new Date()) return ['expired ', timeEl(k.expires)];
+  if (k.expires) return ['active until ', timeEl(k.expires)];
+  return 'active';
 }

@@ -1,0 +1,312 @@
+//go:build linux
+
+package nsinit
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// marker is argv[0] of a process that is an environment's init.
+const marker = "envlease-nsinit"
+
+// Config is what the init runs: the command (Path resolved already, Args
+// with argv[0]), its folder and environment, and the confinement it is
+// started under.
+type Config struct {
+	Path string   `json:"path"`
+	Args []string `json:"args"`
+	Dir  string   `json:"dir"`
+	Env  []string `json:"env"`
+	// UID and GID the command runs as (no supplementary groups); -1 keeps
+	// root (probe and tests only).
+	UID int `json:"uid"`
+	GID int `json:"gid"`
+	// Rlimits are set on the command right after it starts (prlimit), as
+	// the agent does outside namespaces; CPUs is its CPU affinity.
+	Rlimits []Rlimit `json:"rlimits,omitempty"`
+	CPUs    []int    `json:"cpus,omitempty"`
+	// Probe sets the namespaces up and exits 0 without running anything.
+	Probe bool `json:"probe,omitempty"`
+}
+
+// Rlimit is one resource limit, as prlimit(2) takes it.
+type Rlimit struct {
+	Resource int    `json:"resource"`
+	Max      uint64 `json:"max"`
+}
+
+// report is one line the init writes to the agent.
+type report struct {
+	Started  bool     `json:"started,omitempty"`
+	Warnings []string `json:"warnings,omitempty"`
+	Error    string   `json:"error,omitempty"`
+	// Status is the command's wait status once it ended.
+	Status *uint32 `json:"status,omitempty"`
+}
+
+func init() {
+	if len(os.Args) > 0 && os.Args[0] == marker {
+		os.Exit(run())
+	}
+}
+
+// Fds of the init: 3 reads the Config, 4 writes reports.
+const (
+	configFd = 3
+	reportFd = 4
+)
+
+func run() int {
+	syscall.CloseOnExec(configFd)
+	syscall.CloseOnExec(reportFd)
+	out := os.NewFile(reportFd, "reports")
+	say := func(r report) {
+		b, _ := json.Marshal(r)
+		_, _ = out.Write(append(b, '\n'))
+	}
+	fail := func(format string, a ...any) int {
+		say(report{Error: fmt.Sprintf(format, a...)})
+		return 127
+	}
+	var cfg Config
+	if err := json.NewDecoder(os.NewFile(configFd, "config")).Decode(&cfg); err != nil {
+		return fail("environment init: read its configuration: %v", err)
+	}
+	if os.Getpid() != 1 {
+		return fail("environment init: not the first process of a PID namespace")
+	}
+	// Mounts made here must not reach the node's mount namespace.
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fail("environment init: make mounts private: %v", err)
+	}
+	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fail("environment init: mount /proc: %v", err)
+	}
+	if lo, err := netlink.LinkByName("lo"); err != nil {
+		return fail("environment init: find lo: %v", err)
+	} else if err := netlink.LinkSetUp(lo); err != nil {
+		return fail("environment init: bring lo up: %v", err)
+	}
+	var warns []string
+	// POSIX shared memory of its own, with System V IPC (its IPC namespace).
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		if err := unix.Mount("shm", "/dev/shm", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777"); err != nil {
+			warns = append(warns, fmt.Sprintf("/dev/shm stays the node's: %v", err))
+		}
+	}
+	// The namespace's ports are the environment's alone: its user may bind
+	// any of them, as a template's port below 1024 asks.
+	if err := os.WriteFile("/proc/sys/net/ipv4/ip_unprivileged_port_start", []byte("0"), 0); err != nil {
+		warns = append(warns, fmt.Sprintf("ports below 1024 stay privileged: %v", err))
+	}
+	if cfg.Probe {
+		say(report{Started: true, Warnings: warns})
+		return 0
+	}
+
+	sigs := make(chan os.Signal, 32)
+	signal.Notify(sigs)
+	attr := &syscall.SysProcAttr{Setpgid: true}
+	if cfg.UID >= 0 {
+		attr.Credential = &syscall.Credential{Uid: uint32(cfg.UID), Gid: uint32(cfg.GID), Groups: []uint32{}}
+	}
+	// ForkExec resets the signal mask and handlers for the child.
+	pid, err := syscall.ForkExec(cfg.Path, cfg.Args, &syscall.ProcAttr{
+		Dir: cfg.Dir, Env: cfg.Env, Files: []uintptr{0, 1, 2}, Sys: attr,
+	})
+	if err != nil {
+		return fail("start %q: %v", cfg.Path, err)
+	}
+	for _, l := range cfg.Rlimits {
+		if err := unix.Prlimit(pid, l.Resource, &unix.Rlimit{Cur: l.Max, Max: l.Max}, nil); err != nil {
+			warns = append(warns, fmt.Sprintf("limit %d: %v", l.Resource, err))
+		}
+	}
+	if len(cfg.CPUs) > 0 {
+		var set unix.CPUSet
+		for _, c := range cfg.CPUs {
+			set.Set(c)
+		}
+		if err := unix.SchedSetaffinity(pid, &set); err != nil {
+			warns = append(warns, fmt.Sprintf("cpus: %v", err))
+		}
+	}
+	say(report{Started: true, Warnings: warns})
+
+	// A SIGCHLD the full channel dropped is made up for by the tick.
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		var s syscall.Signal
+		select {
+		case sig := <-sigs:
+			s, _ = sig.(syscall.Signal)
+		case <-tick.C:
+			s = syscall.SIGCHLD
+		}
+		if s != syscall.SIGCHLD {
+			if s == syscall.SIGURG || s == syscall.SIGPIPE || s == syscall.SIGWINCH {
+				continue // the Go runtime's own, or nothing the command asked for
+			}
+			// The agent signals the init's group; the command has a group
+			// of its own, which a stop reaches the way it did outside.
+			if unix.Kill(-pid, s) != nil {
+				_ = unix.Kill(pid, s)
+			}
+			continue
+		}
+		for {
+			var ws unix.WaitStatus
+			got, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
+			if err != nil || got <= 0 {
+				break
+			}
+			if got == pid {
+				st := uint32(ws)
+				say(report{Status: &st})
+				switch {
+				case ws.Exited():
+					return ws.ExitStatus()
+				case ws.Signaled():
+					return 128 + int(ws.Signal())
+				}
+				return 1
+			}
+		}
+	}
+}
+
+// Cmd is an init about to start: Start it, then Begin.
+type Cmd struct {
+	*exec.Cmd
+	cfg            Config
+	cfgW, repR     *os.File
+	childR, childW *os.File
+	lines          *bufio.Reader
+	// done is closed once the reports are read to their end; status is
+	// then the command's wait status, if the init sent one.
+	done   chan struct{}
+	status *uint32
+	began  bool
+}
+
+// Command prepares an init that runs cfg in new network, PID, mount and IPC
+// namespaces (System V IPC and POSIX message queues are the environment's
+// own), in its own process group. The caller sets Stdout, Stderr,
+// Env (of the init itself) and may add to SysProcAttr before Start.
+func Command(cfg Config) (*Cmd, error) {
+	cfgR, cfgW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	repR, repW, err := os.Pipe()
+	if err != nil {
+		cfgR.Close()
+		cfgW.Close()
+		return nil, err
+	}
+	c := &Cmd{
+		Cmd: &exec.Cmd{
+			Path: "/proc/self/exe", Args: []string{marker},
+			ExtraFiles:  []*os.File{cfgR, repW},
+			SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Cloneflags: syscall.CLONE_NEWNET | syscall.CLONE_NEWPID | syscall.CLONE_NEWNS | syscall.CLONE_NEWIPC},
+		},
+		cfg: cfg, cfgW: cfgW, repR: repR, childR: cfgR, childW: repW,
+		lines: bufio.NewReader(repR), done: make(chan struct{}),
+	}
+	return c, nil
+}
+
+// Close releases the pipes of a command that did not start.
+func (c *Cmd) Close() {
+	for _, f := range []*os.File{c.cfgW, c.repR, c.childR, c.childW} {
+		f.Close()
+	}
+}
+
+// Begin, once the init started (and is where it belongs, its cgroup),
+// hands it the configuration and waits until the command started: it
+// returns the warnings of what the init could not apply, or why the
+// command did not start.
+func (c *Cmd) Begin() ([]string, error) {
+	c.childR.Close()
+	c.childW.Close()
+	err := json.NewEncoder(c.cfgW).Encode(c.cfg)
+	c.cfgW.Close()
+	if err != nil {
+		return nil, fmt.Errorf("environment init: %w", err)
+	}
+	var r report
+	if err := c.read(&r); err != nil {
+		return nil, fmt.Errorf("environment init ended before the command started: %w", err)
+	}
+	if r.Error != "" {
+		return nil, errors.New(r.Error)
+	}
+	c.began = true
+	go func() {
+		defer close(c.done)
+		defer c.repR.Close()
+		var r report
+		for c.read(&r) == nil {
+			if r.Status != nil {
+				c.status = r.Status
+			}
+		}
+	}()
+	return r.Warnings, nil
+}
+
+func (c *Cmd) read(r *report) error {
+	line, err := c.lines.ReadBytes('\n')
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			return errors.New("no report")
+		}
+		return err
+	}
+	*r = report{}
+	return json.Unmarshal(line, r)
+}
+
+// Status is the command's wait status, when the init reported one. Call it
+// after Wait of a command that began: the init has exited, so the reports
+// end at once (every process of its namespace went with it).
+func (c *Cmd) Status() (syscall.WaitStatus, bool) {
+	if !c.began {
+		return 0, false
+	}
+	<-c.done
+	if c.status == nil {
+		return 0, false
+	}
+	return syscall.WaitStatus(*c.status), true
+}
+
+// Probe starts an init that only sets up its namespaces, and says whether
+// this node can run environments in namespaces of their own.
+func Probe() error {
+	c, err := Command(Config{Probe: true, UID: -1, GID: -1})
+	if err != nil {
+		return err
+	}
+	if err := c.Start(); err != nil {
+		c.Close()
+		return err
+	}
+	_, berr := c.Begin()
+	werr := c.Wait()
+	return errors.Join(berr, werr)
+}

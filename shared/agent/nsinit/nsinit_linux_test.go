@@ -1,0 +1,108 @@
+//go:build linux
+
+package nsinit_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/envlease/envlease/shared/agent/nsinit"
+)
+
+func start(t *testing.T, script string) (*nsinit.Cmd, string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("namespaces take root")
+	}
+	if err := nsinit.Probe(); err != nil {
+		t.Skipf("this machine cannot make namespaces: %v", err)
+	}
+	dir := t.TempDir()
+	c, err := nsinit.Command(nsinit.Config{
+		Path: "/bin/sh", Args: []string{"sh", "-c", script}, Dir: dir,
+		Env: []string{"PATH=/usr/bin:/bin"}, UID: -1, GID: -1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		c.Close()
+		t.Fatal(err)
+	}
+	if _, err := c.Begin(); err != nil {
+		_ = c.Process.Kill()
+		_ = c.Wait()
+		t.Fatal(err)
+	}
+	return c, dir
+}
+
+func waitFile(t *testing.T, file string) string {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		if b, err := os.ReadFile(file); err == nil && strings.HasSuffix(string(b), "\n") {
+			return strings.TrimSpace(string(b))
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s was not written", file)
+		}
+	}
+}
+
+// The init tells how its command ended: an exit status, or the signal that
+// killed it (the init itself, PID 1 of its namespace, cannot die of it).
+func TestStatus(t *testing.T) {
+	for _, tc := range []struct {
+		script string
+		want   func(syscall.WaitStatus) bool
+	}{
+		{"exit 3", func(ws syscall.WaitStatus) bool { return ws.Exited() && ws.ExitStatus() == 3 }},
+		{"kill -KILL $$", func(ws syscall.WaitStatus) bool { return ws.Signaled() && ws.Signal() == syscall.SIGKILL }},
+	} {
+		c, _ := start(t, tc.script)
+		_ = c.Wait()
+		ws, ok := c.Status()
+		if !ok || !tc.want(ws) {
+			t.Errorf("%q: status %v %v", tc.script, ws, ok)
+		}
+	}
+}
+
+// A SIGTERM to the init's process group reaches the command's own group;
+// the command runs as PID 2 of its namespace and sees only its own
+// processes; an orphan it leaves is reaped by the init.
+func TestSignalsAndProcesses(t *testing.T) {
+	c, dir := start(t, `trap 'exit 7' TERM
+(sleep 0 &) ; sleep 0.2
+ls /proc | grep -c '^[0-9]' > count.tmp; mv count.tmp count
+(cat /proc/[0-9]*/stat | awk '$3 == "Z"' | wc -l) > zombies.tmp; mv zombies.tmp zombies
+echo $$ > pid.tmp; mv pid.tmp pid
+echo > ready
+while :; do sleep 0.05; done`)
+	waitFile(t, filepath.Join(dir, "ready"))
+	if pid := waitFile(t, filepath.Join(dir, "pid")); pid == "1" {
+		t.Errorf("the command is pid %s of its namespace; the init is 1", pid)
+	}
+	// The init, the shell, ls and grep (and possibly a sleep between its
+	// start and exit): never the node's processes.
+	if n := waitFile(t, filepath.Join(dir, "count")); len(n) > 1 {
+		t.Errorf("/proc of the namespace lists %s processes", n)
+	}
+	if z := waitFile(t, filepath.Join(dir, "zombies")); z != "0" {
+		t.Errorf("%s zombie(s) in the namespace: the init did not reap the orphan", z)
+	}
+	if err := syscall.Kill(-c.Process.Pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Wait()
+	if ws, ok := c.Status(); !ok || !ws.Exited() || ws.ExitStatus() != 7 {
+		t.Fatalf("after SIGTERM: %v %v", ws, ok)
+	}
+	if c.ProcessState.ExitCode() != 7 {
+		t.Fatalf("the init exited %d, want the command's 7", c.ProcessState.ExitCode())
+	}
+}
