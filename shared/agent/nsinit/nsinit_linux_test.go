@@ -149,26 +149,28 @@ func TestConfinedFromFirstInstruction(t *testing.T) {
 			cpu = i
 		}
 	}
-	limits := []nsinit.Rlimit{
-		{Resource: unix.RLIMIT_AS, Max: 1 << 30},
-		{Resource: unix.RLIMIT_NPROC, Max: 4096},
-	}
 	child := `sh -c "ulimit -v; grep '^Max processes' /proc/self/limits | tr -s ' ' | cut -d' ' -f3; id -u; id -g; id -G; grep ^Cpus_allowed_list: /proc/self/status; grep ^NoNewPrivs: /proc/self/status"`
 	for _, tc := range []struct {
-		name     string
-		uid      int
-		want     []string
-		wantNNP  string
-		wantUser string
+		name    string
+		uid     int
+		memory  uint64
+		want    []string
+		wantNNP string
 	}{
-		{"root", -1, []string{"1048576", "4096", "0", "0", "0"}, "0", "0"},
-		{"user", 65534, []string{"1048576", "4096", "65534", "65534", "65534"}, "1", "65534"},
+		{"root", -1, 1 << 30, []string{"1048576", "4096", "0", "0", "0"}, "0"},
+		{"user", 65534, 1 << 30, []string{"1048576", "4096", "65534", "65534", "65534"}, "1"},
+		// Far below what the Go stage itself has mapped.
+		{"little memory", 65534, 16 << 20, []string{"16384", "4096", "65534", "65534", "65534"}, "1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, err := run(t, nsinit.Config{
 				Path: "/bin/sh", Args: []string{"sh", "-c", child}, Dir: "/",
 				Env: []string{"PATH=/usr/bin:/bin"}, UID: tc.uid, GID: tc.uid,
-				Rlimits: limits, CPUs: []int{cpu},
+				Rlimits: []nsinit.Rlimit{
+					{Resource: unix.RLIMIT_AS, Max: tc.memory},
+					{Resource: unix.RLIMIT_NPROC, Max: 4096},
+				},
+				CPUs: []int{cpu},
 			})
 			if err != nil {
 				t.Fatal(err)
