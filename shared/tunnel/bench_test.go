@@ -75,7 +75,7 @@ func push(b *testing.B, open func() (net.Conn, error), streams int) time.Duratio
 				}
 				sent += k
 			}
-			if err := c.(interface{ CloseWrite() error }).CloseWrite(); err != nil {
+			if err := closeWrite(c); err != nil {
 				errs <- err
 				return
 			}
@@ -125,4 +125,11 @@ func newSink(b *testing.B) string {
 		}
 	}()
 	return ln.Addr().String()
+}
+
+func closeWrite(c net.Conn) error {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return c.Close()
 }
