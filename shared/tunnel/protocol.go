@@ -116,6 +116,29 @@ type bufConn struct {
 
 func (c *bufConn) Read(b []byte) (int, error) { return c.r.Read(b) }
 
+// maxFrame bounds the body of a yamux data frame a stream sends. yamux
+// sends as much of a write as the window allows in one frame, and the
+// receiving end holds the stream's buffer while it reads a frame's body
+// off the connection, so its reader waits for the whole frame: a megabyte
+// frame stalls the pipe behind it for as long as it takes to arrive.
+// Frames of this size keep both ends busy at once, with the window (which
+// is what keeps a stream fast over a link with latency) as large as ever.
+var maxFrame = 256 << 10
+
+// Write sends b in frames of at most maxFrame bytes.
+func (c *bufConn) Write(b []byte) (int, error) {
+	n := 0
+	for len(b) > 0 {
+		k, err := c.Conn.Write(b[:min(len(b), maxFrame)])
+		n += k
+		if err != nil {
+			return n, err
+		}
+		b = b[k:]
+	}
+	return n, nil
+}
+
 // CloseWrite ends the writing half of the connection underneath.
 func (c *bufConn) CloseWrite() error { return closeWrite(c.Conn) }
 
