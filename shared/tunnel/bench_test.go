@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/envlease/envlease/shared/tunnel"
 )
 
 // benchBytes is what one figure moves: enough that a run is not a
@@ -27,34 +29,60 @@ const (
 // both figures come from the same moments of the machine; it reports both
 // rates and their ratio, tunnel/direct, which is the figure
 // docs/performance.md gives. The connections are opened before the clock
-// starts: this is a connection's throughput, not its setup.
+// starts: this is a connection's throughput, not its setup. "upgrade" is
+// the tunnel as clients open it; "websocket" is the fallback.
 //
 //	go test -run '^$' -bench Tunnel -benchtime 3x -count 3 ./shared/tunnel/
 func BenchmarkTunnel(b *testing.B) {
 	sink := newSink(b)
 	n := newNode(b, nil)
 	n.run("env_1", sink)
-	s := dial(b, n, n.ticket("env_1", []string{sink}, nil))
 	direct := func() (net.Conn, error) { return net.Dial("tcp", sink) }
-	tunnelled := func() (net.Conn, error) { return s.Open(context.Background(), sink) }
-	for _, streams := range []int{1, 8} {
-		b.Run(fmt.Sprintf("streams=%d", streams), func(b *testing.B) {
-			dc, tc := open(b, direct, streams), open(b, tunnelled, streams)
-			var dt, tt time.Duration
-			b.SetBytes(2 * benchBytes)
-			for b.Loop() {
-				for range rounds {
-					dt += push(b, dc)
-					tt += push(b, tc)
+	transports := []struct {
+		name string
+		dial tunnel.Dialer
+	}{
+		{"upgrade", nil},
+		// What a client falls back to when only WebSockets reach the agent.
+		{"websocket", tunnel.WebSocketDialer(nil)},
+	}
+	for _, tr := range transports {
+		s, err := tunnel.Dial(context.Background(), tr.dial, n.url, n.ticket("env_1", []string{sink}, nil))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { s.Close() })
+		tunnelled := func() (net.Conn, error) { return s.Open(context.Background(), sink) }
+		for _, streams := range []int{1, 8} {
+			b.Run(fmt.Sprintf("%s/streams=%d", tr.name, streams), func(b *testing.B) {
+				dc, tc := open(b, direct, streams), open(b, tunnelled, streams)
+				var direct, tunnel cost
+				b.SetBytes(2 * benchBytes)
+				for b.Loop() {
+					for range rounds {
+						direct.add(push(b, dc))
+						tunnel.add(push(b, tc))
+					}
 				}
-			}
-			mb := float64(b.N) * benchBytes / 1e6
-			b.ReportMetric(mb/dt.Seconds(), "direct-MB/s")
-			b.ReportMetric(mb/tt.Seconds(), "tunnel-MB/s")
-			b.ReportMetric(dt.Seconds()/tt.Seconds(), "tunnel/direct")
-		})
+				mb := float64(b.N) * benchBytes / 1e6
+				b.ReportMetric(mb/direct.wall.Seconds(), "direct-MB/s")
+				b.ReportMetric(mb/tunnel.wall.Seconds(), "tunnel-MB/s")
+				b.ReportMetric(direct.wall.Seconds()/tunnel.wall.Seconds(), "tunnel/direct")
+				// CPU per byte does not depend on what else the machine
+				// runs: what the tunnel's hops and copies cost, next to the
+				// direct path.
+				b.ReportMetric(float64(direct.cpu.Microseconds())/mb, "direct-cpu-µs/MB")
+				b.ReportMetric(float64(tunnel.cpu.Microseconds())/mb, "tunnel-cpu-µs/MB")
+			})
+		}
 	}
 }
+
+// cost is the time a path took to move its bytes, and the CPU time the
+// process spent meanwhile.
+type cost struct{ wall, cpu time.Duration }
+
+func (c *cost) add(d cost) { c.wall += d.wall; c.cpu += d.cpu }
 
 func open(b *testing.B, open func() (net.Conn, error), streams int) []net.Conn {
 	conns := make([]net.Conn, streams)
@@ -71,13 +99,13 @@ func open(b *testing.B, open func() (net.Conn, error), streams int) []net.Conn {
 
 // push writes a round's share of benchBytes over conns together (1 MiB
 // writes), waits for the sink to report that it read them all, and returns
-// how long that took.
-func push(b *testing.B, conns []net.Conn) time.Duration {
+// what that cost.
+func push(b *testing.B, conns []net.Conn) cost {
 	per := benchBytes / rounds / len(conns)
 	chunk := make([]byte, 1<<20)
 	errs := make(chan error, len(conns))
 	var wg sync.WaitGroup
-	start := time.Now()
+	start, cpu := time.Now(), cpuTime()
 	for _, c := range conns {
 		wg.Go(func() {
 			var n [8]byte
@@ -104,7 +132,7 @@ func push(b *testing.B, conns []net.Conn) time.Duration {
 		})
 	}
 	wg.Wait()
-	d := time.Since(start)
+	d := cost{wall: time.Since(start), cpu: cpuTime() - cpu}
 	close(errs)
 	for err := range errs {
 		b.Fatal(err)

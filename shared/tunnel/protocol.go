@@ -123,7 +123,7 @@ func (c *bufConn) Read(b []byte) (int, error) { return c.r.Read(b) }
 // frame stalls the pipe behind it for as long as it takes to arrive.
 // Frames of this size keep both ends busy at once, with the window (which
 // is what keeps a stream fast over a link with latency) as large as ever.
-var maxFrame = 256 << 10
+const maxFrame = 256 << 10
 
 // Write sends b in frames of at most maxFrame bytes.
 func (c *bufConn) Write(b []byte) (int, error) {
@@ -190,7 +190,7 @@ func Pipe(a, b net.Conn) {
 
 // pipeBuffer is the size of the buffers Pipe copies through: a few times
 // io.Copy's 32 KiB, so a fast stream costs fewer system calls per byte.
-var pipeBuffer = 256 << 10
+const pipeBuffer = 256 << 10
 
 var pipeBufs = sync.Pool{New: func() any { b := make([]byte, pipeBuffer); return &b }}
 
