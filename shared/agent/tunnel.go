@@ -65,10 +65,10 @@ type TunnelConfig struct {
 }
 
 // TunnelHandler serves tunnels at tunnel.Path: it upgrades a request whose
-// ticket it accepts (to tunnel.Protocol, or a WebSocket), runs the server side of a yamux session
-// on it, and connects each stream to the target it names if that target is
-// one of the ticket's and one of the environment's exports now. It never
-// connects anywhere else.
+// ticket it accepts (to tunnel.Protocol, or to a WebSocket), runs the
+// server side of a yamux session on it, and connects each stream to the
+// target it names if that target is one of the ticket's and one of the
+// environment's exports now. It never connects anywhere else.
 type TunnelHandler struct {
 	cfg     TunnelConfig
 	tunnels atomic.Int64

@@ -18,8 +18,8 @@ import (
 
 // Dialer opens the byte stream a tunnel session runs on: an upgraded HTTP
 // connection (Protocol) or a WebSocket to url, with header on the upgrade
-// request. Tests put their own in front of the
-// default to watch or break connections.
+// request. Tests put their own in front of the default to watch or break
+// connections.
 type Dialer func(ctx context.Context, url string, header http.Header) (net.Conn, error)
 
 // RefusedError is an agent's refusal of a tunnel at the upgrade: 401 for a
@@ -38,8 +38,9 @@ func (e *RefusedError) Error() string {
 	return fmt.Sprintf("the node refused the tunnel: %s (%d)", e.Reason, e.Status)
 }
 
-// WebSocketDialer dials a WebSocket only, with hc (nil: a plain http.Client, so the
-// environment's proxy settings apply as to any HTTP request).
+// WebSocketDialer dials a WebSocket only, with hc (nil: a plain
+// http.Client, so the environment's proxy settings apply as to any HTTP
+// request).
 func WebSocketDialer(hc *http.Client) Dialer {
 	return func(ctx context.Context, url string, header http.Header) (net.Conn, error) {
 		ws, res, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPClient: hc, HTTPHeader: header})

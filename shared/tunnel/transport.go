@@ -23,22 +23,23 @@ import (
 // the agent's checks are the same either way.
 const Protocol = "envlease-tunnel"
 
-// errNoUpgrade is the upgrade answered with something that is neither a
-// 101 nor an agent's refusal: worth trying a WebSocket.
-var errNoUpgrade = errors.New("tunnel: the upgrade was not accepted")
-
 // UpgradeDialer dials with hc (nil: a plain http.Client, so the
 // environment's proxy settings apply as to any HTTP request): the
-// Protocol upgrade, or a WebSocket (WebSocketDialer) when the other end
-// does not take it. It is what Dial and Forward use unless told otherwise.
+// Protocol upgrade, or a WebSocket (WebSocketDialer) when that is not
+// answered with a 101 or a refusal of the ticket. It is what Dial and
+// Forward use unless told otherwise.
 func UpgradeDialer(hc *http.Client) Dialer {
 	ws := WebSocketDialer(hc)
 	return func(ctx context.Context, url string, header http.Header) (net.Conn, error) {
 		c, err := upgrade(ctx, hc, url, header)
-		if errors.Is(err, errNoUpgrade) {
-			return ws(ctx, url, header)
+		var re *RefusedError
+		if err == nil || errors.As(err, &re) {
+			return c, err
 		}
-		return c, err
+		// Anything else (a proxy that passes on nothing but WebSockets, an
+		// agent without the upgrade, HTTP/2 in the way): a WebSocket says
+		// what is wrong if it fails too.
+		return ws(ctx, url, header)
 	}
 }
 
@@ -50,18 +51,33 @@ func upgrade(ctx context.Context, hc *http.Client, url string, header http.Heade
 	case strings.HasPrefix(u, "wss://"):
 		u = "https://" + u[len("wss://"):]
 	}
-	if hc == nil {
-		hc = &http.Client{}
+	c := http.Client{}
+	if hc != nil {
+		c = *hc
 	}
-	if hc.Timeout > 0 {
+	if c.Timeout > 0 {
 		// A client timeout would cut the upgraded connection's reads too:
 		// it bounds the handshake only.
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, hc.Timeout)
+		ctx, cancel = context.WithTimeout(ctx, c.Timeout)
 		defer cancel()
-		c := *hc
 		c.Timeout = 0
-		hc = &c
+	}
+	// An upgrade is HTTP/1.1's: over TLS, ALPN would otherwise pick HTTP/2,
+	// which has no upgrades.
+	if t, ok := c.Transport.(*http.Transport); ok || c.Transport == nil {
+		if !ok {
+			t = http.DefaultTransport.(*http.Transport)
+		}
+		t = t.Clone()
+		t.Protocols = new(http.Protocols)
+		t.Protocols.SetHTTP1(true)
+		if t.TLSClientConfig != nil {
+			t.TLSClientConfig = t.TLSClientConfig.Clone()
+			t.TLSClientConfig.NextProtos = []string{"http/1.1"}
+		}
+		defer t.CloseIdleConnections() // an answer other than 101 leaves its connection idle
+		c.Transport = t
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
@@ -72,7 +88,7 @@ func upgrade(ctx context.Context, hc *http.Client, url string, header http.Heade
 	}
 	req.Header.Set("Connection", "Upgrade")
 	req.Header.Set("Upgrade", Protocol)
-	res, err := hc.Do(req)
+	res, err := c.Do(req)
 	if err != nil {
 		return nil, err
 	}
@@ -90,7 +106,7 @@ func upgrade(ctx context.Context, hc *http.Client, url string, header http.Heade
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, 4096))
 	res.Body.Close()
-	return nil, errNoUpgrade
+	return nil, fmt.Errorf("tunnel: %s answered the upgrade to %s with %s", url, Protocol, res.Status)
 }
 
 // upgraded is the connection of an upgraded HTTP response as a net.Conn.

@@ -49,11 +49,13 @@ func TestTransports(t *testing.T) {
 		name   string
 		dial   tunnel.Dialer
 		wsOnly bool
+		tls    bool     // TLS in front, offering HTTP/2 (which has no upgrades)
 		want   []string // the upgrades the agent was asked for
 	}{
-		{"upgrade", nil, false, []string{tunnel.Protocol}},
-		{"websocket", tunnel.WebSocketDialer(nil), false, []string{"websocket"}},
-		{"websocket-only proxy", tunnel.UpgradeDialer(nil), true, []string{tunnel.Protocol, "websocket"}},
+		{"upgrade", nil, false, false, []string{tunnel.Protocol}},
+		{"websocket", tunnel.WebSocketDialer(nil), false, false, []string{"websocket"}},
+		{"websocket-only proxy", tunnel.UpgradeDialer(nil), true, false, []string{tunnel.Protocol, "websocket"}},
+		{"upgrade over TLS", nil, false, true, []string{tunnel.Protocol}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -61,9 +63,17 @@ func TestTransports(t *testing.T) {
 			web := newEcho(t, "web")
 			n.run("env_1", web.addr)
 			u := &upgrades{wsOnly: tc.wsOnly, handler: n.h}
-			srv := httptest.NewServer(u)
-			t.Cleanup(srv.Close)
+			srv := httptest.NewUnstartedServer(u)
 			url := "ws://" + srv.Listener.Addr().String() + tunnel.Path
+			if tc.tls {
+				srv.EnableHTTP2 = true
+				srv.StartTLS()
+				tc.dial = tunnel.UpgradeDialer(srv.Client())
+				url = "wss://" + srv.Listener.Addr().String() + tunnel.Path
+			} else {
+				srv.Start()
+			}
+			t.Cleanup(srv.Close)
 
 			// The session outlives the context it was dialled with.
 			ctx, cancel := context.WithCancel(context.Background())
