@@ -188,17 +188,53 @@ func Pipe(a, b net.Conn) {
 	abort()
 }
 
-// pipeBuffer is the size of the buffers Pipe copies through: a few times
-// io.Copy's 32 KiB, so a fast stream costs fewer system calls per byte.
-const pipeBuffer = 256 << 10
+// A pipe copies through a buffer of io.Copy's 32 KiB while its connection
+// trickles, and through one of pipeBuffer while a read fills the small one
+// (a bulk transfer): a fast stream then costs fewer system calls per byte,
+// and an idle connection holds no more memory than it did.
+const (
+	pipeSmall  = 32 << 10
+	pipeBuffer = 256 << 10
+)
 
 var pipeBufs = sync.Pool{New: func() any { b := make([]byte, pipeBuffer); return &b }}
 
-// copyConn copies src to dst through a pooled buffer; it hides ReadFrom
-// and WriteTo, which for a TCP connection and a yamux stream fall back to
-// io.Copy's small buffer.
+// copyConn copies src to dst until src ends (nil) or an error.
 func copyConn(dst io.Writer, src io.Reader) (int64, error) {
-	b := pipeBufs.Get().(*[]byte)
-	defer pipeBufs.Put(b)
-	return io.CopyBuffer(struct{ io.Writer }{dst}, struct{ io.Reader }{src}, *b)
+	small := make([]byte, pipeSmall)
+	buf := small
+	var big *[]byte
+	defer func() {
+		if big != nil {
+			pipeBufs.Put(big)
+		}
+	}()
+	var n int64
+	for {
+		nr, rerr := src.Read(buf)
+		if nr > 0 {
+			nw, werr := dst.Write(buf[:nr])
+			n += int64(nw)
+			if werr != nil {
+				return n, werr
+			}
+			if nw != nr {
+				return n, io.ErrShortWrite
+			}
+			switch {
+			case big == nil && nr == len(buf):
+				big = pipeBufs.Get().(*[]byte)
+				buf = *big
+			case big != nil && nr < pipeSmall:
+				pipeBufs.Put(big)
+				big, buf = nil, small
+			}
+		}
+		if errors.Is(rerr, io.EOF) {
+			return n, nil
+		}
+		if rerr != nil {
+			return n, rerr
+		}
+	}
 }

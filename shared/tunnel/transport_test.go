@@ -1,7 +1,9 @@
 package tunnel_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
 	"io"
 	"net"
 	"net/http"
@@ -142,5 +144,76 @@ func TestUpgradeAnswer(t *testing.T) {
 	want := "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + tunnel.Protocol + "\r\n\r\n"
 	if string(head) != want {
 		t.Fatalf("the answer: %q, want %q", head, want)
+	}
+}
+
+// Bytes come through whole and in order, both ways, over each transport,
+// in bursts large and small (frames are split, headers gathered with their
+// bodies, pipes change buffers).
+func TestBulkBytesIntact(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { // mirror: sends back what it reads, then ends
+				defer c.Close()
+				_, _ = io.Copy(c, c)
+			}()
+		}
+	}()
+	target := ln.Addr().String()
+	data := make([]byte, 3<<20+12345)
+	if _, err := rand.Read(data); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		dial tunnel.Dialer
+	}{{"upgrade", nil}, {"websocket", tunnel.WebSocketDialer(nil)}} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := newNode(t, nil)
+			n.run("env_1", target)
+			s, err := tunnel.Dial(context.Background(), tc.dial, n.url, n.ticket("env_1", []string{target}, nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			c, err := s.Open(context.Background(), target)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			errs := make(chan error, 1)
+			go func() {
+				// Writes of many sizes: a byte, a header's length, a frame and more.
+				rest := data
+				for i := 0; len(rest) > 0; i++ {
+					k := min(len(rest), []int{1, 12, 1000, 300 << 10, 1 << 20}[i%5])
+					if _, err := c.Write(rest[:k]); err != nil {
+						errs <- err
+						return
+					}
+					rest = rest[k:]
+				}
+				errs <- c.(interface{ CloseWrite() error }).CloseWrite()
+			}()
+			got, err := io.ReadAll(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, data) {
+				t.Fatalf("got %d bytes back, want the %d sent, unchanged", len(got), len(data))
+			}
+		})
 	}
 }
