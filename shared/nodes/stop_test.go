@@ -11,9 +11,9 @@ import (
 	"github.com/envlease/envlease/shared/timeouts"
 )
 
-// running leases an environment, has the node on conn claim it and report
+// runningOn leases an environment, has the node on conn claim it and report
 // it ready, and returns its id.
-func (se *socketEnv) running(t *testing.T, conn nodes.ConnectionID, tok, node string) string {
+func (se *socketEnv) runningOn(t *testing.T, conn nodes.ConnectionID, tok, node string) string {
 	t.Helper()
 	id := se.lease(t, apitest.BobToken, map[string]any{"template": "shell"})
 	r := se.send(t, conn, tok, nodes.Message{Type: nodes.MsgClaim, ID: "c", Node: node, Environment: id})
@@ -43,7 +43,7 @@ func TestStopIsPushedAndResent(t *testing.T) {
 	ctx := context.Background()
 	tok := se.credential(t, apitest.AliceToken, "local")
 	node := se.hello(t, "c1", tok, 4)
-	id := se.running(t, "c1", tok, node)
+	id := se.runningOn(t, "c1", tok, node)
 	se.poster.taken()
 
 	// Lost: the post is swallowed.
@@ -111,7 +111,7 @@ func TestEveryStopOfARunningEnvironmentIsTold(t *testing.T) {
 			se := newSocketEnv(t)
 			tok := se.credential(t, apitest.AliceToken, "local")
 			node := se.hello(t, "c1", tok, 4)
-			id := se.running(t, "c1", tok, node)
+			id := se.runningOn(t, "c1", tok, node)
 			se.poster.taken()
 			tc.stop(t, se, id)
 			if e := se.get(t, apitest.BobToken, id); e.State != domain.StateStopping {
@@ -148,7 +148,7 @@ func TestStopWaitsForTheNodesNextConnection(t *testing.T) {
 	ctx := context.Background()
 	tok := se.credential(t, apitest.AliceToken, "local")
 	node := se.hello(t, "c1", tok, 4)
-	id := se.running(t, "c1", tok, node)
+	id := se.runningOn(t, "c1", tok, node)
 	if err := se.socket.Disconnect(ctx, nodes.Conn{ID: "c1", Principal: domain.Principal{OrgID: "acme", Pool: "local"}}); err != nil {
 		t.Fatal(err)
 	}
