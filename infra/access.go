@@ -2,7 +2,7 @@ package main
 
 import "github.com/envlease/envlease/shared/store"
 
-// IAM actions per access level. Resources are always the table (and its
+// The IAM actions functions may be granted. Resources are always the table (and its
 // indexes by name), the bucket's object prefix, or the one secret: never "*".
 
 // ObjectPrefix is where every object of the service lives (orgs/<org>/...).

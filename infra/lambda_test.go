@@ -372,6 +372,43 @@ func (ls *lambdaStack) routes(ctx context.Context, t *testing.T) {
 	get("/v1/environments/env_000000000000000000000000", 404)
 	ls.consoleSignIn(ctx, t)
 	ls.revokeConnectedNode(ctx, t)
+	ls.deleteWebhooks(ctx, t)
+	ls.joinSandbox(ctx, t)
+}
+
+// joinSandbox registers a sandbox and redeems its join key.
+func (ls *lambdaStack) joinSandbox(ctx context.Context, t *testing.T) {
+	status, raw := ls.call(ctx, t, http.MethodPost, "/v1/sandboxes", apitest.AliceToken, map[string]string{
+		"name": "lambda-test-sandbox", "hostname": "lambda-test.local",
+		"publicKey": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExample alice@lambda-test",
+	})
+	var reg struct {
+		JoinKey string `json:"joinKey"`
+	}
+	if status != http.StatusCreated || json.Unmarshal(raw, &reg) != nil || reg.JoinKey == "" {
+		t.Fatalf("register a sandbox: %d %s", status, raw)
+	}
+	if status, raw := ls.call(ctx, t, http.MethodPost, "/v1/sandboxes/join", apitest.AliceToken, map[string]string{"joinKey": reg.JoinKey}); status != http.StatusOK {
+		t.Errorf("join the sandbox: %d %s", status, raw)
+	}
+}
+
+// deleteWebhooks deletes the webhooks the sample events created.
+func (ls *lambdaStack) deleteWebhooks(ctx context.Context, t *testing.T) {
+	status, raw := ls.call(ctx, t, http.MethodGet, "/v1/webhooks", apitest.AliceToken, nil)
+	var list struct {
+		Webhooks []struct {
+			ID string `json:"id"`
+		} `json:"webhooks"`
+	}
+	if status != http.StatusOK || json.Unmarshal(raw, &list) != nil || len(list.Webhooks) == 0 {
+		t.Fatalf("list webhooks: %d %s", status, raw)
+	}
+	for _, w := range list.Webhooks {
+		if status, raw := ls.call(ctx, t, http.MethodDelete, "/v1/webhooks/"+w.ID, apitest.AliceToken, nil); status >= 300 {
+			t.Errorf("delete webhook %s: %d %s", w.ID, status, raw)
+		}
+	}
 }
 
 // call sends a JSON request through the HTTP API stage and returns the

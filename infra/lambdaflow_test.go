@@ -166,8 +166,6 @@ func serviceRecorded(action string) bool {
 // the test should reach the path; an entry is for a path it cannot reach
 // cheaply. Authentication's own writes are justified once, in authUnused.
 var justifiedUnused = map[string]string{
-	"sandboxes dynamodb:UpdateItem": "redeeming a join key (store.RedeemJoinKey), beside authentication's writes; " +
-		"the run redeems none",
 	"environments dynamodb:ConditionCheckItem": "leasing into a sandbox checks the sandbox is still registered " +
 		"(store.LeaseEnvironment); the run leases into pools only",
 	"nodes dynamodb:DeleteItem": "a report that stops an environment leased into a sandbox frees its listen ports " +
@@ -176,7 +174,6 @@ var justifiedUnused = map[string]string{
 		"(store.GetEnvironment, GetNode); the sample message is a hello",
 	"nodesws dynamodb:UpdateItem": "heartbeats over the socket (store.BeatNode), a connection's full flag " +
 		"(SetConnectionFull) and the authorizer's authentication writes; the sample message is a hello",
-	"webhooks dynamodb:DeleteItem": "deleting a webhook and its deliveries (store.DeleteWebhook); the run deletes none",
 	"timeouts dynamodb:GetItem": "a stop refused because a touch or a node's report came between the listing and " +
 		"the stop reads the environment again (store.StopEnvironment)",
 	"timeouts dynamodb:DeleteItem": "stopping an environment leased into a sandbox frees its listen ports " +
