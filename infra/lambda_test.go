@@ -23,6 +23,7 @@ import (
 	"github.com/envlease/envlease/infra/bundle"
 	"github.com/envlease/envlease/infra/lambdatest"
 	"github.com/envlease/envlease/shared/apitest"
+	"github.com/envlease/envlease/shared/client"
 	"github.com/envlease/envlease/shared/auth"
 	"github.com/envlease/envlease/shared/devstack"
 	"github.com/envlease/envlease/shared/domain"
@@ -383,13 +384,29 @@ func (ls *lambdaStack) joinSandbox(ctx context.Context, t *testing.T) {
 		"publicKey": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExample alice@lambda-test",
 	})
 	var reg struct {
+		Sandbox struct {
+			ID string `json:"id"`
+		} `json:"sandbox"`
 		JoinKey string `json:"joinKey"`
 	}
-	if status != http.StatusCreated || json.Unmarshal(raw, &reg) != nil || reg.JoinKey == "" {
+	if status != http.StatusCreated || json.Unmarshal(raw, &reg) != nil || reg.JoinKey == "" || reg.Sandbox.ID == "" {
 		t.Fatalf("register a sandbox: %d %s", status, raw)
 	}
 	if status, raw := ls.call(ctx, t, http.MethodPost, "/v1/sandboxes/join", apitest.AliceToken, map[string]string{"joinKey": reg.JoinKey}); status != http.StatusOK {
 		t.Errorf("join the sandbox: %d %s", status, raw)
+	}
+	// A lease into the sandbox checks, in its transaction, that the sandbox
+	// is still registered; it is released at once.
+	c, err := client.New(ls.api.URL, apitest.AliceToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leased, err := c.Lease(ctx, client.LeaseRequest{Template: "sleeper", Pool: "local", Sandbox: reg.Sandbox.ID})
+	if err != nil {
+		t.Fatalf("lease into the sandbox: %v", err)
+	}
+	if _, err := c.DeleteEnvironment(ctx, leased.Environment.ID); err != nil {
+		t.Errorf("release the sandbox's environment: %v", err)
 	}
 }
 

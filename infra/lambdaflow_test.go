@@ -166,8 +166,6 @@ func serviceRecorded(action string) bool {
 // the test should reach the path; an entry is for a path it cannot reach
 // cheaply. Authentication's own writes are justified once, in authUnused.
 var justifiedUnused = map[string]string{
-	"environments dynamodb:ConditionCheckItem": "leasing into a sandbox checks the sandbox is still registered " +
-		"(store.LeaseEnvironment); the run leases into pools only",
 	"nodes dynamodb:DeleteItem": "a report that stops an environment leased into a sandbox frees its listen ports " +
 		"(store.stopItems deletes the port items); the run leases into pools only",
 	"nodesws dynamodb:GetItem": "a claim or report over the socket reads its environment and node " +
