@@ -167,7 +167,7 @@ func serviceRecorded(action string) bool {
 // cheaply. Authentication's own writes are justified once, in authUnused.
 var justifiedUnused = map[string]string{
 	"nodes dynamodb:DeleteItem": "a report that stops an environment leased into a sandbox frees its listen ports " +
-		"(store.stopItems deletes the port items); the run leases into pools only",
+		"(store.stopItems deletes the port items); the environments nodes stop in the run are in no sandbox",
 	"nodesws dynamodb:GetItem": "a claim or report over the socket reads its environment and node " +
 		"(store.GetEnvironment, GetNode); the sample message is a hello",
 	"nodesws dynamodb:UpdateItem": "heartbeats over the socket (store.BeatNode), a connection's full flag " +
@@ -175,7 +175,7 @@ var justifiedUnused = map[string]string{
 	"timeouts dynamodb:GetItem": "a stop refused because a touch or a node's report came between the listing and " +
 		"the stop reads the environment again (store.StopEnvironment)",
 	"timeouts dynamodb:DeleteItem": "stopping an environment leased into a sandbox frees its listen ports " +
-		"(store.stopItems); the run leases into pools only",
+		"(store.stopItems); the environment it stops in the run is in no sandbox",
 	"lostnodes dynamodb:DeleteItem": "failing a lost node's environment leased into a sandbox frees its listen ports " +
 		"(store.stopItems); the lost node of the run holds none",
 	"deliveries dynamodb:ConditionCheckItem": "holding a delivery of a disabled webhook checks the webhook is still " +
