@@ -172,12 +172,13 @@ var Groups = []Group{
 		Routes:   []Route{{Path: "/v1/tokens"}, {Path: "/v1/console", Proxy: true}},
 		MemoryMB: apiMemoryMB, Timeout: apiTimeout,
 		Table: readWrite(batchGetItem, updateItem, putItem, getItem, conditionCheckItem, deleteItem)},
-	// Revoking a node credential deletes the records of its node protocol
-	// connections and closes them.
+	// Revoking a node credential ends its nodes as a lost node is ended
+	// (what they ran fails: the lost-node sweep's actions), deletes the
+	// records of its node protocol connections and closes them.
 	{Name: "keys", Description: "organization API keys, their revocation, and who a token is",
 		Routes:   []Route{{Path: "/v1/keys", Proxy: true}, {Path: "/v1/whoami"}},
 		MemoryMB: apiMemoryMB, Timeout: apiTimeout, PostsToNodes: true,
-		Table: readWrite(batchGetItem, updateItem, putItem, query, deleteItem)},
+		Table: readWrite(batchGetItem, updateItem, putItem, getItem, query, deleteItem)},
 	{Name: "sandboxes", Description: "sandbox registration and join keys",
 		Routes:   []Route{{Path: "/v1/sandboxes", Proxy: true}},
 		MemoryMB: apiMemoryMB, Timeout: apiTimeout,

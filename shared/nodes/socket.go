@@ -53,7 +53,7 @@ const ReasonRevoked = "the node credential has been revoked"
 type ConnectionStore interface {
 	PutConnection(ctx context.Context, c domain.NodeConnection, keyHash string) error
 	DeleteConnection(ctx context.Context, org, pool, id string) error
-	SetConnectionFull(ctx context.Context, org, pool, id string, full bool) error
+	SetConnectionRoom(ctx context.Context, org, pool, id string, full, short *bool) error
 }
 
 // Socket handles the node protocol's messages. The same code serves API
@@ -160,8 +160,8 @@ func (k *Socket) handle(ctx context.Context, c Conn, m Message) (*Message, error
 		if err != nil {
 			return nil, err
 		}
-		if m.Full != nil {
-			if err := k.conns.SetConnectionFull(ctx, p.OrgID, p.Pool, string(c.ID), *m.Full); err != nil {
+		if m.Full != nil || m.Short != nil {
+			if err := k.conns.SetConnectionRoom(ctx, p.OrgID, p.Pool, string(c.ID), m.Full, m.Short); err != nil {
 				return nil, err
 			}
 		}
