@@ -2,37 +2,40 @@ package main
 
 import "github.com/envlease/envlease/shared/store"
 
-// IAM actions per access level. Resources are always the table (and its
+// The IAM actions functions may be granted. Resources are always the table (and its
 // indexes by name), the bucket's object prefix, or the one secret: never "*".
 
 // ObjectPrefix is where every object of the service lives (orgs/<org>/...).
 // Object permissions and the lifecycle backstop are scoped to it.
 const ObjectPrefix = "orgs/"
 
+// The table actions a function may be granted (groups.go grants each
+// function the ones it calls). A transaction is authorized per item: its
+// Put, Update, Delete and ConditionCheck need PutItem, UpdateItem,
+// DeleteItem and ConditionCheckItem. Not among them: DescribeTable (only
+// local table creation describes), BatchWriteItem (only seeding and imports,
+// store.PutEnvironments, batch writes, with an operator's credentials), Scan
+// and PartiQL (nothing calls them); TestLambdaRuntime fails if a function
+// starts to.
+const (
+	getItem            = "dynamodb:GetItem"
+	batchGetItem       = "dynamodb:BatchGetItem"
+	query              = "dynamodb:Query"
+	conditionCheckItem = "dynamodb:ConditionCheckItem"
+	putItem            = "dynamodb:PutItem"
+	updateItem         = "dynamodb:UpdateItem"
+	deleteItem         = "dynamodb:DeleteItem"
+)
+
 var (
-	// No function describes the table (only local table creation does),
-	// so DescribeTable is not granted; TestLambdaRuntime fails if one starts to.
-	tableReadActions = []string{
-		"dynamodb:GetItem",
-		"dynamodb:BatchGetItem",
-		"dynamodb:Query",
-		"dynamodb:ConditionCheckItem",
-	}
-	// authActions: the shared auth middleware of every HTTP function updates
-	// a key's lastUsed (at most once a minute) and the per-address
-	// failed-attempt counter. Both are single UpdateItem calls, so even the
-	// read-only groups need this one write action; for them it is confined
-	// to those items by authWriteCondition.
-	authActions = []string{
-		"dynamodb:UpdateItem",
-	}
-	// BatchWriteItem is not granted: only seeding and imports
-	// (store.PutEnvironments) batch writes, with an operator's credentials.
-	tableWriteActions = []string{
-		"dynamodb:PutItem",
-		"dynamodb:UpdateItem",
-		"dynamodb:DeleteItem",
-	}
+	// authActions: the shared auth middleware of every HTTP function reads
+	// a key and its owner in one BatchGetItem, and updates the key's
+	// lastUsed (at most once a minute) and the per-address failed-attempt
+	// counter, single UpdateItem calls. A read-only function's UpdateItem
+	// is confined to those items by authWriteCondition.
+	authReadActions  = []string{batchGetItem}
+	authWriteActions = []string{updateItem}
+	authActions      = concat(authReadActions, authWriteActions)
 
 	// Presigned uploads and parts are signed with the function's own role
 	// (they live minutes, not days): PutObject covers PutObject,
@@ -85,7 +88,7 @@ var (
 	}
 )
 
-// authWriteCondition limits a read-only group's authActions to the items
+// authWriteCondition limits a read-only group's authWriteActions to the items
 // authentication writes (store.AuthWritePrefixes): every partition key the
 // request touches must have one of those prefixes. LeadingKeys is always
 // present on an UpdateItem; the Null test keeps a request without it (for
@@ -101,16 +104,12 @@ func authWriteCondition() map[string]interface{} {
 	}
 }
 
-// actions are every table action of the access level (what the role may do
-// at all); grant decides which of them carry authWriteCondition.
+// actions are every table action of the function, conditioned or not.
 func (a TableAccess) actions() []string {
-	switch a {
-	case TableRead:
-		return concat(tableReadActions, authActions)
-	case TableReadWrite:
-		return concat(tableReadActions, tableWriteActions)
+	if a.ReadOnly {
+		return concat(a.Actions, authWriteActions)
 	}
-	return nil
+	return a.Actions
 }
 
 // bucketActions are granted on the bucket itself without a condition

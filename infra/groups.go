@@ -8,17 +8,27 @@ import (
 // how big they are, and what each may touch. The stack reads it; the tests
 // check the synthesized template against it and against the API spec.
 
-// TableAccess is how much of the DynamoDB table a function may use.
-type TableAccess int
+// TableAccess is what a function may do to the DynamoDB table: nothing
+// (the zero value), readOnly or readWrite.
+type TableAccess struct {
+	// Actions are granted on the table and each index.
+	Actions []string
+	// ReadOnly: Actions are reads; the function's one write is
+	// authentication's UpdateItem, granted on the table alone under
+	// authWriteCondition.
+	ReadOnly bool
+}
 
-const (
-	TableNone TableAccess = iota
-	// TableRead: reads only, plus the auth bookkeeping every authenticated
-	// HTTP function does through the shared middleware (see authActions).
-	TableRead
-	// TableReadWrite: reads, writes and transactions.
-	TableReadWrite
-)
+// readOnly is the access of a function that authenticates requests and
+// otherwise calls only the given reads.
+func readOnly(reads ...string) TableAccess {
+	return TableAccess{Actions: concat(authReadActions, reads), ReadOnly: true}
+}
+
+// readWrite is the access of a function that calls exactly actions.
+func readWrite(actions ...string) TableAccess {
+	return TableAccess{Actions: concat(actions)}
+}
 
 // BucketAccess is how much of the artifact bucket a function may use.
 type BucketAccess int
@@ -144,49 +154,71 @@ var (
 )
 
 // Groups are the functions of the service.
+//
+// Table is exactly the table actions a function calls on some path of its
+// code, read from its handlers' calls into shared/store (a transaction's
+// items count as their own actions: PutItem, UpdateItem, DeleteItem,
+// ConditionCheckItem). TestLambdaRuntime fails on one it calls and is not
+// granted, and wants a code path named for each granted one its run does
+// not call. Every function that authenticates requests has authActions.
+// Stopping an environment leased into a sandbox deletes its listen-port
+// items, so every function that stops environments has DeleteItem.
 var Groups = []Group{
 	// The console's sign-in codes are tokens too: a code is asked for with
-	// a CLI token and exchanged for a console token.
+	// a CLI token and exchanged for a console token, in one transaction
+	// that deletes the code, checks the asking key is not revoked and puts
+	// the new key.
 	{Name: "tokens", Description: "CLI tokens and the console's sign-in codes",
 		Routes:   []Route{{Path: "/v1/tokens"}, {Path: "/v1/console", Proxy: true}},
-		MemoryMB: apiMemoryMB, Timeout: apiTimeout, Table: TableReadWrite},
-	// Revoking a node credential ends its nodes (what they ran fails) and
-	// closes its node protocol connections.
+		MemoryMB: apiMemoryMB, Timeout: apiTimeout,
+		Table: readWrite(batchGetItem, updateItem, putItem, getItem, conditionCheckItem, deleteItem)},
+	// Revoking a node credential ends its nodes as a lost node is ended
+	// (what they ran fails: the lost-node sweep's actions), deletes the
+	// records of its node protocol connections and closes them.
 	{Name: "keys", Description: "organization API keys, their revocation, and who a token is",
 		Routes:   []Route{{Path: "/v1/keys", Proxy: true}, {Path: "/v1/whoami"}},
-		MemoryMB: apiMemoryMB, Timeout: apiTimeout, Table: TableReadWrite, PostsToNodes: true},
+		MemoryMB: apiMemoryMB, Timeout: apiTimeout, PostsToNodes: true,
+		Table: readWrite(batchGetItem, updateItem, putItem, getItem, query, deleteItem)},
 	{Name: "sandboxes", Description: "sandbox registration and join keys",
 		Routes:   []Route{{Path: "/v1/sandboxes", Proxy: true}},
-		MemoryMB: apiMemoryMB, Timeout: apiTimeout, Table: TableReadWrite},
+		MemoryMB: apiMemoryMB, Timeout: apiTimeout,
+		Table: readWrite(batchGetItem, updateItem, putItem, getItem, query)},
 	// Leasing from a snapshot only checks the artifact in the table; the
 	// node that runs the environment gets the signed link (nodes signs).
 	// Tunnel tickets are signed with a node's key read from the table, and
 	// the tunnels themselves go to the nodes, never through the API.
-	// A lease wakes a node of its pool over the node protocol.
+	// A lease wakes a node of its pool over the node protocol (and forgets
+	// a connection that is gone); leasing into a sandbox checks the sandbox.
 	{Name: "environments", Description: "leasing, reading, touching and releasing environments, and their tunnel tickets",
 		Routes:   []Route{{Path: "/v1/environments", Proxy: true}},
-		MemoryMB: apiMemoryMB, Timeout: apiTimeout, Table: TableReadWrite, PostsToNodes: true,
+		MemoryMB: apiMemoryMB, Timeout: apiTimeout, PostsToNodes: true,
+		Table:               readWrite(batchGetItem, updateItem, putItem, getItem, query, conditionCheckItem, deleteItem),
 		ReservedConcurrency: environmentsReserved, Throttle: environmentsThrottle},
 	{Name: "templates", Description: "templates and pools the organization can lease",
 		Routes:   []Route{{Path: "/v1/templates"}},
-		MemoryMB: apiMemoryMB, Timeout: apiTimeout, Table: TableRead},
+		MemoryMB: apiMemoryMB, Timeout: apiTimeout,
+		Table: readOnly(query)},
 	{Name: "quotas", Description: "per-template quotas and running counts",
 		Routes:   []Route{{Path: "/v1/quotas"}},
-		MemoryMB: apiMemoryMB, Timeout: apiTimeout, Table: TableRead},
+		MemoryMB: apiMemoryMB, Timeout: apiTimeout,
+		Table: readOnly(query)},
 	// Usage sums per-day records over up to months of history: more memory
 	// (and so more CPU) and a longer timeout than the other API functions.
 	{Name: "usage", Description: "environment seconds per template per day",
 		Routes:   []Route{{Path: "/v1/usage"}},
-		MemoryMB: 512, Timeout: 20 * time.Second, Table: TableRead},
+		MemoryMB: 512, Timeout: 20 * time.Second,
+		Table: readOnly(query)},
 	{Name: "artifacts", Description: "artifact upload, sealing, listing and signed links",
 		Routes:   []Route{{Path: "/v1/artifacts", Proxy: true}},
-		MemoryMB: apiMemoryMB, Timeout: apiTimeout, Table: TableReadWrite, Bucket: BucketArtifacts, SignsLinks: true},
+		MemoryMB: apiMemoryMB, Timeout: apiTimeout, Bucket: BucketArtifacts, SignsLinks: true,
+		Table: readWrite(batchGetItem, updateItem, putItem, getItem, query)},
 	// A node's claim long-polls for up to about 20 s when nothing is pending:
 	// the timeout leaves room for that, under API Gateway's 30 s limit.
 	// Registration names the node protocol's WebSocket.
 	{Name: "nodes", Description: "node agents: registration, heartbeats, claims, state reports",
 		Routes:   []Route{{Path: "/v1/nodes", Proxy: true}},
-		MemoryMB: apiMemoryMB, Timeout: 28 * time.Second, Table: TableReadWrite, SignsLinks: true, NamesSocket: true,
+		MemoryMB: apiMemoryMB, Timeout: 28 * time.Second, SignsLinks: true, NamesSocket: true,
+		Table:               readWrite(batchGetItem, updateItem, putItem, getItem, query, conditionCheckItem, deleteItem),
 		ReservedConcurrency: nodesReserved, Throttle: nodesThrottle},
 	// The node protocol's WebSocket API (websocket.go): every message is a
 	// short invocation (a few DynamoDB calls), and the schedule runs the
@@ -194,50 +226,59 @@ var Groups = []Group{
 	// the timeout leaves the next run no overlap. Claims sign snapshot links.
 	{Name: "nodesws", Description: "the node protocol over a WebSocket: hello, heartbeats, offers, claims, reports; and the re-offer job",
 		Schedule: time.Minute, Socket: true, PostsToNodes: true, NamesSocket: true,
-		MemoryMB: apiMemoryMB, Timeout: 58 * time.Second, Table: TableReadWrite, SignsLinks: true,
+		MemoryMB: apiMemoryMB, Timeout: 58 * time.Second, SignsLinks: true,
+		Table:               readWrite(batchGetItem, updateItem, putItem, getItem, query, conditionCheckItem, deleteItem),
 		ReservedConcurrency: nodeSocketReserved},
 	// Events are read only: the writes that record them are the other groups'.
 	{Name: "events", Description: "an organization's events",
 		Routes:   []Route{{Path: "/v1/events"}},
-		MemoryMB: apiMemoryMB, Timeout: apiTimeout, Table: TableRead},
+		MemoryMB: apiMemoryMB, Timeout: apiTimeout,
+		Table: readOnly(query)},
 	// Creating a webhook resolves its host name (the address check).
 	{Name: "webhooks", Description: "webhooks, their deliveries and retries",
 		Routes:   []Route{{Path: "/v1/webhooks", Proxy: true}},
-		MemoryMB: apiMemoryMB, Timeout: apiTimeout, Table: TableReadWrite},
+		MemoryMB: apiMemoryMB, Timeout: apiTimeout,
+		Table: readWrite(batchGetItem, updateItem, putItem, getItem, query, deleteItem)},
 	// The API description is embedded and public, and the catch-all only
 	// answers 404: no data access, and the smallest size does.
 	{Name: "docs", Description: "the OpenAPI document; also answers paths no group owns",
 		Routes:   []Route{{Path: "/v1/openapi.json"}, {Path: "/v1/openapi.yaml"}},
 		CatchAll: true,
-		MemoryMB: 128, Timeout: 5 * time.Second, Table: TableNone},
+		MemoryMB: 128, Timeout: 5 * time.Second},
 	// The web console: embedded static files, public, no data access.
 	{Name: "console", Description: "the web console's page and files",
 		Routes:   []Route{{Path: "/"}, {Path: "/console", Proxy: true}},
-		MemoryMB: 128, Timeout: 5 * time.Second, Table: TableNone, S3Origin: true},
+		MemoryMB: 128, Timeout: 5 * time.Second, S3Origin: true},
 	// Runs every minute: stops taking work 5 s before its timeout, so it
 	// ends well inside the minute and the next run goes on.
 	// It tells a node of every environment of its that it stops (a stop message
 	// on the node protocol's connection).
 	{Name: "timeouts", Description: "stops environments past their idle or hard deadline",
 		Schedule: time.Minute, PostsToNodes: true,
-		MemoryMB: 512, Timeout: 50 * time.Second, Table: TableReadWrite, ReservedConcurrency: jobReserved},
+		MemoryMB: 512, Timeout: 50 * time.Second, ReservedConcurrency: jobReserved,
+		Table: readWrite(batchGetItem, updateItem, putItem, getItem, query, deleteItem)},
 	// The lost-node sweep has its own schedule and reservation, so a long
 	// timeout run never delays it.
 	{Name: "lostnodes", Description: "declares lost the nodes that stopped heartbeating and fails what they ran",
 		Schedule: time.Minute,
-		MemoryMB: 256, Timeout: 50 * time.Second, Table: TableReadWrite, ReservedConcurrency: jobReserved},
+		MemoryMB: 256, Timeout: 50 * time.Second, ReservedConcurrency: jobReserved,
+		Table: readWrite(batchGetItem, updateItem, putItem, getItem, query, deleteItem)},
 	// Woken by the table's stream when events enter the outbox, and every
 	// minute, POSTing to receivers (10 s each at most, 8 at a time) until
 	// the outbox is empty or 15 s are left: it stops starting pages before
 	// its timeout, and the next run picks up the rest. Its reservation also
-	// caps how many stream-woken runs overlap (trigger.go).
+	// caps how many stream-woken runs overlap (trigger.go). Holding a
+	// delivery checks its webhook is still disabled; the attempt that
+	// reaches the failure limit disables the webhook.
 	{Name: "deliveries", Description: "delivers events to webhooks, with retries",
 		Schedule: time.Minute, WakeOnOutbox: true,
-		MemoryMB: 256, Timeout: 55 * time.Second, Table: TableReadWrite, ReservedConcurrency: deliveriesReserved},
+		MemoryMB: 256, Timeout: 55 * time.Second, ReservedConcurrency: deliveriesReserved,
+		Table: readWrite(batchGetItem, updateItem, putItem, query, conditionCheckItem)},
 	// Runs every 15 minutes and may delete many objects.
 	{Name: "expiry", Description: "removes expired artifacts and their objects",
 		Schedule: 15 * time.Minute,
-		MemoryMB: 512, Timeout: 5 * time.Minute, Table: TableReadWrite, Bucket: BucketDelete, ReservedConcurrency: jobReserved},
+		MemoryMB: 512, Timeout: 5 * time.Minute, Bucket: BucketDelete, ReservedConcurrency: jobReserved,
+		Table: readWrite(batchGetItem, updateItem, putItem, getItem, query)},
 }
 
 // GroupNames returns the names of groups, in order.

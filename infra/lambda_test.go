@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -22,6 +24,7 @@ import (
 	"github.com/envlease/envlease/infra/lambdatest"
 	"github.com/envlease/envlease/shared/apitest"
 	"github.com/envlease/envlease/shared/auth"
+	"github.com/envlease/envlease/shared/client"
 	"github.com/envlease/envlease/shared/devstack"
 	"github.com/envlease/envlease/shared/domain"
 	"github.com/envlease/envlease/shared/fixture"
@@ -368,6 +371,123 @@ func (ls *lambdaStack) routes(ctx context.Context, t *testing.T) {
 	get("/v1/nothing-here", 404)
 	get("/v1/templates", 200)
 	get("/v1/environments/env_000000000000000000000000", 404)
+	ls.consoleSignIn(ctx, t)
+	ls.revokeConnectedNode(ctx, t)
+	ls.deleteWebhooks(ctx, t)
+	ls.joinSandbox(ctx, t)
+}
+
+// joinSandbox registers a sandbox and redeems its join key.
+func (ls *lambdaStack) joinSandbox(ctx context.Context, t *testing.T) {
+	status, raw := ls.call(ctx, t, http.MethodPost, "/v1/sandboxes", apitest.AliceToken, map[string]string{
+		"name": "lambda-test-sandbox", "hostname": "lambda-test.local",
+		"publicKey": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExample alice@lambda-test",
+	})
+	var reg struct {
+		Sandbox struct {
+			ID string `json:"id"`
+		} `json:"sandbox"`
+		JoinKey string `json:"joinKey"`
+	}
+	if status != http.StatusCreated || json.Unmarshal(raw, &reg) != nil || reg.JoinKey == "" || reg.Sandbox.ID == "" {
+		t.Fatalf("register a sandbox: %d %s", status, raw)
+	}
+	if status, raw := ls.call(ctx, t, http.MethodPost, "/v1/sandboxes/join", apitest.AliceToken, map[string]string{"joinKey": reg.JoinKey}); status != http.StatusOK {
+		t.Errorf("join the sandbox: %d %s", status, raw)
+	}
+	// A lease into the sandbox checks, in its transaction, that the sandbox
+	// is still registered; it is released at once.
+	c, err := client.New(ls.api.URL, apitest.AliceToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leased, err := c.Lease(ctx, client.LeaseRequest{Template: "sleeper", Pool: "local", Sandbox: reg.Sandbox.ID})
+	if err != nil {
+		t.Fatalf("lease into the sandbox: %v", err)
+	}
+	if _, err := c.DeleteEnvironment(ctx, leased.Environment.ID); err != nil {
+		t.Errorf("release the sandbox's environment: %v", err)
+	}
+}
+
+// deleteWebhooks deletes the webhooks the sample events created.
+func (ls *lambdaStack) deleteWebhooks(ctx context.Context, t *testing.T) {
+	status, raw := ls.call(ctx, t, http.MethodGet, "/v1/webhooks", apitest.AliceToken, nil)
+	var list struct {
+		Webhooks []struct {
+			ID string `json:"id"`
+		} `json:"webhooks"`
+	}
+	if status != http.StatusOK || json.Unmarshal(raw, &list) != nil || len(list.Webhooks) == 0 {
+		t.Fatalf("list webhooks: %d %s", status, raw)
+	}
+	for _, w := range list.Webhooks {
+		if status, raw := ls.call(ctx, t, http.MethodDelete, "/v1/webhooks/"+w.ID, apitest.AliceToken, nil); status >= 300 {
+			t.Errorf("delete webhook %s: %d %s", w.ID, status, raw)
+		}
+	}
+}
+
+// call sends a JSON request through the HTTP API stage and returns the
+// status and the body.
+func (ls *lambdaStack) call(ctx context.Context, t *testing.T, method, path, token string, in any) (int, []byte) {
+	t.Helper()
+	var body io.Reader
+	if in != nil {
+		b, _ := json.Marshal(in)
+		body = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequestWithContext(ctx, method, ls.api.URL+path, body)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	out, _ := io.ReadAll(res.Body)
+	return res.StatusCode, out
+}
+
+// consoleSignIn asks for a console sign-in code with a CLI token and spends
+// it twice: the code's read, the exchange's transaction (delete the code,
+// check the asking key, put the new key) and, for the refused second
+// exchange, the failed-attempt counter.
+func (ls *lambdaStack) consoleSignIn(ctx context.Context, t *testing.T) {
+	status, raw := ls.call(ctx, t, http.MethodPost, "/v1/console/codes", apitest.AliceToken, nil)
+	var code struct {
+		Code string `json:"code"`
+	}
+	if status != http.StatusCreated || json.Unmarshal(raw, &code) != nil || code.Code == "" {
+		t.Fatalf("console code: %d %s", status, raw)
+	}
+	if status, raw := ls.call(ctx, t, http.MethodPost, "/v1/console/sessions", "", map[string]string{"code": code.Code}); status != http.StatusCreated {
+		t.Errorf("exchange a console code: %d %s", status, raw)
+	}
+	if status, raw := ls.call(ctx, t, http.MethodPost, "/v1/console/sessions", "", map[string]string{"code": code.Code}); status != http.StatusUnauthorized {
+		t.Errorf("exchange a spent console code: %d %s, want 401", status, raw)
+	}
+}
+
+// revokeConnectedNode revokes the sample events' node credential while a
+// connection of it is recorded: revocation deletes the record and closes
+// the connection (which the local Management API answers as gone).
+func (ls *lambdaStack) revokeConnectedNode(ctx context.Context, t *testing.T) {
+	if err := ls.store.PutConnection(ctx, domain.NodeConnection{
+		ID: "RevokedConn0=", OrgID: "acme", Pool: "local", KeyID: "key_samplenode", Connected: time.Now(),
+	}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if status, raw := ls.call(ctx, t, http.MethodDelete, "/v1/keys/key_samplenode", apitest.AliceToken, nil); status != http.StatusOK {
+		t.Fatalf("revoke the node credential: %d %s", status, raw)
+	}
+	if ls.rec.Calls("keys", "execute-api:ManageConnections") == 0 {
+		t.Errorf("revoking a connected node credential closed no connection")
+	}
 }
 
 // TestTemplateFunctionsHaveBinaries is what `sam validate` and `sam local`

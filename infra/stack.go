@@ -425,26 +425,21 @@ func (s *EnvleaseStack) grant(role awsiam.Role, g Group) {
 	for _, ix := range store.Schema.Indexes {
 		resources = append(resources, *s.Table.TableArn()+"/index/"+ix.Name)
 	}
-	switch g.Table {
-	case TableReadWrite:
+	if len(g.Table.Actions) > 0 {
 		role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Sid:       jsii.String("Table"),
-			Actions:   jsii.Strings(g.Table.actions()...),
+			Actions:   jsii.Strings(g.Table.Actions...),
 			Resources: jsii.Strings(resources...),
 		}))
-	case TableRead:
-		role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-			Sid:       jsii.String("Table"),
-			Actions:   jsii.Strings(tableReadActions...),
-			Resources: jsii.Strings(resources...),
-		}))
+	}
+	if g.Table.ReadOnly {
 		// The one write a reading function does is authentication's, so it
 		// may touch only those items, and only on the table (no index is
 		// ever written).
 		cond := authWriteCondition()
 		role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Sid:        jsii.String("AuthItems"),
-			Actions:    jsii.Strings(authActions...),
+			Actions:    jsii.Strings(authWriteActions...),
 			Resources:  jsii.Strings(*s.Table.TableArn()),
 			Conditions: &cond,
 		}))
