@@ -1,0 +1,63 @@
+package agent
+
+import (
+	"context"
+	"sort"
+	"strings"
+
+	"github.com/envlease/envlease/shared/agent/runtimes"
+	"github.com/envlease/envlease/shared/domain"
+	"github.com/envlease/envlease/shared/nodes"
+)
+
+// setupRuntimes makes the runtimes the node offers: process always.
+func (a *Agent) setupRuntimes() error {
+	a.runtimes = map[string]runtimes.Runtime{RuntimeProcess: processRuntime{a}}
+	return nil
+}
+
+// runtimeNames are the runtimes the node offers, sorted.
+func (a *Agent) runtimeNames() []string {
+	out := make([]string, 0, len(a.runtimes))
+	for n := range a.runtimes {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (a *Agent) runtimeText() string { return strings.Join(a.runtimeNames(), ", ") }
+
+// logRuntimes says at start which runtimes the node offers.
+func (a *Agent) logRuntimes() {
+	a.log.Info("runtimes offered", "runtimes", a.runtimeNames())
+}
+
+// recoverRuntimes has every runtime remove what an earlier run of the agent
+// left, before the node claims anything.
+func (a *Agent) recoverRuntimes(ctx context.Context) {
+	for _, n := range a.runtimeNames() {
+		if _, err := a.runtimes[n].Recover(ctx); err != nil {
+			a.log.Warn("what an earlier run left was not all removed", "runtime", n, "err", err)
+		}
+	}
+}
+
+// warmable says whether the node can keep warm environments of t: its
+// runtime is offered and it can start without anything a claim brings.
+func (a *Agent) warmable(t domain.Template) bool {
+	rt, err := a.runtimeFor(t)
+	if err != nil {
+		return false
+	}
+	if rt.Name() == RuntimeProcess {
+		return len(t.Command) > 0
+	}
+	return true
+}
+
+// imageArchive downloads the template's image when the claim links to it
+// as an artifact, and names it in e; done frees the download.
+func (a *Agent) imageArchive(ctx context.Context, c *nodes.Claimed, e *runtimes.Env) (done func(), err error) {
+	return func() {}, nil
+}
