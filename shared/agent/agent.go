@@ -74,6 +74,25 @@ type Config struct {
 	Transport, SocketURL string
 	// NoWarm turns warm environments off.
 	NoWarm bool
+	// Runc is the runc binary the container runtime drives (default: runc
+	// on PATH); RuntimeNone ("none") offers no container runtime. Without
+	// runc, or when the agent is not root with namespaces, the node offers
+	// process alone.
+	Runc string
+	// ImageCacheDir holds the unpacked images (default <WorkDir>/images),
+	// ImageCacheBytes bounds them (default image.DefaultCacheBytes), least
+	// recently used evicted first.
+	ImageCacheDir   string
+	ImageCacheBytes int64
+	// RegistryCredentials is a Docker-style config file of registry
+	// credentials for pulling images; never taken from a template.
+	RegistryCredentials string
+	// ContainerIDBase is the first id of the node a container's user
+	// namespace maps its 65536 ids to (default DefaultContainerIDBase);
+	// ContainerNoUserNS runs containers without a user namespace (root in
+	// the container is then the node's root, less capabilities).
+	ContainerIDBase   uint32
+	ContainerNoUserNS bool
 	// KeepRoots leaves an environment's folder after it ends, for debugging.
 	KeepRoots bool
 	// TunnelAddr is where the tunnel endpoint listens (default: an
@@ -106,6 +125,9 @@ type Config struct {
 	// a node where the agent is not root, has no cgroup tree to write, or
 	// cannot make namespaces.
 	assumeNotRoot, noCgroups, noNamespaces bool
+	// defaultImage is the image of a container template that names none
+	// (tests, until templates carry their image).
+	defaultImage string
 	// egressAllow lets egress proxies reach these addresses whatever they
 	// are: tests' "outside" servers, which listen on the node's loopback.
 	egressAllow []netip.AddrPort
@@ -151,7 +173,8 @@ type Agent struct {
 
 	// runtimes run environments, by the template runtime they serve
 	// (runtimes.go); process is always there.
-	runtimes map[string]runtimes.Runtime
+	runtimes    map[string]runtimes.Runtime
+	noContainer error
 
 	warm *warmPool
 	// tun is the tunnel endpoint; nil with NoTunnel.

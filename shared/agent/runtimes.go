@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sort"
 	"strings"
 
@@ -10,9 +12,25 @@ import (
 	"github.com/envlease/envlease/shared/nodes"
 )
 
-// setupRuntimes makes the runtimes the node offers: process always.
+// setupRuntimes makes the runtimes the node offers: process always, and
+// container where runc is found (Config.Runc) and the agent runs as root
+// with namespaces; noContainer says why not. A -runc the operator named
+// that cannot be used is an error.
 func (a *Agent) setupRuntimes() error {
 	a.runtimes = map[string]runtimes.Runtime{RuntimeProcess: processRuntime{a}}
+	if a.cfg.Runc == RuntimeNone {
+		a.noContainer = errors.New("turned off (-runc none)")
+		return nil
+	}
+	cr, err := a.newContainerRuntime()
+	if err != nil {
+		if a.cfg.Runc != "" && a.users != nil && a.namespaces {
+			return fmt.Errorf("agent: container runtime: %w", err)
+		}
+		a.noContainer = err
+		return nil
+	}
+	a.runtimes[RuntimeContainer] = cr
 	return nil
 }
 
@@ -28,9 +46,17 @@ func (a *Agent) runtimeNames() []string {
 
 func (a *Agent) runtimeText() string { return strings.Join(a.runtimeNames(), ", ") }
 
-// logRuntimes says at start which runtimes the node offers.
+// logRuntimes says at start which runtimes the node offers, and in one
+// line why not container when it does not.
 func (a *Agent) logRuntimes() {
-	a.log.Info("runtimes offered", "runtimes", a.runtimeNames())
+	attrs := []any{"runtimes", a.runtimeNames()}
+	if cr, ok := a.runtimes[RuntimeContainer].(interface{ describe() []any }); ok {
+		attrs = append(attrs, cr.describe()...)
+	}
+	a.log.Info("runtimes offered", attrs...)
+	if a.noContainer != nil {
+		a.log.Info("no container runtime: " + a.noContainer.Error())
+	}
 }
 
 // recoverRuntimes has every runtime remove what an earlier run of the agent
@@ -60,4 +86,12 @@ func (a *Agent) warmable(t domain.Template) bool {
 // as an artifact, and names it in e; done frees the download.
 func (a *Agent) imageArchive(ctx context.Context, c *nodes.Claimed, e *runtimes.Env) (done func(), err error) {
 	return func() {}, nil
+}
+
+// RuntimeNone as Config.Runc offers no container runtime.
+const RuntimeNone = "none"
+
+// imageRef is the reference of the image a container template runs.
+func imageRef(cfg Config, t domain.Template) string {
+	return cfg.defaultImage
 }

@@ -1,0 +1,226 @@
+//go:build linux
+
+package agent_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"io/fs"
+	"log"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/envlease/envlease/shared/agent"
+	"github.com/envlease/envlease/shared/agent/container"
+	"github.com/envlease/envlease/shared/agent/image"
+	"github.com/envlease/envlease/shared/apitest"
+	"github.com/envlease/envlease/shared/devstack/debian"
+	"github.com/envlease/envlease/shared/domain"
+)
+
+// busybox is a busybox image built once from Debian's busybox-static and
+// served by a registry in the test process, as a reference.
+var busybox struct {
+	once sync.Once
+	ref  string
+	img  v1.Image
+	err  error
+}
+
+// busyboxRef makes sure runc is there and gives the reference of the test
+// image. Container tests need root; they never skip on CI, where the agent
+// runs as root: a missing runc or busybox-static is installed.
+func busyboxRef(t testing.TB) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("containers need the agent to run as root")
+	}
+	busybox.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		if _, busybox.err = debian.Runc(ctx); busybox.err != nil {
+			return
+		}
+		dir, err := os.MkdirTemp("", "busybox-")
+		if err != nil {
+			busybox.err = err
+			return
+		}
+		defer os.RemoveAll(dir)
+		rootfs := filepath.Join(dir, "rootfs")
+		if busybox.err = debian.BusyboxRootfs(ctx, rootfs); busybox.err != nil {
+			return
+		}
+		busybox.img, busybox.err = imageOf(rootfs)
+		if busybox.err != nil {
+			return
+		}
+		srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+		// The registry lives as long as the test binary.
+		busybox.ref = strings.TrimPrefix(srv.URL, "http://") + "/tools/busybox:1"
+		r, _ := name.ParseReference(busybox.ref)
+		busybox.err = remote.Write(r, busybox.img)
+	})
+	if busybox.err != nil {
+		t.Fatalf("the container tests' busybox image: %v", busybox.err)
+	}
+	return busybox.ref
+}
+
+// imageOf makes a one-layer image of a root filesystem, for the node's
+// platform.
+func imageOf(rootfs string) (v1.Image, error) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	if err := tw.AddFS(os.DirFS(rootfs)); err != nil {
+		return nil, err
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	b := buf.Bytes()
+	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil })
+	if err != nil {
+		return nil, err
+	}
+	img, err := mutate.AppendLayers(empty.Image, l)
+	if err != nil {
+		return nil, err
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cf = cf.DeepCopy()
+	p := image.NodePlatform()
+	cf.OS, cf.Architecture = p.OS, p.Architecture
+	return mutate.ConfigFile(img, cf)
+}
+
+// waitLong waits for a state with a bound fit for a cold container on a
+// busy machine (an image pull and unpack).
+func (s *stack) waitLong(t *testing.T, id string, want domain.State) domain.Environment {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		r := s.Do("GET", "/v1/environments/"+id, apitest.BobToken, nil)
+		var out domain.Environment
+		r.JSON(t, &out)
+		if out.State == want {
+			return out
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s is %s (%q), want %s", id, out.State, out.Error, want)
+		}
+		if want != domain.StateFailed && out.State == domain.StateFailed {
+			t.Fatalf("%s failed: %s", id, out.Error)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// containerState reads the state file the container runtime keeps of a
+// running environment.
+func containerState(t *testing.T, dir, id string) container.State {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "containers", id, "state.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st container.State
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// assertContainerGone checks that nothing of a container is left on the
+// node: no process, mount, cgroup or folder.
+func assertContainerGone(t *testing.T, dir string, st container.State) {
+	t.Helper()
+	if st.Pid > 0 {
+		if err := syscall.Kill(st.Pid, 0); !errors.Is(err, syscall.ESRCH) {
+			t.Errorf("process %d of %s still there: %v", st.Pid, st.ID, err)
+		}
+	}
+	mi, _ := os.ReadFile("/proc/self/mountinfo")
+	if strings.Contains(string(mi), filepath.Join(dir, "containers", st.ID)) {
+		t.Errorf("a mount of %s is left", st.ID)
+	}
+	for _, d := range st.Cgroups {
+		if _, err := os.Stat(d); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("cgroup %s left: %v", d, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "containers", st.ID)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("folder of %s left: %v", st.ID, err)
+	}
+}
+
+// containerProbe serves /work/www on the export's port after probing what
+// the container may write.
+const containerProbe = `mkdir -p /work/www
+if (echo x > /etc/probe) 2>/work/www/etc.err; then echo written > /work/www/etc; else cat /work/www/etc.err > /work/www/etc; fi
+if echo kept > /data/f; then echo written > /work/www/data; fi
+echo "hello from $(hostname)" > /work/www/index.html
+echo "$PORT" > /work/www/port
+exec httpd -f -p "$PORT" -h /work/www`
+
+// A container template leased through the agent becomes ready from an
+// image pulled from a registry; its export is reached through the tunnel;
+// its root is read-only (EROFS) but for its writable paths and work
+// folder; a delete leaves no process, mount, cgroup or folder of it.
+func TestContainerLeaseReadyTunnelAndTeardown(t *testing.T) {
+	ref := busyboxRef(t)
+	s := newStack(t, domain.Template{
+		Name: "box", Runtime: agent.RuntimeContainer, Command: []string{"sh", "-c", containerProbe},
+		Workdir: "/work", Writable: []string{"/data"}, Exports: map[string]domain.Export{"web": {Port: 8080}},
+	})
+	s.Clock.Set(time.Now()) // the agent judges tickets by the real clock
+	dir := s.runAgentWith(t, t.TempDir(), time.Second, func(c *agent.Config) {
+		agent.WithDefaultImage(ref)(c)
+		c.ReadyTimeout = time.Minute
+	})
+	id := s.lease(t, "box")
+	env := s.waitLong(t, id, domain.StateReady)
+	if len(env.Exports) != 1 {
+		t.Fatalf("exports = %+v", env.Exports)
+	}
+	target := env.Exports[0].Target
+	if got := s.getThroughTunnel(t, id, target, "/"); !strings.HasPrefix(got, "hello from ") {
+		t.Errorf("index = %q", got)
+	}
+	if got := s.getThroughTunnel(t, id, target, "/etc"); !strings.Contains(got, "Read-only file system") {
+		t.Errorf("a write to /etc: %q, want EROFS", got)
+	}
+	if got := s.getThroughTunnel(t, id, target, "/data"); got != "written\n" {
+		t.Errorf("a write to the writable /data: %q", got)
+	}
+	if got := s.getThroughTunnel(t, id, target, "/port"); got != "8080\n" {
+		t.Errorf("PORT = %q", got)
+	}
+	st := containerState(t, dir, id)
+	if r := s.Do("DELETE", "/v1/environments/"+id, apitest.BobToken, nil); r.Status != 200 && r.Status != 202 {
+		t.Fatalf("delete: %d %s", r.Status, r.Body)
+	}
+	s.waitLong(t, id, domain.StateStopped)
+	assertContainerGone(t, dir, st)
+}
