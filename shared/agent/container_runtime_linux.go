@@ -68,6 +68,9 @@ func (a *Agent) newContainerRuntime() (*containerRuntime, error) {
 		if base == 0 {
 			base = DefaultContainerIDBase
 		}
+		if uint64(base) <= uint64(a.cfg.UIDs.Last) && uint64(a.cfg.UIDs.First) < uint64(base)+containerIDs {
+			return nil, fmt.Errorf("the containers' ids %d-%d overlap the environments' user ids %s", base, uint64(base)+containerIDs-1, a.cfg.UIDs)
+		}
 		r.userns = &container.IDMap{HostID: base, Size: containerIDs}
 		shift = int(base)
 	}

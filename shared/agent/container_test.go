@@ -14,6 +14,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -222,5 +223,119 @@ func TestContainerLeaseReadyTunnelAndTeardown(t *testing.T) {
 		t.Fatalf("delete: %d %s", r.Status, r.Body)
 	}
 	s.waitLong(t, id, domain.StateStopped)
+	assertContainerGone(t, dir, st)
+}
+
+// A container that passes its memory limit ends failed, saying it ran out
+// of memory; a fork bomb stays within its pids limit, the node answers,
+// and its delete leaves nothing.
+func TestContainerResourcesEnforced(t *testing.T) {
+	ref := busyboxRef(t)
+	// The shell's fork failures end its subshell; the sleeps it started
+	// hold the limit but one slot, which the server forks into per request.
+	bomb := `mkdir -p /work/www
+httpd -p "$PORT" -h /work/www
+(i=0; while [ $i -lt 200 ]; do sleep 600 & i=$((i+1)); done) 2>/work/www/forks
+exec sleep 3600`
+	s := newStack(t,
+		domain.Template{Name: "hog", Runtime: agent.RuntimeContainer, Command: []string{"dd", "if=/dev/zero", "of=/dev/null", "bs=64M", "count=1"},
+			Resources: domain.Resources{Memory: "16Mi"}},
+		domain.Template{Name: "bomb", Runtime: agent.RuntimeContainer, Command: []string{"sh", "-c", bomb}, Workdir: "/work",
+			Exports: map[string]domain.Export{"web": {Port: 8080}}, Resources: domain.Resources{PIDs: 16}},
+	)
+	s.Clock.Set(time.Now())
+	dir := s.runAgentWith(t, t.TempDir(), time.Second, func(c *agent.Config) {
+		agent.WithDefaultImage(ref)(c)
+		c.ReadyTimeout = time.Minute
+	})
+
+	hog := s.lease(t, "hog")
+	if env := s.waitLong(t, hog, domain.StateFailed); !strings.Contains(env.Error, "out of memory") {
+		t.Errorf("over its memory limit: failed with %q, want out of memory", env.Error)
+	}
+
+	id := s.lease(t, "bomb")
+	env := s.waitLong(t, id, domain.StateReady)
+	target := env.Exports[0].Target
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		got := s.getThroughTunnel(t, id, target, "/forks")
+		if strings.Contains(got, "fork") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no fork failed under a pids limit of 16: %q", got)
+		}
+	}
+	st := containerState(t, dir, id)
+	for _, cg := range st.Cgroups {
+		if b, err := os.ReadFile(filepath.Join(cg, "pids.max")); err == nil && strings.TrimSpace(string(b)) != "16" {
+			t.Errorf("%s/pids.max = %q", cg, b)
+		}
+		if b, err := os.ReadFile(filepath.Join(cg, "pids.current")); err == nil {
+			if n, _ := strconv.Atoi(strings.TrimSpace(string(b))); n > 16 {
+				t.Errorf("%s/pids.current = %d, above the limit", cg, n)
+			}
+		}
+	}
+	if r := s.Do("DELETE", "/v1/environments/"+id, apitest.BobToken, nil); r.Status != 200 && r.Status != 202 {
+		t.Fatalf("delete: %d %s", r.Status, r.Body)
+	}
+	s.waitLong(t, id, domain.StateStopped)
+	assertContainerGone(t, dir, st)
+}
+
+// An agent restarted after a crash removes the containers its earlier run
+// left (processes, mounts, cgroups, folders), from their state files.
+func TestRestartedAgentRemovesLeftoverContainers(t *testing.T) {
+	ref := busyboxRef(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	// What a crashed agent leaves: a running container of the image.
+	img, err := image.Puller{}.Pull(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache, err := image.OpenCache(filepath.Join(t.TempDir(), "images"), image.CacheOptions{Apply: image.ApplyOptions{Owners: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rf, err := cache.Get(ctx, img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rf.Release()
+	rc, err := container.New(container.Options{Dir: filepath.Join(dir, "containers")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const id = "env_fromacrash"
+	ctr, err := rc.Create(ctx, rf.Dir, container.Config{ID: id, Args: []string{"sh", "-c", "sleep 3600 & exec sleep 3600"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rc.Delete(context.Background(), id) })
+	if err := rc.Start(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	st := containerState(t, dir, id)
+
+	s := newStack(t)
+	s.runAgentWith(t, dir, time.Second, agent.WithDefaultImage(ref))
+	select {
+	case <-ctr.Done():
+	case <-time.After(time.Minute):
+		t.Fatal("the leftover container's process still runs")
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(dir, "containers", id)); errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the leftover container's folder is still there")
+		}
+	}
 	assertContainerGone(t, dir, st)
 }
