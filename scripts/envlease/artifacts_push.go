@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/envlease/envlease/shared/client"
+	"github.com/envlease/envlease/shared/domain"
 )
 
 func (a *app) artifactsPushCommand() *cobra.Command {
@@ -32,43 +33,7 @@ days, at most 90 days).`,
 			if req.Labels, err = parseLabels(labelArgs); err != nil {
 				return err
 			}
-			f, err := os.Open(got[0])
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			info, err := f.Stat()
-			if err != nil {
-				return err
-			}
-			if !info.Mode().IsRegular() {
-				return usagef("%s is not a regular file", got[0])
-			}
-			if req.Name == "" {
-				req.Name = filepath.Base(got[0])
-			}
-			if req.ContentType == "" {
-				req.ContentType = contentType(req.Name)
-			}
-			s, err := a.session()
-			if err != nil {
-				return err
-			}
-			digest, digested := a.progress("digest "+req.Name, info.Size())
-			upload, uploaded := a.progress("upload "+req.Name, info.Size())
-			art, err := s.client.Push(ctx, f, info.Size(), req, client.PushOptions{
-				DigestProgress: func(done, total int64) {
-					if digest != nil {
-						digest(done, total)
-						if done == total {
-							digested() // its line ends before the upload's starts
-						}
-					}
-				},
-				Progress: upload,
-			})
-			digested()
-			uploaded()
+			art, err := a.pushFile(ctx, got[0], req)
 			if err != nil {
 				return err
 			}
@@ -83,6 +48,49 @@ days, at most 90 days).`,
 	f.StringVar(&req.Project, "project", "", "a project reference")
 	f.StringArrayVarP(&labelArgs, "label", "l", nil, "a label KEY=VALUE (repeatable)")
 	return cmd
+}
+
+// pushFile uploads file as a new artifact described by req (its name and
+// content type defaulted from the file's), with progress bars on a terminal.
+func (a *app) pushFile(ctx context.Context, file string, req client.ArtifactCreate) (domain.Artifact, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return domain.Artifact{}, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return domain.Artifact{}, err
+	}
+	if !info.Mode().IsRegular() {
+		return domain.Artifact{}, usagef("%s is not a regular file", file)
+	}
+	if req.Name == "" {
+		req.Name = filepath.Base(file)
+	}
+	if req.ContentType == "" {
+		req.ContentType = contentType(req.Name)
+	}
+	s, err := a.session()
+	if err != nil {
+		return domain.Artifact{}, err
+	}
+	digest, digested := a.progress("digest "+req.Name, info.Size())
+	upload, uploaded := a.progress("upload "+req.Name, info.Size())
+	art, err := s.client.Push(ctx, f, info.Size(), req, client.PushOptions{
+		DigestProgress: func(done, total int64) {
+			if digest != nil {
+				digest(done, total)
+				if done == total {
+					digested() // its line ends before the upload's starts
+				}
+			}
+		},
+		Progress: upload,
+	})
+	digested()
+	uploaded()
+	return art, err
 }
 
 // contentType guesses a media type from a name's extension, without

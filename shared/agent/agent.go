@@ -125,9 +125,6 @@ type Config struct {
 	// a node where the agent is not root, has no cgroup tree to write, or
 	// cannot make namespaces.
 	assumeNotRoot, noCgroups, noNamespaces bool
-	// defaultImage is the image of a container template that names none
-	// (tests, until templates carry their image).
-	defaultImage string
 	// egressAllow lets egress proxies reach these addresses whatever they
 	// are: tests' "outside" servers, which listen on the node's loopback.
 	egressAllow []netip.AddrPort
@@ -422,7 +419,8 @@ func (a *Agent) session(ctx context.Context) error {
 	a.mu.Unlock()
 	a.setTunnelIdentity(reg)
 	a.setTemplates(reg.Templates)
-	a.log.Info("node registered", "node", reg.Node.ID, "pool", reg.Node.Pool, "address", a.cfg.Address, "capacity", a.cfg.Capacity)
+	a.log.Info("node registered", "node", reg.Node.ID, "pool", reg.Node.Pool, "address", a.cfg.Address, "capacity", a.cfg.Capacity,
+		"platform", reg.Node.Platform, "runtimes", reg.Node.Runtimes)
 
 	sctx, cancel := context.WithCancelCause(ctx)
 	var wg sync.WaitGroup
@@ -476,7 +474,7 @@ func (a *Agent) register(ctx context.Context) (nodes.Registered, error) {
 	for {
 		reg, err := a.api.Register(ctx, nodes.RegisterRequest{
 			Name: a.cfg.Name, Address: a.cfg.Address, Capacity: a.cfg.Capacity, Agent: Version,
-			TunnelURL: a.tunnelURL(),
+			TunnelURL: a.tunnelURL(), Platform: platform(), Runtimes: a.runtimeNames(),
 		})
 		if err == nil {
 			return reg, nil

@@ -21,11 +21,12 @@ import (
 	"github.com/envlease/envlease/shared/agent/container"
 	"github.com/envlease/envlease/shared/agent/image"
 	"github.com/envlease/envlease/shared/agent/runtimes"
+	"github.com/envlease/envlease/shared/domain"
 )
 
 // RuntimeContainer runs the template's command in an OCI container under
 // runc, from the template's image (container_runtime_linux.go).
-const RuntimeContainer = "container"
+const RuntimeContainer = domain.RuntimeContainer
 
 // DefaultContainerIDBase is the first id of the node that a container's
 // user namespace maps its ids 0-65535 to: root in a container is this
@@ -126,11 +127,10 @@ func (r *containerRuntime) image(ctx context.Context, e runtimes.Env) (*image.Ro
 		}
 		return r.cache.Get(ctx, img)
 	}
-	ref := imageRef(r.a.cfg, e.Template)
-	if ref == "" {
-		return nil, errors.New("a container template needs an image")
+	if e.Template.Image == nil || e.Template.Image.Ref == "" {
+		return nil, errors.New("a container template needs an image (image.ref, or image.artifact with a link in the claim)")
 	}
-	img, err := r.puller.Pull(ctx, ref)
+	img, err := r.puller.Pull(ctx, e.Template.Image.Ref)
 	if err != nil {
 		return nil, err
 	}

@@ -7,11 +7,12 @@ import (
 	"errors"
 
 	"github.com/envlease/envlease/shared/agent/runtimes"
+	"github.com/envlease/envlease/shared/domain"
 )
 
 // RuntimeContainer runs the template's command in an OCI container under
 // runc: a Linux runtime.
-const RuntimeContainer = "container"
+const RuntimeContainer = domain.RuntimeContainer
 
 // DefaultContainerIDBase: see the Linux build.
 const DefaultContainerIDBase = 1000000

@@ -192,12 +192,11 @@ exec httpd -f -p "$PORT" -h /work/www`
 func TestContainerLeaseReadyTunnelAndTeardown(t *testing.T) {
 	ref := busyboxRef(t)
 	s := newStack(t, domain.Template{
-		Name: "box", Runtime: agent.RuntimeContainer, Command: []string{"sh", "-c", containerProbe},
+		Name: "box", Runtime: agent.RuntimeContainer, Image: &domain.Image{Ref: ref}, Command: []string{"sh", "-c", containerProbe},
 		Workdir: "/work", Writable: []string{"/data"}, Exports: map[string]domain.Export{"web": {Port: 8080}},
 	})
 	s.Clock.Set(time.Now()) // the agent judges tickets by the real clock
 	dir := s.runAgentWith(t, t.TempDir(), time.Second, func(c *agent.Config) {
-		agent.WithDefaultImage(ref)(c)
 		c.ReadyTimeout = time.Minute
 	})
 	id := s.lease(t, "box")
@@ -238,14 +237,13 @@ httpd -p "$PORT" -h /work/www
 (i=0; while [ $i -lt 200 ]; do sleep 600 & i=$((i+1)); done) 2>/work/www/forks
 exec sleep 3600`
 	s := newStack(t,
-		domain.Template{Name: "hog", Runtime: agent.RuntimeContainer, Command: []string{"dd", "if=/dev/zero", "of=/dev/null", "bs=64M", "count=1"},
+		domain.Template{Name: "hog", Runtime: agent.RuntimeContainer, Image: &domain.Image{Ref: ref}, Command: []string{"dd", "if=/dev/zero", "of=/dev/null", "bs=64M", "count=1"},
 			Resources: domain.Resources{Memory: "16Mi"}},
-		domain.Template{Name: "bomb", Runtime: agent.RuntimeContainer, Command: []string{"sh", "-c", bomb}, Workdir: "/work",
+		domain.Template{Name: "bomb", Runtime: agent.RuntimeContainer, Image: &domain.Image{Ref: ref}, Command: []string{"sh", "-c", bomb}, Workdir: "/work",
 			Exports: map[string]domain.Export{"web": {Port: 8080}}, Resources: domain.Resources{PIDs: 16}},
 	)
 	s.Clock.Set(time.Now())
 	dir := s.runAgentWith(t, t.TempDir(), time.Second, func(c *agent.Config) {
-		agent.WithDefaultImage(ref)(c)
 		c.ReadyTimeout = time.Minute
 	})
 
@@ -323,7 +321,7 @@ func TestRestartedAgentRemovesLeftoverContainers(t *testing.T) {
 	st := containerState(t, dir, id)
 
 	s := newStack(t)
-	s.runAgentWith(t, dir, time.Second, agent.WithDefaultImage(ref))
+	s.runAgentWith(t, dir, time.Second, nil)
 	select {
 	case <-ctr.Done():
 	case <-time.After(time.Minute):

@@ -34,8 +34,3 @@ func NamespacesWork() error { return probeNamespaces() }
 func AllowEgressTo(addrs ...netip.AddrPort) func(*Config) {
 	return func(c *Config) { c.egressAllow = append(c.egressAllow, addrs...) }
 }
-
-// WithDefaultImage gives container templates that name no image this one.
-func WithDefaultImage(ref string) func(*Config) {
-	return func(c *Config) { c.defaultImage = ref }
-}

@@ -162,40 +162,49 @@ func (n *envNet) dial(ctx context.Context, port int) (net.Conn, error) {
 	if !n.h.IsOpen() {
 		return nil, errEnded
 	}
-	type result struct {
-		c   net.Conn
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread()
-		own, err := netns.Get()
-		if err != nil {
-			runtime.UnlockOSThread()
-			ch <- result{nil, err}
-			return
-		}
-		defer own.Close()
-		if err := netns.Set(n.h); err != nil {
-			runtime.UnlockOSThread()
-			ch <- result{nil, err}
-			return
-		}
+	var c net.Conn
+	err := inNamespace(n.h, func() error {
 		var d net.Dialer
-		c, err := d.DialContext(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		var err error
+		c, err = d.DialContext(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 		if err != nil {
 			// A command listening on localhost may have bound only ::1.
 			if c6, err6 := d.DialContext(ctx, "tcp", net.JoinHostPort("::1", strconv.Itoa(port))); err6 == nil {
 				c, err = c6, nil
 			}
 		}
+		return err
+	})
+	return c, err
+}
+
+// inNamespace runs fn on an OS thread moved into the network namespace h
+// and back. Sockets fn makes stay in h whatever thread later uses them. A
+// thread that cannot move back ends with its goroutine, still locked, so no
+// other goroutine ever runs in the wrong namespace.
+func inNamespace(h netns.NsHandle, fn func() error) error {
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		own, err := netns.Get()
+		if err != nil {
+			runtime.UnlockOSThread()
+			done <- err
+			return
+		}
+		defer own.Close()
+		if err := netns.Set(h); err != nil {
+			runtime.UnlockOSThread()
+			done <- err
+			return
+		}
+		err = fn()
 		if netns.Set(own) == nil {
 			runtime.UnlockOSThread()
-		} // else the thread ends with this goroutine, still locked
-		ch <- result{c, err}
+		}
+		done <- err
 	}()
-	r := <-ch
-	return r.c, r.err
+	return <-done
 }
 
 // listenIn listens on 127.0.0.1:port of the namespace h: it brings the
@@ -216,31 +225,11 @@ func listenIn(h netns.NsHandle, port int) (net.Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bring lo up: %w", err)
 	}
-	type result struct {
-		ln  net.Listener
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread()
-		own, err := netns.Get()
-		if err != nil {
-			runtime.UnlockOSThread()
-			ch <- result{nil, err}
-			return
-		}
-		defer own.Close()
-		if err := netns.Set(h); err != nil {
-			runtime.UnlockOSThread()
-			ch <- result{nil, err}
-			return
-		}
-		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		if netns.Set(own) == nil {
-			runtime.UnlockOSThread()
-		} // else the thread ends with this goroutine, still locked
-		ch <- result{ln, err}
-	}()
-	r := <-ch
-	return r.ln, r.err
+	var ln net.Listener
+	err = inNamespace(h, func() error {
+		var err error
+		ln, err = net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		return err
+	})
+	return ln, err
 }

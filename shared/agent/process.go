@@ -23,7 +23,7 @@ import (
 // RuntimeProcess is the runtime every node offers: the template's command
 // as a local process (process_runtime.go). An empty runtime means process
 // too.
-const RuntimeProcess = "process"
+const RuntimeProcess = domain.RuntimeProcess
 
 // proc is one started process of a template: its own process group, its
 // box (root folder, user, cgroup), the ports its exports were given.

@@ -79,19 +79,25 @@ func (a *Agent) warmable(t domain.Template) bool {
 	if rt.Name() == RuntimeProcess {
 		return len(t.Command) > 0
 	}
-	return true
+	// An image artifact comes with a claim's link only.
+	return t.Image != nil && t.Image.Ref != ""
 }
 
 // imageArchive downloads the template's image when the claim links to it
 // as an artifact, and names it in e; done frees the download.
+// The runtime reads it by its descriptor's path, as the download is
+// already unlinked.
 func (a *Agent) imageArchive(ctx context.Context, c *nodes.Claimed, e *runtimes.Env) (done func(), err error) {
-	return func() {}, nil
+	if c.Image == nil || c.Template.RuntimeOrDefault() != RuntimeContainer {
+		return func() {}, nil
+	}
+	f, err := a.fetch(ctx, c.Image, "image artifact "+c.Image.ID)
+	if err != nil {
+		return nil, err
+	}
+	e.ImageArchive = fmt.Sprintf("/proc/self/fd/%d", f.Fd())
+	return func() { f.Close() }, nil
 }
 
 // RuntimeNone as Config.Runc offers no container runtime.
 const RuntimeNone = "none"
-
-// imageRef is the reference of the image a container template runs.
-func imageRef(cfg Config, t domain.Template) string {
-	return cfg.defaultImage
-}

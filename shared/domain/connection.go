@@ -18,6 +18,15 @@ type NodeConnection struct {
 	// to its neighbours first.
 	Full      bool
 	Connected time.Time
+	// Platform and Runtimes are the node's, so a lease wakes a node that
+	// can run its environment.
+	Platform string
+	Runtimes []string
+}
+
+// Runs reports whether the connection's node can run what needs asks.
+func (c NodeConnection) Runs(needs Needs) bool {
+	return Node{Platform: c.Platform, Runtimes: c.Runtimes}.Runs(needs)
 }
 
 // Offer is a pending environment that a node of its pool was woken for,

@@ -120,6 +120,10 @@ type Environment struct {
 	// Version counts writes to the record; a stop replaces the item only if
 	// no other write came between its read and its write.
 	Version int64 `json:"-"`
+	// Needs is what a node must offer to run it: its template's runtime and
+	// platforms at lease, kept on the record so a claim decides without
+	// reading the template.
+	Needs Needs `json:"-"`
 }
 
 // Normalize replaces nil collections with empty ones so JSON shows [] and {}.

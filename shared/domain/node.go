@@ -1,6 +1,12 @@
 package domain
 
-import "time"
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
 
 // Node states. A node is active from registration until it deregisters
 // (left) or stops heartbeating for longer than the lost timeout (lost).
@@ -29,6 +35,12 @@ type Node struct {
 	// TunnelURL is where the node's agent serves tunnels to its
 	// environments' exports (ws:// or wss://); empty when it serves none.
 	TunnelURL string `json:"tunnelURL"`
+	// Platform is the node's os/arch (linux/amd64, linux/arm64), as its
+	// agent registered it; empty for an agent that did not say, which is
+	// taken to run any platform.
+	Platform string `json:"platform"`
+	// Runtimes are the runtimes the node offers (process, container).
+	Runtimes []string `json:"runtimes"`
 
 	OrgID string `json:"-"`
 	// KeyID is the node credential that registered it; only that credential
@@ -38,4 +50,89 @@ type Node struct {
 	// TunnelKey signs the node's tunnel tickets. The service made it at
 	// registration and told only the registering agent; it is never listed.
 	TunnelKey []byte `json:"-"`
+}
+
+// RuntimesOrDefault are the runtimes the node offers: process for a node
+// registered before nodes said.
+func (n Node) RuntimesOrDefault() []string {
+	if len(n.Runtimes) == 0 {
+		return []string{RuntimeProcess}
+	}
+	return n.Runtimes
+}
+
+// Needs is what an environment asks of the node that runs it.
+type Needs struct {
+	// Runtime is the template's runtime; empty means process.
+	Runtime string
+	// Platforms are the template's platforms; empty means any.
+	Platforms []string
+}
+
+// NeedsOf is what a template's environments ask of a node.
+func NeedsOf(t Template) Needs {
+	var ps []string
+	if len(t.Platforms) > 0 {
+		ps = slices.Clone(t.Platforms)
+		sort.Strings(ps)
+	}
+	rt := t.RuntimeOrDefault()
+	// A runtime the service does not know (a template written by another
+	// version, refused by today's validation) asks nothing of the node: its
+	// agent is the one to judge, and fails the environment saying why.
+	if rt == RuntimeProcess || !slices.Contains(Runtimes, rt) {
+		rt = ""
+	}
+	return Needs{Runtime: rt, Platforms: ps}
+}
+
+// Class names the environments that ask the same of a node: "" for a
+// process on any platform (most of them), otherwise the runtime and the
+// sorted platforms, such as "container:linux/amd64,linux/arm64". A pool's
+// pending environments are indexed per class, so a node looks only where
+// there is work it can run and an environment no node of the pool can run
+// never hides one that a node can.
+func (n Needs) Class() string {
+	if n.Runtime == "" && len(n.Platforms) == 0 {
+		return ""
+	}
+	rt := n.Runtime
+	if rt == "" {
+		rt = RuntimeProcess
+	}
+	ps := slices.Clone(n.Platforms)
+	sort.Strings(ps)
+	return rt + ":" + strings.Join(ps, ",")
+}
+
+// String says what is needed, for errors: "runtime container on linux/arm64".
+func (n Needs) String() string {
+	rt := n.Runtime
+	if rt == "" {
+		rt = RuntimeProcess
+	}
+	if len(n.Platforms) == 0 {
+		return "runtime " + rt + " on any platform"
+	}
+	return "runtime " + rt + " on " + strings.Join(n.Platforms, " or ")
+}
+
+// Runs reports whether the node can run what needs asks.
+func (n Node) Runs(needs Needs) bool {
+	rt := needs.Runtime
+	if rt == "" {
+		rt = RuntimeProcess
+	}
+	// A node that did not state its platform (an agent from before nodes
+	// did) is taken to run any, as every node was before.
+	return slices.Contains(n.RuntimesOrDefault(), rt) && (n.Platform == "" || PlatformMatches(needs.Platforms, n.Platform))
+}
+
+// Offers says what the node offers, for errors: "runtimes process, container on linux/amd64".
+func (n Node) Offers() string {
+	p := n.Platform
+	if p == "" {
+		p = "an unstated platform"
+	}
+	return fmt.Sprintf("runtimes %s on %s", strings.Join(n.RuntimesOrDefault(), ", "), p)
 }

@@ -19,6 +19,9 @@ type Template struct {
 	BuildCache  bool              `json:"buildCache"`
 	// Network is NetworkNone (also when empty) or NetworkEgress.
 	Network string `json:"network"`
+	// Image is added to the spec's record: the root filesystem of a
+	// container template (runtime "container"); absent for a process one.
+	Image *Image `json:"image,omitempty"`
 	// Pools is added to the spec's record: the pools that run this template.
 	Pools []string `json:"pools"`
 	// Quota is the organization's limit for this template.
@@ -66,9 +69,10 @@ type QuotaEntry struct {
 	Hard      Duration `json:"hard"`
 }
 
-// Normalized returns t with empty collections instead of nil ones, and
-// shares' direction defaulted to "in", so JSON shows [] and {} rather than null.
+// Normalized returns t with empty collections instead of nil ones, its
+// runtime defaulted to process and shares' direction defaulted to "in", so JSON shows [] and {} rather than null.
 func (t Template) Normalized() Template {
+	t.Runtime = t.RuntimeOrDefault()
 	if t.Command == nil {
 		t.Command = []string{}
 	}

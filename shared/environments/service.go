@@ -73,6 +73,15 @@ type Service struct {
 	offerer   Offerer
 	mu        sync.Mutex
 	templates map[string]cachedTemplate
+	// images are sealed image artifacts of container templates, kept like
+	// templates: a sealed artifact never changes, and its expiry is compared
+	// to now at every lease.
+	images map[string]cachedImage
+}
+
+type cachedImage struct {
+	a       domain.Artifact
+	fetched time.Time
 }
 
 type cachedTemplate struct {
@@ -88,7 +97,8 @@ func WithTemplateTTL(d time.Duration) Option { return func(s *Service) { s.templ
 
 // NewService returns the environments service.
 func NewService(st Store, clk clock.Clock, opts ...Option) *Service {
-	s := &Service{store: st, clock: clk, templateTTL: DefaultTemplateTTL, templates: map[string]cachedTemplate{}}
+	s := &Service{store: st, clock: clk, templateTTL: DefaultTemplateTTL, templates: map[string]cachedTemplate{},
+		images: map[string]cachedImage{}}
 	for _, o := range opts {
 		o(s)
 	}
@@ -336,6 +346,9 @@ func (s *Service) newEnvironment(ctx context.Context, p domain.Principal, req Le
 	if err != nil {
 		return domain.Environment{}, err
 	}
+	if err := s.usableImage(ctx, p.OrgID, t, now); err != nil {
+		return domain.Environment{}, err
+	}
 	if err := domain.ValidateText("name", req.Name, 100); err != nil {
 		return domain.Environment{}, err
 	}
@@ -396,7 +409,7 @@ func (s *Service) newEnvironment(ctx context.Context, p domain.Principal, req Le
 		OrgID: p.OrgID, ID: domain.SortableID("env_", now), Name: name, Template: t.Name,
 		State: domain.StatePending, Version: 1, Sandbox: req.Sandbox, Pool: pool, Labels: req.Labels, Project: req.Project,
 		CreatedBy: p.Actor(), Created: now, Expires: expires, IdleUntil: idleUntil, Idle: idle, Hard: hard,
-		Shares: shares, Snapshot: req.Snapshot,
+		Shares: shares, Snapshot: req.Snapshot, Needs: domain.NeedsOf(t),
 	}
 	services := make([]string, 0, len(t.Exports))
 	for svc := range t.Exports {
@@ -572,6 +585,42 @@ func (s *Service) template(ctx context.Context, org, name string, now time.Time)
 		s.mu.Unlock()
 	}
 	return t, nil
+}
+
+// usableImage checks, for a container template whose image is an artifact,
+// that the artifact is a sealed, unexpired artifact of the organization: a
+// lease that no node could start is refused now (422 on "template", naming
+// the image) rather than failed on the node. The record is cached for
+// templateTTL, so a burst of leases of the template reads it once; one
+// deleted meanwhile fails the environment at claim with the same words.
+func (s *Service) usableImage(ctx context.Context, org string, t domain.Template, now time.Time) error {
+	if t.Image == nil || t.Image.Artifact == "" {
+		return nil
+	}
+	id := t.Image.Artifact
+	k := org + "\x00" + id
+	s.mu.Lock()
+	c, ok := s.images[k]
+	s.mu.Unlock()
+	if !ok || now.Sub(c.fetched) >= s.templateTTL || now.Before(c.fetched) {
+		a, err := s.store.GetArtifact(ctx, org, id)
+		if domain.ErrorCode(err) == domain.CodeNotFound {
+			return domain.Invalid("template", "template %q cannot be leased: its image.artifact %q is not an artifact of your organization", t.Name, id)
+		}
+		if err != nil {
+			return err
+		}
+		c = cachedImage{a: a, fetched: now}
+		if s.templateTTL > 0 && a.State == domain.ArtifactSealed {
+			s.mu.Lock()
+			s.images[k] = c
+			s.mu.Unlock()
+		}
+	}
+	if !c.a.UsableAt(now) {
+		return domain.Invalid("template", "template %q cannot be leased: its image.artifact %q is not a sealed, unexpired artifact (state %s)", t.Name, id, c.a.State)
+	}
+	return nil
 }
 
 // Get returns one environment of the caller's organization, in any state. A

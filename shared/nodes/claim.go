@@ -32,6 +32,10 @@ type Claimed struct {
 	// download each archive (tar, zstd-compressed) and unpack it at the
 	// share's envPath before the command starts. Never null.
 	Shares []ClaimedShare `json:"shares"`
+	// Image is set when the template's image is an artifact (an OCI image
+	// archive): download it, check its size and SHA-256, and run the
+	// environment from it. A template's image.ref the node pulls itself.
+	Image *Snapshot `json:"image"`
 }
 
 // ClaimedShare is a share whose files the lease sent as an artifact.
@@ -54,6 +58,13 @@ func (s *Service) prepare(ctx context.Context, e domain.Environment) (*Claimed, 
 		return nil, err
 	}
 	c := &Claimed{Environment: e, Template: t.Normalized(), Shares: []ClaimedShare{}}
+	if t.Image != nil && t.Image.Artifact != "" {
+		dl, failure, err := s.download(ctx, e.OrgID, t.Image.Artifact, fmt.Sprintf("image.artifact %q of template %q", t.Image.Artifact, t.Name))
+		if err != nil || failure != "" {
+			return nil, s.failWith(ctx, e, failure, err)
+		}
+		c.Image = dl
+	}
 	if e.Snapshot != "" {
 		dl, failure, err := s.download(ctx, e.OrgID, e.Snapshot, fmt.Sprintf("snapshot %q", e.Snapshot))
 		if err != nil || failure != "" {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	mrand "math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -85,16 +86,18 @@ func (o *Offerer) Offer(ctx context.Context, e domain.Environment) {
 	if err != nil {
 		o.log.WarnContext(ctx, "offer not recorded", "environment", e.ID, "err", err.Error())
 	}
-	if err := o.wake(ctx, e.OrgID, e.Pool, []string{e.ID}); err != nil {
+	if err := o.wake(ctx, e.OrgID, e.Pool, e.Needs, []string{e.ID}); err != nil {
 		o.log.WarnContext(ctx, "offer not sent", "environment", e.ID, "pool", e.Pool, "err", err.Error())
 	}
 }
 
-// wake posts an offer to one connected node of the pool: one at random
-// among a few, preferring those with free capacity. A connection that is
-// gone is forgotten and the next one tried. No connection is not an error:
-// nodes on the HTTP fallback find the work by claiming.
-func (o *Offerer) wake(ctx context.Context, org, pool string, envs []string) error {
+// wake posts an offer to one connected node of the pool that can run what
+// needs asks: one at random among a few, preferring those with free
+// capacity. A connection that is gone is forgotten and the next one tried.
+// No connection is not an error: nodes on the HTTP fallback find the work by
+// claiming, and the re-offer job looks again (at another random window of
+// the pool's connections when none of this one could run it).
+func (o *Offerer) wake(ctx context.Context, org, pool string, needs domain.Needs, envs []string) error {
 	msg, err := json.Marshal(Message{Type: MsgOffer, Pool: pool, Environments: envs})
 	if err != nil {
 		return err
@@ -106,6 +109,11 @@ func (o *Offerer) wake(ctx context.Context, org, pool string, envs []string) err
 		conns, err := o.connections(ctx, org, pool, round > 0)
 		if err != nil {
 			return err
+		}
+		all := len(conns)
+		conns = slices.DeleteFunc(conns, func(c domain.NodeConnection) bool { return !c.Runs(needs) })
+		if len(conns) == 0 && all > 0 && round == 0 {
+			continue // none of this sample can run it: read another window
 		}
 		gone := 0
 		for try := 0; try < postTries && len(conns) > 0; try++ {
@@ -241,9 +249,11 @@ func (o *Offerer) reofferOrg(ctx context.Context, org string, offers []domain.Of
 		return err
 	}
 	pending := map[string]bool{}
+	needs := map[string]domain.Needs{}
 	for _, e := range envs {
 		if e.State == domain.StatePending {
 			pending[e.ID] = true
+			needs[e.ID] = e.Needs
 		}
 	}
 	for _, of := range offers {
@@ -254,7 +264,7 @@ func (o *Offerer) reofferOrg(ctx context.Context, org string, offers []domain.Of
 			res.Done++
 			continue
 		}
-		if err := o.wake(ctx, org, of.Pool, []string{of.Environment}); err != nil {
+		if err := o.wake(ctx, org, of.Pool, needs[of.Environment], []string{of.Environment}); err != nil {
 			o.log.WarnContext(ctx, "re-offer not sent", "environment", of.Environment, "pool", of.Pool, "err", err.Error())
 		}
 		of.Attempts++

@@ -53,7 +53,9 @@ type Store interface {
 
 	GetEnvironment(ctx context.Context, org, id string) (domain.Environment, error)
 	GetEnvironments(ctx context.Context, org string, ids []string) ([]domain.Environment, error)
-	PendingEnvironments(ctx context.Context, org, pool string, limit int) ([]domain.Environment, error)
+	// PendingEnvironments reads the pool's pending environments of one
+	// class (domain.Needs.Class), oldest first.
+	PendingEnvironments(ctx context.Context, org, pool, class string, limit int) ([]domain.Environment, error)
 	NodeEnvironments(ctx context.Context, org, node string) ([]domain.Environment, error)
 	ClaimEnvironment(ctx context.Context, e domain.Environment, n domain.Node, keyHash string, now time.Time) (domain.Environment, bool, error)
 	ReplaceEnvironment(ctx context.Context, before, after domain.Environment) (domain.Environment, bool, error)
@@ -130,6 +132,9 @@ type Options struct {
 	// (ws:// or wss://); registration tells them. Empty: nowhere, they use
 	// the HTTP endpoints.
 	SocketURL string
+	// ClassesTTL is how long the pool's template classes are reused by
+	// claims (DefaultClassesTTL).
+	ClassesTTL time.Duration
 }
 
 // Service holds the node rules.
@@ -138,6 +143,8 @@ type Service struct {
 	links Linker
 	clock clock.Clock
 	opt   Options
+
+	classes classCache
 }
 
 // NewService returns the nodes service. links may be nil where no snapshot
@@ -157,6 +164,9 @@ func NewService(st Store, links Linker, clk clock.Clock, opt Options) *Service {
 	}
 	if opt.PollMax <= 0 {
 		opt.PollMax = DefaultPollMax
+	}
+	if opt.ClassesTTL <= 0 {
+		opt.ClassesTTL = DefaultClassesTTL
 	}
 	return &Service{store: st, links: links, clock: clk, opt: opt}
 }
@@ -200,6 +210,12 @@ type RegisterRequest struct {
 	// TunnelURL is where the agent serves tunnels (ws:// or wss://, ending
 	// in its path); empty when it serves none.
 	TunnelURL string `json:"tunnelURL"`
+	// Platform is the node's os/arch (linux/amd64, linux/arm64); a node
+	// that does not say is taken to run any platform.
+	Platform string `json:"platform"`
+	// Runtimes are the runtimes the node offers (process, container);
+	// none means process.
+	Runtimes []string `json:"runtimes"`
 }
 
 // Registered is the answer to a registration: the node, what its pool runs,
@@ -246,6 +262,9 @@ func (s *Service) Register(ctx context.Context, p domain.Principal, req Register
 	if err := validateTunnelURL(req.TunnelURL); err != nil {
 		return Registered{}, err
 	}
+	if err := validateCapabilities(&req); err != nil {
+		return Registered{}, err
+	}
 	key := make([]byte, ticket.KeySize)
 	if _, err := rand.Read(key); err != nil {
 		return Registered{}, domain.Internal(fmt.Errorf("tunnel key: %w", err))
@@ -255,7 +274,7 @@ func (s *Service) Register(ctx context.Context, p domain.Principal, req Register
 		ID: domain.SortableID("node_", now), Name: req.Name, Pool: p.Pool, Address: req.Address,
 		Capacity: req.Capacity, State: domain.NodeActive, Agent: req.Agent, Registered: now,
 		LastHeartbeat: now, Deadline: now.Add(s.opt.LostAfter), OrgID: p.OrgID, KeyID: p.KeyID, Version: 1,
-		TunnelURL: req.TunnelURL, TunnelKey: key,
+		TunnelURL: req.TunnelURL, TunnelKey: key, Platform: req.Platform, Runtimes: req.Runtimes,
 	}
 	if err := s.store.PutNode(ctx, n, recheck(p)); err != nil {
 		return Registered{}, err
@@ -500,7 +519,7 @@ func (s *Service) Claim(ctx context.Context, p domain.Principal, id string, wait
 // consistent), so a refused claim reads the base item and tries again while
 // it is still pending; another node having it is simply the next candidate.
 func (s *Service) claimOnce(ctx context.Context, keyHash string, n domain.Node) (*Claimed, error) {
-	cands, err := s.store.PendingEnvironments(ctx, n.OrgID, n.Pool, claimCandidates)
+	cands, err := s.pending(ctx, n, claimCandidates)
 	if err != nil {
 		return nil, err
 	}
@@ -512,7 +531,7 @@ func (s *Service) claimOnce(ctx context.Context, keyHash string, n domain.Node) 
 // its own random order rather than all racing for the oldest. (The HTTP
 // long-poll keeps strict age order.)
 func (s *Service) claimRandom(ctx context.Context, keyHash string, n domain.Node) (*Claimed, error) {
-	cands, err := s.store.PendingEnvironments(ctx, n.OrgID, n.Pool, claimCandidates)
+	cands, err := s.pending(ctx, n, claimCandidates)
 	if err != nil {
 		return nil, err
 	}
@@ -524,7 +543,9 @@ func (s *Service) claimRandom(ctx context.Context, keyHash string, n domain.Node
 // is the node credential's record, checked unrevoked by each claim.
 func (s *Service) claimFirst(ctx context.Context, keyHash string, n domain.Node, cands []domain.Environment) (*Claimed, error) {
 	for _, e := range cands {
-		for try := 0; try < attempts && e.State == domain.StatePending && e.Node == "" && e.Pool == n.Pool; try++ {
+		// What an environment needs never changes, and the claim's write is
+		// conditioned on the version read, so this check holds for the write.
+		for try := 0; try < attempts && e.State == domain.StatePending && e.Node == "" && e.Pool == n.Pool && n.Runs(e.Needs); try++ {
 			after, ok, err := s.store.ClaimEnvironment(ctx, e, n, keyHash, s.clock.Now())
 			if err != nil {
 				return nil, err

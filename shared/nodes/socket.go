@@ -205,6 +205,7 @@ func (k *Socket) hello(ctx context.Context, c Conn, m Message) (Registered, erro
 	// connection, and is written only while the credential is unrevoked.
 	err = k.conns.PutConnection(ctx, domain.NodeConnection{
 		ID: string(c.ID), OrgID: reg.Node.OrgID, Pool: reg.Node.Pool, Node: reg.Node.ID, KeyID: c.Principal.KeyID, Connected: k.clock.Now(),
+		Platform: reg.Node.Platform, Runtimes: reg.Node.Runtimes,
 	}, c.Principal.KeyHash)
 	if err != nil {
 		return Registered{}, err
@@ -356,6 +357,9 @@ func (s *Service) ClaimOffered(ctx context.Context, p domain.Principal, id, env 
 		e, err := s.store.GetEnvironment(ctx, n.OrgID, env)
 		if err != nil && domain.ErrorCode(err) != domain.CodeNotFound {
 			return nil, err
+		}
+		if err == nil && e.State == domain.StatePending && e.Pool == n.Pool && !n.Runs(e.Needs) {
+			return nil, cannotRun(n, e)
 		}
 		if err == nil && e.State == domain.StatePending && e.Pool == n.Pool {
 			c, err := s.claimFirst(ctx, p.KeyHash, n, []domain.Environment{e})

@@ -39,6 +39,8 @@ type connItem struct {
 	Full      bool      `dynamodbav:"full"`
 	Connected time.Time `dynamodbav:"connected"`
 	TTL       int64     `dynamodbav:"ttl"`
+	Platform  string    `dynamodbav:"platform,omitempty"`
+	Runtimes  []string  `dynamodbav:"runtimes,omitempty"`
 }
 
 type offerItem struct {
@@ -80,7 +82,8 @@ var (
 )
 
 func (it connItem) domain() domain.NodeConnection {
-	return domain.NodeConnection{ID: it.Conn, OrgID: it.Org, Pool: it.Pool, Node: it.Node, KeyID: it.KeyID, Full: it.Full, Connected: it.Connected.UTC()}
+	return domain.NodeConnection{ID: it.Conn, OrgID: it.Org, Pool: it.Pool, Node: it.Node, KeyID: it.KeyID, Full: it.Full, Connected: it.Connected.UTC(),
+		Platform: it.Platform, Runtimes: it.Runtimes}
 }
 
 // PutConnection records a node's open connection (again, on a resumed
@@ -93,6 +96,7 @@ func (s *Store) PutConnection(ctx context.Context, c domain.NodeConnection, keyH
 	item, err := marshal(connItem{
 		PK: connPK(c.OrgID, c.Pool), SK: connSK(c.ID), Org: c.OrgID, Pool: c.Pool, Conn: c.ID, Node: c.Node,
 		KeyID: c.KeyID, Full: c.Full, Connected: c.Connected, TTL: c.Connected.Add(ConnectionKept).Unix(),
+		Platform: c.Platform, Runtimes: c.Runtimes,
 	})
 	if err != nil {
 		return err

@@ -19,7 +19,7 @@ import (
 //	ORG#<org>  ENV#<id>
 //	  GSI1 ORG#<org>#ENV#live | ORG#<org>#ENV#<state>   <created>#<id>    listing, newest first
 //	  GSI2 ENVDUE#<shard>        <due>#<org>#<id>                          live only: the timeout job's index (a lower bound of the deadline, see due.go)
-//	  GSI3 POOL#<org>#<pool>#pending  <created>#<org>#<id>                 pending only: nodes of the pool claim from it
+//	  GSI3 POOL#<org>#<pool>#pending[#<class>]  <created>#<org>#<id>       pending only: nodes of the pool claim from it (class: domain.Needs.Class)
 //	  GSI3 NODE#<org>#<node>     <created>#<id>                            starting, ready, stopping: what a node runs
 //	  ttl                        stopped and failed only: stopped + domain.EnvRecordKept
 //	ORG#<org>  SBXPORT#<sandbox>#<port>   a listen port held by a live environment of the sandbox
@@ -66,6 +66,9 @@ type envItem struct {
 	Restored   *restoredItem     `dynamodbav:"restored,omitempty"`
 	StopReason string            `dynamodbav:"stopReason"`
 	Ports      []int             `dynamodbav:"ports,omitempty"`
+	// Runtime and Platforms are domain.Needs: what a node must offer.
+	Runtime   string   `dynamodbav:"runtime,omitempty"`
+	Platforms []string `dynamodbav:"platforms,omitempty"`
 	// TTL lets DynamoDB delete a stopped or failed record once it has been
 	// kept domain.EnvRecordKept; readers compare it to now (Purged), as TTL
 	// deletes late.
@@ -135,6 +138,16 @@ func DueBefore(now time.Time) string { return FormatTime(now) + "#\uffff" }
 // and a node credential serves one organization's pool, so the org is part of it.
 func PoolPendingPK(org, pool string) string { return "POOL#" + org + "#" + pool + "#pending" }
 
+// PoolPendingClassPK is the GSI3 partition of a pool's pending environments
+// of one class (domain.Needs.Class): those that ask nothing special (class
+// "") stay in PoolPendingPK, where they were before classes existed.
+func PoolPendingClassPK(org, pool, class string) string {
+	if class == "" {
+		return PoolPendingPK(org, pool)
+	}
+	return PoolPendingPK(org, pool) + "#" + class
+}
+
 // NodeEnvPK is the GSI3 partition of the environments a node runs (starting,
 // ready, stopping): heartbeats and the lost-node sweep read it.
 func NodeEnvPK(org, node string) string { return "NODE#" + org + "#" + node }
@@ -160,6 +173,10 @@ func (s *Store) newEnvItem(e domain.Environment) envItem {
 		Error: e.Error, CreatedBy: e.CreatedBy, Created: e.Created, Ready: e.Ready, Stopped: e.Stopped,
 		Expires: e.Expires, IdleUntil: e.IdleUntil, IdleNs: int64(e.Idle), HardNs: int64(e.Hard),
 		Snapshot: e.Snapshot, StopReason: e.StopReason, Ports: e.Ports, Version: e.Version,
+		Runtime: e.Needs.Runtime, Platforms: e.Needs.Platforms,
+	}
+	if len(it.Platforms) == 0 {
+		it.Platforms = nil
 	}
 	if len(it.Labels) == 0 {
 		it.Labels = nil // omitted: see the note on envItem
@@ -174,7 +191,7 @@ func (s *Store) newEnvItem(e domain.Environment) envItem {
 		it.TTL = at.Unix()
 	}
 	if e.State == domain.StatePending {
-		it.GSI3PK, it.GSI3SK = PoolPendingPK(e.OrgID, e.Pool), poolPendingSK(e.Created, e.OrgID, e.ID)
+		it.GSI3PK, it.GSI3SK = PoolPendingClassPK(e.OrgID, e.Pool, e.Needs.Class()), poolPendingSK(e.Created, e.OrgID, e.ID)
 	}
 	if e.Node != "" && nodeRuns(e.State) {
 		it.GSI3PK, it.GSI3SK = NodeEnvPK(e.OrgID, e.Node), envListSK(e.Created, e.ID)
@@ -204,6 +221,7 @@ func (it envItem) domain() domain.Environment {
 		Ready: utcPtr(it.Ready), Stopped: utcPtr(it.Stopped), Expires: it.Expires.UTC(),
 		IdleUntil: it.IdleUntil.UTC(), Idle: domain.Duration(it.IdleNs), Hard: domain.Duration(it.HardNs),
 		Snapshot: it.Snapshot, StopReason: it.StopReason, Ports: it.Ports, Version: it.Version,
+		Needs: domain.Needs{Runtime: it.Runtime, Platforms: it.Platforms},
 	}
 	for _, x := range it.Exports {
 		e.Exports = append(e.Exports, domain.EnvExport(x))

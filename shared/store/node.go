@@ -47,6 +47,8 @@ type nodeItem struct {
 	TTL           int64      `dynamodbav:"ttl,omitempty"`
 	TunnelURL     string     `dynamodbav:"tunnelUrl,omitempty"`
 	TunnelKey     []byte     `dynamodbav:"tunnelKey,omitempty"`
+	Platform      string     `dynamodbav:"platform,omitempty"`
+	Runtimes      []string   `dynamodbav:"runtimes,omitempty"`
 }
 
 // NodeDuePK is the base of the GSI2 partitions of active nodes
@@ -64,7 +66,10 @@ func (s *Store) newNodeItem(n domain.Node) nodeItem {
 		Org: n.OrgID, ID: n.ID, Name: n.Name, Pool: n.Pool, Address: n.Address, Capacity: n.Capacity,
 		State: n.State, Agent: n.Agent, KeyID: n.KeyID, Registered: n.Registered,
 		LastHeartbeat: n.LastHeartbeat, Deadline: n.Deadline, Left: n.Left, Version: n.Version,
-		TunnelURL: n.TunnelURL, TunnelKey: n.TunnelKey,
+		TunnelURL: n.TunnelURL, TunnelKey: n.TunnelKey, Platform: n.Platform, Runtimes: n.Runtimes,
+	}
+	if len(it.Runtimes) == 0 {
+		it.Runtimes = nil
 	}
 	if n.State == domain.NodeActive {
 		it.GSI2PK, it.GSI2SK = shardPK(NodeDuePK, s.shardOf(n.OrgID, n.ID)), DueSK(n.Deadline, n.OrgID, n.ID)
@@ -83,7 +88,8 @@ func (it nodeItem) domain() domain.Node {
 		OrgID: it.Org, ID: it.ID, Name: it.Name, Pool: it.Pool, Address: it.Address, Capacity: it.Capacity,
 		State: it.State, Agent: it.Agent, KeyID: it.KeyID, Registered: it.Registered.UTC(),
 		LastHeartbeat: it.LastHeartbeat.UTC(), Deadline: it.Deadline.UTC(), Left: utcPtr(it.Left), Version: it.Version,
-		TunnelURL: it.TunnelURL, TunnelKey: it.TunnelKey,
+		TunnelURL: it.TunnelURL, TunnelKey: it.TunnelKey, Platform: it.Platform,
+		Runtimes: domain.Node{Runtimes: it.Runtimes}.RuntimesOrDefault(),
 	}
 }
 
@@ -310,8 +316,8 @@ func (s *Store) ReindexNode(ctx context.Context, n domain.Node) error {
 // organization's pool, oldest first. GSI reads are eventually consistent in
 // DynamoDB: an item may already be claimed or changed, so a claim is always a
 // conditional write on the base item (ClaimEnvironment), never trusted from here.
-func (s *Store) PendingEnvironments(ctx context.Context, org, pool string, limit int) ([]domain.Environment, error) {
-	return s.queryGSI3(ctx, "pending environments", PoolPendingPK(org, pool), limit)
+func (s *Store) PendingEnvironments(ctx context.Context, org, pool, class string, limit int) ([]domain.Environment, error) {
+	return s.queryGSI3(ctx, "pending environments", PoolPendingClassPK(org, pool, class), limit)
 }
 
 // NodeEnvironments returns the environments a node runs or tears down
