@@ -11,6 +11,7 @@ import (
 	"io"
 	"io/fs"
 	"log"
+	"log/slog"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -337,3 +338,93 @@ func TestRestartedAgentRemovesLeftoverContainers(t *testing.T) {
 	}
 	assertContainerGone(t, dir, st)
 }
+
+// dockerArchive is img as `docker save` writes it.
+func dockerArchive(t *testing.T, img v1.Image) []byte {
+	t.Helper()
+	tag, _ := name.NewTag("tools/busybox:1")
+	var buf bytes.Buffer
+	if err := tarball.Write(tag, img, &buf); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// A container template whose image is an artifact runs from the archive
+// the claim links to, with a share's files unpacked at its path in the
+// container (relative to its work folder) before the command starts,
+// owned by the container's user.
+func TestContainerFromImageArtifactWithShare(t *testing.T) {
+	busyboxRef(t)
+	snaps := newSnapshots(t)
+	s := newStackLinks(t, snaps, domain.Template{
+		Name: "sharer", Runtime: agent.RuntimeContainer, Image: &domain.Image{Artifact: "art_image"}, Workdir: "/work",
+		Command: []string{"sh", "-c", `mkdir -p www; cat src/hello.txt > www/seen; stat -c %u src/hello.txt > www/owner; exec httpd -f -p "$PORT" -h www`},
+		Shares:  []domain.TemplateShare{{Name: "src", Path: "src", Direction: "in"}},
+		Exports: map[string]domain.Export{"web": {Port: 8080}},
+	})
+	snaps.store = s.Store
+	snaps.add(t, "art_image", dockerArchive(t, busybox.img))
+	snaps.add(t, "art_share", zst(t, archive(t, file("hello.txt", "hello")).Bytes()))
+	s.runAgentWith(t, t.TempDir(), time.Second, func(c *agent.Config) { c.ReadyTimeout = time.Minute })
+	id := s.leaseShare(t, "art_share")
+	env := s.waitLong(t, id, domain.StateReady)
+	s.Clock.Set(time.Now()) // the agent judges tickets by the real clock
+	target := env.Exports[0].Target
+	if got := s.getThroughTunnel(t, id, target, "/seen"); got != "hello" {
+		t.Errorf("the command saw %q in its share", got)
+	}
+	if got := s.getThroughTunnel(t, id, target, "/owner"); got != "0\n" {
+		t.Errorf("the share's file is owned by %q inside, want the container's root", got)
+	}
+}
+
+// A template with warm containers keeps one created, started and ready; a
+// lease takes it and is ready without a container of its own.
+func TestWarmContainerIsHandedOver(t *testing.T) {
+	ref := busyboxRef(t)
+	s := newStack(t, domain.Template{
+		Name: "warmbox", Runtime: agent.RuntimeContainer, Image: &domain.Image{Ref: ref}, Warm: 1, Workdir: "/work",
+		Command: []string{"sh", "-c", `mkdir -p www; echo warm > www/index.html; exec httpd -f -p "$PORT" -h www`},
+		Exports: map[string]domain.Export{"web": {Port: 8080}},
+	})
+	s.Clock.Set(time.Now())
+	var logs logBuffer
+	dir := s.runAgentWith(t, t.TempDir(), time.Second, func(c *agent.Config) {
+		c.ReadyTimeout = time.Minute
+		c.Log = slog.New(slog.NewJSONHandler(&logs, nil))
+	})
+	for deadline := time.Now().Add(2 * time.Minute); !logs.has(`"msg":"warm environment ready"`); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no warm container became ready:\n%s", logs.String())
+		}
+	}
+	id := s.lease(t, "warmbox")
+	env := s.waitLong(t, id, domain.StateReady)
+	if got := s.getThroughTunnel(t, id, env.Exports[0].Target, "/"); got != "warm\n" {
+		t.Errorf("index = %q", got)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "containers", id)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the lease made a container of its own (%v) rather than take the warm one", err)
+	}
+}
+
+// logBuffer is an agent's log, read by a test while the agent writes.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func (b *logBuffer) has(s string) bool { return strings.Contains(b.String(), s) }
