@@ -258,7 +258,9 @@ func (h *ctrHandle) Start(ctx context.Context) error { return h.r.rc.Start(ctx, 
 
 func (h *ctrHandle) Ports() map[string]int { return h.ports }
 
-func (h *ctrHandle) Dial(ctx context.Context, port int) (net.Conn, error) { return h.net.dial(ctx, port) }
+func (h *ctrHandle) Dial(ctx context.Context, port int) (net.Conn, error) {
+	return h.net.dial(ctx, port)
+}
 
 func (h *ctrHandle) Namespaced() bool      { return true }
 func (h *ctrHandle) Done() <-chan struct{} { return h.ctr.Done() }
@@ -310,4 +312,3 @@ func (h *ctrHandle) LogAttrs() []any {
 	}
 	return attrs
 }
-

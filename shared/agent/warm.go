@@ -5,7 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-		"sync"
+	"sync"
 	"time"
 
 	"github.com/envlease/envlease/shared/agent/runtimes"
