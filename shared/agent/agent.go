@@ -794,17 +794,11 @@ func (a *Agent) runEnv(ctx context.Context, node string, r *runningEnv, c *nodes
 }
 
 // prepare readies a claimed environment that no warm one serves: the
-// runtime prepares it, the agent downloads an image artifact, restores the
-// snapshot and unpacks the shares into its files within one archive
+// runtime prepares it (downloading an image artifact through the agent if
+// it must), the agent restores the snapshot and unpacks the shares into its files within one archive
 // budget, and the runtime starts it. On failure nothing of it is left.
 func (a *Agent) prepare(ctx context.Context, rt runtimes.Runtime, id string, c *nodes.Claimed) (runtimes.Handle, *domain.Restored, error) {
-	e := runtimes.Env{ID: id, Template: c.Template}
-	imageDone, err := a.imageArchive(ctx, c, &e)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer imageDone()
-	h, err := rt.Prepare(ctx, e)
+	h, err := rt.Prepare(ctx, runtimes.Env{ID: id, Template: c.Template, ImageArtifact: a.imageArtifact(c)})
 	if err != nil {
 		return nil, nil, err
 	}

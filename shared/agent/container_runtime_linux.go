@@ -50,6 +50,10 @@ type containerRuntime struct {
 	cache  *image.Cache
 	puller image.Puller
 	userns *container.IDMap
+	// archives maps an image archive's SHA-256 to the config digest of its
+	// image, so a cached artifact image is not downloaded again.
+	mu       sync.Mutex
+	archives map[string]string
 }
 
 // newContainerRuntime makes the container runtime, or says why the node
@@ -62,7 +66,7 @@ func (a *Agent) newContainerRuntime() (*containerRuntime, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &containerRuntime{a: a, rc: rc}
+	r := &containerRuntime{a: a, rc: rc, archives: map[string]string{}}
 	shift := 0
 	if !a.cfg.ContainerNoUserNS {
 		base := a.cfg.ContainerIDBase
@@ -115,17 +119,36 @@ func (r *containerRuntime) Recover(ctx context.Context) (int, error) {
 // image gives the root filesystem of e's image from the cache, which
 // pulls or reads it first unless it holds it.
 func (r *containerRuntime) image(ctx context.Context, e runtimes.Env) (*image.Rootfs, error) {
-	if e.ImageArchive != "" {
+	if art := e.ImageArtifact; art != nil {
+		r.mu.Lock()
+		digest := r.archives[art.SHA256]
+		r.mu.Unlock()
+		if digest != "" && art.SHA256 != "" {
+			if rf := r.cache.Lookup(digest); rf != nil {
+				return rf, nil
+			}
+		}
+		path, done, err := art.Fetch(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer done()
 		scratch, err := os.MkdirTemp(r.a.cfg.WorkDir, "image-")
 		if err != nil {
 			return nil, err
 		}
 		defer os.RemoveAll(scratch)
-		img, err := image.OpenArchive(e.ImageArchive, scratch, nil)
+		img, err := image.OpenArchive(path, scratch, nil)
 		if err != nil {
 			return nil, err
 		}
-		return r.cache.Get(ctx, img)
+		rf, err := r.cache.Get(ctx, img)
+		if err == nil && art.SHA256 != "" {
+			r.mu.Lock()
+			r.archives[art.SHA256] = rf.Digest
+			r.mu.Unlock()
+		}
+		return rf, err
 	}
 	if e.Template.Image == nil || e.Template.Image.Ref == "" {
 		return nil, errors.New("a container template needs an image (image.ref, or image.artifact with a link in the claim)")

@@ -3,7 +3,6 @@
 package agent_test
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -25,8 +24,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
@@ -61,18 +58,7 @@ func busyboxRef(t testing.TB) string {
 		if _, busybox.err = debian.Runc(ctx); busybox.err != nil {
 			return
 		}
-		dir, err := os.MkdirTemp("", "busybox-")
-		if err != nil {
-			busybox.err = err
-			return
-		}
-		defer os.RemoveAll(dir)
-		rootfs := filepath.Join(dir, "rootfs")
-		if busybox.err = debian.BusyboxRootfs(ctx, rootfs); busybox.err != nil {
-			return
-		}
-		busybox.img, busybox.err = imageOf(rootfs)
-		if busybox.err != nil {
+		if busybox.img, busybox.err = debian.BusyboxImage(ctx); busybox.err != nil {
 			return
 		}
 		srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
@@ -85,36 +71,6 @@ func busyboxRef(t testing.TB) string {
 		t.Fatalf("the container tests' busybox image: %v", busybox.err)
 	}
 	return busybox.ref
-}
-
-// imageOf makes a one-layer image of a root filesystem, for the node's
-// platform.
-func imageOf(rootfs string) (v1.Image, error) {
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	if err := tw.AddFS(os.DirFS(rootfs)); err != nil {
-		return nil, err
-	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	b := buf.Bytes()
-	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil })
-	if err != nil {
-		return nil, err
-	}
-	img, err := mutate.AppendLayers(empty.Image, l)
-	if err != nil {
-		return nil, err
-	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		return nil, err
-	}
-	cf = cf.DeepCopy()
-	p := image.NodePlatform()
-	cf.OS, cf.Architecture = p.OS, p.Architecture
-	return mutate.ConfigFile(img, cf)
 }
 
 // waitLong waits for a state with a bound fit for a cold container on a
@@ -362,6 +318,7 @@ func TestContainerFromImageArtifactWithShare(t *testing.T) {
 		Command: []string{"sh", "-c", `mkdir -p www; cat src/hello.txt > www/seen; stat -c %u src/hello.txt > www/owner; exec httpd -f -p "$PORT" -h www`},
 		Shares:  []domain.TemplateShare{{Name: "src", Path: "src", Direction: "in"}},
 		Exports: map[string]domain.Export{"web": {Port: 8080}},
+		Quota:   domain.Quota{MaxLeases: 5},
 	})
 	snaps.store = s.Store
 	snaps.add(t, "art_image", dockerArchive(t, busybox.img))
@@ -376,6 +333,16 @@ func TestContainerFromImageArtifactWithShare(t *testing.T) {
 	}
 	if got := s.getThroughTunnel(t, id, target, "/owner"); got != "0\n" {
 		t.Errorf("the share's file is owned by %q inside, want the container's root", got)
+	}
+	// A second lease of the image downloads and unpacks nothing.
+	s.Clock.Set(apitest.Start)
+	second := s.leaseShare(t, "art_share")
+	s.waitLong(t, second, domain.StateReady)
+	snaps.mu.Lock()
+	hits := snaps.hits["art_image"]
+	snaps.mu.Unlock()
+	if hits != 1 {
+		t.Errorf("the image artifact was downloaded %d times for two leases", hits)
 	}
 }
 

@@ -83,20 +83,21 @@ func (a *Agent) warmable(t domain.Template) bool {
 	return t.Image != nil && t.Image.Ref != ""
 }
 
-// imageArchive downloads the template's image when the claim links to it
-// as an artifact, and names it in e; done frees the download.
-// The runtime reads it by its descriptor's path, as the download is
-// already unlinked.
-func (a *Agent) imageArchive(ctx context.Context, c *nodes.Claimed, e *runtimes.Env) (done func(), err error) {
+// imageArtifact tells the runtime of the image artifact the claim links
+// to, which it downloads only if it has not unpacked it before. The
+// download is read by its descriptor's path, as it is already unlinked.
+func (a *Agent) imageArtifact(c *nodes.Claimed) *runtimes.ImageArtifact {
 	if c.Image == nil || c.Template.RuntimeOrDefault() != RuntimeContainer {
-		return func() {}, nil
+		return nil
 	}
-	f, err := a.fetch(ctx, c.Image, "image artifact "+c.Image.ID)
-	if err != nil {
-		return nil, err
-	}
-	e.ImageArchive = fmt.Sprintf("/proc/self/fd/%d", f.Fd())
-	return func() { f.Close() }, nil
+	link := *c.Image
+	return &runtimes.ImageArtifact{SHA256: link.SHA256, Fetch: func(ctx context.Context) (string, func(), error) {
+		f, err := a.fetch(ctx, &link, "image artifact "+link.ID)
+		if err != nil {
+			return "", nil, err
+		}
+		return fmt.Sprintf("/proc/self/fd/%d", f.Fd()), func() { f.Close() }, nil
+	}}
 }
 
 // RuntimeNone as Config.Runc offers no container runtime.

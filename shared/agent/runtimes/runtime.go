@@ -37,10 +37,20 @@ type Env struct {
 	// a warm one (which cannot know the environment it will serve).
 	ID       string
 	Template domain.Template
-	// ImageArchive is the path of the template's image as an OCI image
-	// archive, when the template's image is an artifact the agent
-	// downloaded (size and SHA-256 checked); "" when the runtime pulls it.
-	ImageArchive string
+	// ImageArtifact is set when the template's image is an artifact (an
+	// OCI image archive) that the claim links to; nil when the runtime
+	// pulls the image by its reference.
+	ImageArtifact *ImageArtifact
+}
+
+// ImageArtifact is an image archive the agent can download.
+type ImageArtifact struct {
+	// SHA256 names the archive's bytes: a runtime that already unpacked
+	// them need not download them again.
+	SHA256 string
+	// Fetch downloads it (size and SHA-256 checked) and gives a path to
+	// read it at; done frees it.
+	Fetch func(ctx context.Context) (path string, done func(), err error)
 }
 
 // Files is where an environment's files go before it starts.
