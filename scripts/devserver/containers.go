@@ -21,8 +21,14 @@ import (
 )
 
 // boxCommand serves a page on the export's port from the container's
-// writable work folder; the root filesystem around it is read-only.
-const boxCommand = `mkdir -p www && echo "hello from a container ($(hostname))" > www/index.html && exec httpd -f -p "$PORT" -h www`
+// writable work folder; the root filesystem around it is read-only. The
+// shell stays PID 1 of the container and ends on SIGTERM (a PID 1 without
+// a handler ignores it, and a stop would wait out the grace period), which
+// ends the server with it.
+const boxCommand = `mkdir -p www && echo "hello from a container ($(hostname))" > www/index.html || exit 1
+trap 'exit 0' TERM
+httpd -f -p "$PORT" -h www &
+wait`
 
 // containerDemo adds the demo's container templates to acme, "box" and
 // "warmbox" (warm: 1), when this machine can run containers: the agent is
