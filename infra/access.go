@@ -10,12 +10,13 @@ import "github.com/envlease/envlease/shared/store"
 const ObjectPrefix = "orgs/"
 
 var (
+	// No function describes the table (only local table creation does),
+	// so DescribeTable is not granted; TestLambdaRuntime fails if one starts to.
 	tableReadActions = []string{
 		"dynamodb:GetItem",
 		"dynamodb:BatchGetItem",
 		"dynamodb:Query",
 		"dynamodb:ConditionCheckItem",
-		"dynamodb:DescribeTable",
 	}
 	// authActions: the shared auth middleware of every HTTP function updates
 	// a key's lastUsed (at most once a minute) and the per-address
@@ -25,11 +26,12 @@ var (
 	authActions = []string{
 		"dynamodb:UpdateItem",
 	}
+	// BatchWriteItem is not granted: only seeding and imports
+	// (store.PutEnvironments) batch writes, with an operator's credentials.
 	tableWriteActions = []string{
 		"dynamodb:PutItem",
 		"dynamodb:UpdateItem",
 		"dynamodb:DeleteItem",
-		"dynamodb:BatchWriteItem",
 	}
 
 	// Presigned uploads and parts are signed with the function's own role

@@ -150,7 +150,8 @@ var Groups = []Group{
 	{Name: "tokens", Description: "CLI tokens and the console's sign-in codes",
 		Routes:   []Route{{Path: "/v1/tokens"}, {Path: "/v1/console", Proxy: true}},
 		MemoryMB: apiMemoryMB, Timeout: apiTimeout, Table: TableReadWrite},
-	// Revoking a node credential closes its node protocol connections.
+	// Revoking a node credential ends its nodes (what they ran fails) and
+	// closes its node protocol connections.
 	{Name: "keys", Description: "organization API keys, their revocation, and who a token is",
 		Routes:   []Route{{Path: "/v1/keys", Proxy: true}, {Path: "/v1/whoami"}},
 		MemoryMB: apiMemoryMB, Timeout: apiTimeout, Table: TableReadWrite, PostsToNodes: true},

@@ -1,6 +1,6 @@
 // Command keys is the Lambda for /v1/keys: organization API keys, listing and
-// revocation. Revoking a node credential closes its node protocol
-// connections through the WebSocket API's management endpoint
+// revocation. Revoking a node credential ends its nodes and closes its node
+// protocol connections through the WebSocket API's management endpoint
 // (NODE_SOCKET_ENDPOINT).
 package main
 
@@ -35,12 +35,12 @@ func main() {
 
 // handler is the whole function behind the adapter; tests feed it events.
 // closer ends the connections of a revoked node credential (nil: none are
-// closed, and each is cut at its next message).
+// closed, and each is cut at its next message); its nodes are ended either way.
 func handler(st *store.Store, closer nodes.Closer, clk clock.Clock, log *slog.Logger) http.Handler {
-	var opts []keys.Option
-	if closer != nil {
-		opts = append(opts, keys.WithConnectionCloser(nodes.NewRevocations(st, closer, log)))
-	}
-	svc := keys.NewService(st, clk, opts...)
+	// Revoking a node credential ends its nodes (what they ran fails, so no
+	// tunnel ticket names them) and closes its connections. The nodes
+	// service here only ends nodes: it signs no links.
+	ended := nodes.NewService(st, nil, clk, nodes.Options{})
+	svc := keys.NewService(st, clk, keys.WithConnectionCloser(nodes.NewRevocations(st, closer, ended, log)))
 	return httpapi.New(httpapi.Config{Logger: log, Auth: auth.New(st, clk, log)}, keys.KeyRoutes(svc))
 }

@@ -77,6 +77,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 	tunnelAddr := fs.String("tunnel-addr", "", "where the tunnel endpoint listens, host:port (default: an ephemeral port of -address)")
 	tunnelURL := fs.String("tunnel-url", "", "the tunnel URL clients are told to dial, when it is not ws://<address>:<port>/tunnel (a proxy or NAT in front)")
 	noTunnel := fs.Bool("no-tunnel", false, "serve no tunnels (envlease port-forward cannot reach this node's environments)")
+	sharedNet := fs.Bool("allow-shared-network", false, "as root, start even when the node cannot make namespaces: environments then share the node's network and process list")
 	transport := fs.String("transport", agent.TransportAuto, "how to reach the service after registering: auto (the node protocol's WebSocket when the service offers one and it opens, else HTTP), websocket (insist, retrying), http (heartbeats and long-poll claims over HTTP)")
 	socketURL := fs.String("socket-url", "", "the node protocol's WebSocket URL, when not the one registration gives (ws:// or wss://)")
 	maxEntries := fs.Int64("archive-max-entries", agent.DefaultArchiveMaxEntries, "entries (files, folders, links) an environment's archives may unpack to, its snapshot and its shares together; 0: no limit")
@@ -125,7 +126,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 	o := options{logLevel: *logLevel, cfg: agent.Config{
 		API: *api, Address: *address, WorkDir: *workDir, Name: *name, Capacity: *capacity,
 		Grace: *grace, ReadyTimeout: *readyTimeout, NoWarm: *noWarm, KeepRoots: *keep, UIDs: r,
-		TunnelAddr: *tunnelAddr, TunnelURL: *tunnelURL, NoTunnel: *noTunnel,
+		TunnelAddr: *tunnelAddr, TunnelURL: *tunnelURL, NoTunnel: *noTunnel, AllowSharedNetwork: *sharedNet,
 		Transport: *transport, SocketURL: *socketURL,
 		Archives: limits, MinFreeDisk: disk, MinFreeInodes: inodes,
 		Runc: *runc, ImageCacheDir: *imageCache, ImageCacheBytes: int64(cacheMax),

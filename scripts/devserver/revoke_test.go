@@ -19,7 +19,8 @@ import (
 // holds: the one its node said hello on is closed by the revocation itself
 // (a close frame naming the reason), and those that never said hello (so no
 // record names them) are closed by their first message of any kind, which
-// is refused and creates nothing. The credential opens no new one.
+// is refused and creates nothing. The credential opens no new one, and its
+// node is ended (lost) by the revocation.
 func TestRevokingANodeCredentialClosesItsSockets(t *testing.T) {
 	var sockets *nodes.LocalSockets
 	base := startDevserverWith(t, func(o *options) { o.sockets = func(l *nodes.LocalSockets) { sockets = l } })
@@ -127,11 +128,17 @@ func TestRevokingANodeCredentialClosesItsSockets(t *testing.T) {
 		closedForRevocation("a silent connection", err)
 	}
 	var after struct {
-		Nodes []struct{ ID string } `json:"nodes"`
+		Nodes []struct{ ID, State string } `json:"nodes"`
 	}
 	alice.do("GET", "/v1/nodes", nil, &after)
 	if len(after.Nodes) != len(before.Nodes) {
 		t.Fatalf("%d nodes after the refused messages, %d before", len(after.Nodes), len(before.Nodes))
+	}
+	// The revocation ended the credential's node, as a lost node is ended.
+	for _, n := range after.Nodes {
+		if n.ID == reg.Node && n.State != "lost" {
+			t.Fatalf("the revoked credential's node is %s, want lost", n.State)
+		}
 	}
 	waitUntil(t, "only the agents' connections open", func() bool { return sockets.Connections() == agents })
 

@@ -26,14 +26,16 @@ func artifactService(d deps) *artifacts.Service {
 // routes lists every endpoint group the local stack serves: the same groups the
 // Lambdas serve one at a time.
 func routes(d deps) [][]httpapi.Route {
-	var keyOpts []keys.Option
-	if d.sockets != nil {
-		// Revoking a node credential closes its node protocol connections,
-		// as the keys function does in AWS through the Management API.
-		keyOpts = append(keyOpts, keys.WithConnectionCloser(nodes.NewRevocations(d.store, d.sockets, d.log)))
-	}
-	keySvc := keys.NewService(d.store, d.clock, keyOpts...)
 	artifactSvc := artifactService(d)
+	nodeSvc := nodeService(d, artifactSvc)
+	// Revoking a node credential ends its nodes and closes its node
+	// protocol connections, as the keys function does in AWS (there through
+	// the Management API).
+	var closer nodes.Closer
+	if d.sockets != nil {
+		closer = d.sockets
+	}
+	keySvc := keys.NewService(d.store, d.clock, keys.WithConnectionCloser(nodes.NewRevocations(d.store, closer, nodeSvc, d.log)))
 	templateSvc := templates.NewService(d.store)
 	return [][]httpapi.Route{
 		keys.TokenRoutes(keySvc),
@@ -45,7 +47,7 @@ func routes(d deps) [][]httpapi.Route {
 		environments.Routes(environments.NewService(d.store, d.clock, environments.WithOfferer(d.offerer))),
 		openapi.Routes(),
 		usage.Routes(usage.NewService(d.store, d.clock)),
-		nodes.Routes(nodeService(d, artifactSvc)),
+		nodes.Routes(nodeSvc),
 		console.Routes(console.Options{S3Origin: devstack.Origin(d.s3Endpoint)}),
 		events.Routes(events.NewService(d.store, d.clock)),
 		webhooks.Routes(webhooks.NewService(d.store, d.clock, webhooks.Guard{AllowLocal: d.allowLocalHooks})),

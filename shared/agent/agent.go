@@ -93,6 +93,13 @@ type Config struct {
 	// the container is then the node's root, less capabilities).
 	ContainerIDBase   uint32
 	ContainerNoUserNS bool
+	// AllowSharedNetwork lets an agent that runs as root start although the
+	// node cannot make namespaces (a container without the privilege, a
+	// systemd unit with RestrictNamespaces): its environments then share the
+	// node's network and process list. Without it such an agent refuses to
+	// start, rather than run every tenant's environment unconfined with
+	// only a warning.
+	AllowSharedNetwork bool
 	// KeepRoots leaves an environment's folder after it ends, for debugging.
 	KeepRoots bool
 	// TunnelAddr is where the tunnel endpoint listens (default: an
@@ -283,8 +290,13 @@ func (a *Agent) setupConfinement() error {
 		a.ports.lowest = unprivilegedPortStart()
 		if a.cfg.noNamespaces {
 			a.noNamespaces = errors.New("turned off")
-		} else if a.noNamespaces = probeNamespaces(); a.noNamespaces == nil {
+		} else {
+			a.noNamespaces = probeNamespaces()
+		}
+		if a.noNamespaces == nil {
 			a.namespaces = true
+		} else if !a.cfg.AllowSharedNetwork {
+			return fmt.Errorf("agent: environments cannot run in namespaces of their own on this node (%v), so each would reach the node's addresses, its loopback and the other environments, and see every process; give the agent the privilege to make namespaces, or accept that with -allow-shared-network (Config.AllowSharedNetwork)", a.noNamespaces)
 		}
 	} else {
 		a.noNamespaces = errors.New("the agent does not run as root")

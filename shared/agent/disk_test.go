@@ -110,8 +110,8 @@ func TestDownloadPastTheFloorIsNotStarted(t *testing.T) {
 	}
 }
 
-// Over the node protocol, a node short of inodes says it is full, so offers
-// go to nodes with room, and claims nothing it is offered once; offered the
+// Over the node protocol, a node short of inodes says it is short (and
+// full, for an older service), so offers go to nodes that are not, and claims nothing it is offered once; offered the
 // same environment again (no other node took it), it claims it and fails
 // it with why, before making anything of it on disk. A filesystem that does
 // not count inodes is not judged by them.
@@ -121,9 +121,9 @@ func TestShortOfDiskRefusesAnEnvironmentOfferedTwice(t *testing.T) {
 	dir := t.TempDir()
 	a := s.runAgentReturning(t, dir, 300*time.Millisecond, func(c *agent.Config) { c.Statfs = disk.statfs })
 	waitFor(t, "the node protocol connection", func() bool { return a.Transport() == agent.TransportWebSocket })
-	waitFor(t, "the node to say it is full", func() bool {
+	waitFor(t, "the node to say it is short and full", func() bool {
 		conns, err := s.Store.PoolConnections(context.Background(), "acme", "local", "", 10, s.Clock.Now())
-		return err == nil && len(conns) == 1 && conns[0].Full
+		return err == nil && len(conns) == 1 && conns[0].Full && conns[0].Short
 	})
 	id := s.lease(t, "sleeper")
 	disk.waitCalls(t, 2)
@@ -147,7 +147,7 @@ func TestShortOfDiskRefusesAnEnvironmentOfferedTwice(t *testing.T) {
 	disk.set(inodesUntold)
 	waitFor(t, "the node to say it has room", func() bool {
 		conns, err := s.Store.PoolConnections(context.Background(), "acme", "local", "", 10, s.Clock.Now())
-		return err == nil && len(conns) == 1 && !conns[0].Full
+		return err == nil && len(conns) == 1 && !conns[0].Full && !conns[0].Short
 	})
 	s.wait(t, s.lease(t, "sleeper"), domain.StateReady)
 }

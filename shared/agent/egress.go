@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/envlease/envlease/shared/netguard"
+	"golang.org/x/net/netutil"
 )
 
 // An environment of a template with network "egress", run in a network
@@ -44,6 +45,12 @@ const EgressPort = 3128
 // egressMaxActive bounds the requests and CONNECT streams one environment
 // has open through its proxy at once: each holds descriptors of the agent.
 const egressMaxActive = 512
+
+// egressMaxConns bounds the connections one environment holds open to its
+// proxy, idle or not (each is a descriptor of the agent's, which every
+// environment of the node shares); beyond it new connections wait in the
+// kernel's backlog until one closes.
+const egressMaxConns = 1024
 
 // egressPort is the port the proxy of an environment with these export
 // ports listens on.
@@ -157,6 +164,7 @@ type egressProxy struct {
 
 // serveEgress serves the proxy on ln until close.
 func serveEgress(ln net.Listener, g egressGuard, log *slog.Logger) *egressProxy {
+	ln = netutil.LimitListener(ln, egressMaxConns)
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &egressProxy{
 		log: log, ln: ln, ctx: ctx, cancel: cancel, served: make(chan struct{}),
@@ -166,6 +174,7 @@ func serveEgress(ln net.Listener, g egressGuard, log *slog.Logger) *egressProxy 
 	p.tr = &http.Transport{
 		Proxy:                 nil, // the node's own proxy settings are not the environment's
 		DialContext:           p.dial,
+		MaxIdleConns:          64, // across hosts: one environment cannot park descriptors on many
 		MaxIdleConnsPerHost:   4,
 		IdleConnTimeout:       30 * time.Second,
 		TLSHandshakeTimeout:   15 * time.Second,
@@ -181,7 +190,7 @@ func serveEgress(ln net.Listener, g egressGuard, log *slog.Logger) *egressProxy 
 	}
 	p.srv = &http.Server{
 		Handler:           p,
-		ReadHeaderTimeout: 30 * time.Second,
+		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute, // a client's idle keep-alive holds a descriptor of the agent's
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),

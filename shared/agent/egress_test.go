@@ -215,3 +215,46 @@ func (s *syncWriter) Write(b []byte) (int, error) {
 	defer s.mu.Unlock()
 	return s.w.Write(b)
 }
+
+// Idle connections to the proxy are bounded: past egressMaxConns, a new one
+// is not served (it waits in the backlog) until another closes, so an
+// environment cannot spend the agent's descriptors, which every environment
+// of the node shares.
+func TestEgressProxyBoundsConnections(t *testing.T) {
+	outside := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	defer outside.Close()
+	outsideAP := netip.MustParseAddrPort(outside.Listener.Addr().String())
+	_, proxy, _ := startEgress(t, netip.Addr{}, outsideAP)
+
+	idle := make([]net.Conn, 0, egressMaxConns)
+	defer func() {
+		for _, c := range idle {
+			c.Close()
+		}
+	}()
+	for range egressMaxConns {
+		c, err := net.Dial("tcp", proxy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		idle = append(idle, c)
+	}
+	// One more connection is accepted by the kernel but not served.
+	extra, err := net.Dial("tcp", proxy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer extra.Close()
+	fmt.Fprintf(extra, "GET http://%s/ HTTP/1.1\r\nHost: %[1]s\r\n\r\n", outsideAP)
+	_ = extra.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if _, err := extra.Read(make([]byte, 1)); err == nil {
+		t.Fatalf("a connection past %d was served", egressMaxConns)
+	}
+	// Once one closes, it is served.
+	idle[0].Close()
+	_ = extra.SetReadDeadline(time.Now().Add(time.Minute))
+	res, err := http.ReadResponse(bufio.NewReader(extra), nil)
+	if err != nil || res.StatusCode != 200 {
+		t.Fatalf("after a slot freed: %v %v", res, err)
+	}
+}

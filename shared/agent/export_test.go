@@ -16,8 +16,12 @@ func AsNotRoot(c *Config) { c.assumeNotRoot = true }
 func WithoutCgroups(c *Config) { c.noCgroups = true }
 
 // WithoutNamespaces makes an agent take the path of a root agent on a node
-// that cannot make namespaces.
-func WithoutNamespaces(c *Config) { c.noNamespaces = true }
+// that cannot make namespaces, started with AllowSharedNetwork.
+func WithoutNamespaces(c *Config) { c.noNamespaces, c.AllowSharedNetwork = true, true }
+
+// CannotMakeNamespaces makes an agent take the path of a root agent on a
+// node that cannot make namespaces, as configured.
+func CannotMakeNamespaces(c *Config) { c.noNamespaces = true }
 
 // CgroupsWritable says whether this node lets the agent make cgroups.
 func CgroupsWritable() bool {

@@ -24,9 +24,12 @@ import (
 //   - cpus: CPU affinity to that many of the agent's CPUs (taken in turns so
 //     environments spread out); a share of CPU time would need cgroups.
 //
-// The limits are set with prlimit(2) right after the process starts, so the
-// first instructions of the command (before it forks or allocates) run
-// unlimited; children it forks afterwards inherit them.
+// Here, for environments outside namespaces of their own, the limits are
+// set with prlimit(2) right after the process starts, so the first
+// instructions of the command (before it forks or allocates) run
+// unlimited; children it forks afterwards inherit them. In namespaces the
+// init sets them before the exec (nsinit), so they hold from the first
+// instruction.
 func applyResources(pid int, r domain.Resources, turn int) []string {
 	limits, cpus, warns := resourceLimits(r, turn)
 	for _, l := range limits {

@@ -107,6 +107,7 @@ func (a *Agent) startNamespaced(t domain.Template, b *box, path, dir string, env
 	more, err := c.Begin()
 	if err != nil {
 		_ = c.Process.Kill()
+		c.Close()
 		_ = c.Wait()
 		h.Close()
 		if egress != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,6 +73,37 @@ func TestRevokedCredentialEndsTheAgent(t *testing.T) {
 			}
 			if _, err := os.Stat(filepath.Join(dir, "envs", id)); !os.IsNotExist(err) {
 				t.Fatalf("the environment's folder is left after the agent ended: %v", err)
+			}
+		})
+	}
+}
+
+// A root agent on a node that cannot make namespaces refuses to start
+// unless told it may run environments on the node's network: it never runs
+// every tenant unconfined with only a warning.
+func TestRootAgentWithoutNamespacesRefusesToStart(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the refusal is a root agent's; CI runs as root")
+	}
+	base := agent.Config{API: "http://127.0.0.1:1", Token: "els_node_x", Address: "127.0.0.1"}
+	for _, tc := range []struct {
+		name  string
+		tune  func(*agent.Config)
+		start bool
+	}{
+		{"refused", agent.CannotMakeNamespaces, false},
+		{"allowed", agent.WithoutNamespaces, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := base
+			cfg.WorkDir = t.TempDir()
+			tc.tune(&cfg)
+			_, err := agent.New(cfg)
+			if tc.start && err != nil {
+				t.Fatalf("with AllowSharedNetwork: %v", err)
+			}
+			if !tc.start && (err == nil || !strings.Contains(err.Error(), "-allow-shared-network")) {
+				t.Fatalf("without AllowSharedNetwork: %v, want a refusal naming -allow-shared-network", err)
 			}
 		})
 	}

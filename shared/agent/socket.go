@@ -224,6 +224,8 @@ func (a *Agent) serveSocket(ctx context.Context, node string, sock *socketClient
 		deadline time.Time
 		sent     map[string]bool // nil: nothing answered on this connection yet
 		lastFull *bool
+		// lastShort is what the service last heard of the disk.
+		lastShort *bool
 	)
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -244,11 +246,17 @@ func (a *Agent) serveSocket(ctx context.Context, node string, sock *socketClient
 				changed = append(changed, id)
 			}
 		}
-		// A node short of disk counts as full, so offers go elsewhere.
-		full := len(ids) >= a.cfg.Capacity || a.noRoom() != nil
+		// A node short of disk says so, and the service wakes it only when
+		// every node it could choose is short; it also counts as full, for
+		// a service that reads only that.
+		short := a.noRoom() != nil
+		full := len(ids) >= a.cfg.Capacity || short
 		m := nodes.Message{Type: nodes.MsgHeartbeat, Node: node, Changed: changed, Running: len(ids), Deadline: deadline}
 		if lastFull == nil || *lastFull != full {
 			m.Full = &full
+		}
+		if lastShort == nil || *lastShort != short {
+			m.Short = &short
 		}
 		r, err := sock.call(ctx, m)
 		if s := statusOf(err); s == http.StatusGone || s == http.StatusNotFound {
@@ -258,7 +266,7 @@ func (a *Agent) serveSocket(ctx context.Context, node string, sock *socketClient
 			a.log.Warn("heartbeat failed", "err", err)
 			return nil
 		}
-		deadline, sent, lastFull = r.Beat.Deadline, cur, &full
+		deadline, sent, lastFull, lastShort = r.Beat.Deadline, cur, &full, &short
 		if len(r.Beat.Templates) > 0 {
 			a.setTemplates(r.Beat.Templates)
 		}
@@ -337,9 +345,9 @@ func (a *Agent) socketClaims(ctx context.Context, node string, sock *socketClien
 		}
 		if a.noRoom() != nil {
 			// Short of disk: claim nothing; the heartbeats say the node is
-			// full, so offers go to a node with room. An environment
-			// offered here a second time found none within the re-offer
-			// delay: it is claimed, and runEnv refuses it, so it fails
+			// short, so offers go to any node that is not, full or not. An
+			// environment offered here a second time found none that is
+			// not short: it is claimed, and runEnv refuses it, so it fails
 			// saying why rather than waiting, pending, for nobody.
 			if env == "" || !shortOffers[env] {
 				if env != "" {

@@ -15,7 +15,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/coder/websocket"
 	"github.com/hashicorp/yamux"
 
 	"github.com/envlease/envlease/shared/clock"
@@ -66,10 +65,10 @@ type TunnelConfig struct {
 }
 
 // TunnelHandler serves tunnels at tunnel.Path: it upgrades a request whose
-// ticket it accepts to a WebSocket, runs the server side of a yamux session
-// on it, and connects each stream to the target it names if that target is
-// one of the ticket's and one of the environment's exports now. It never
-// connects anywhere else.
+// ticket it accepts (to tunnel.Protocol, or to a WebSocket), runs the
+// server side of a yamux session on it, and connects each stream to the
+// target it names if that target is one of the ticket's and one of the
+// environment's exports now. It never connects anywhere else.
 type TunnelHandler struct {
 	cfg     TunnelConfig
 	tunnels atomic.Int64
@@ -131,15 +130,15 @@ func (h *TunnelHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer h.tunnels.Add(-1)
-	ws, err := websocket.Accept(w, r, nil)
+	conn, err := tunnel.Accept(w, r)
 	if err != nil {
 		return // Accept has answered
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	sess, err := yamux.Server(websocket.NetConn(ctx, ws, websocket.MessageBinary), tunnel.MuxConfig())
+	sess, err := yamux.Server(tunnel.MuxConn(conn), tunnel.MuxConfig())
 	if err != nil {
-		ws.Close(websocket.StatusInternalError, "")
+		conn.Close()
 		return
 	}
 	if !h.track(sess) {

@@ -17,7 +17,10 @@ import (
 // AllRoutes is every endpoint group of the API over e's store and clock, with
 // artifacts kept in blobs, as the deployed functions wire them.
 func AllRoutes(e *Env, blobs *blob.Store) [][]httpapi.Route {
-	keySvc := keys.NewService(e.Store, e.Clock)
+	nodeSvc := nodes.NewService(e.Store, nil, e.Clock, nodes.Options{})
+	// Revoking a node credential ends its nodes, as the keys function does
+	// (there are no node protocol connections to close here).
+	keySvc := keys.NewService(e.Store, e.Clock, keys.WithConnectionCloser(nodes.NewRevocations(e.Store, nil, nodeSvc, e.Log)))
 	tplSvc := templates.NewService(e.Store)
 	return [][]httpapi.Route{
 		keys.TokenRoutes(keySvc), keys.KeyRoutes(keySvc),
@@ -26,7 +29,7 @@ func AllRoutes(e *Env, blobs *blob.Store) [][]httpapi.Route {
 		templates.Routes(tplSvc), templates.QuotaRoutes(tplSvc),
 		artifacts.Routes(artifacts.NewService(e.Store, blobs, e.Clock, artifacts.Options{})),
 		usage.Routes(usage.NewService(e.Store, e.Clock)),
-		nodes.Routes(nodes.NewService(e.Store, nil, e.Clock, nodes.Options{})),
+		nodes.Routes(nodeSvc),
 		events.Routes(events.NewService(e.Store, e.Clock)),
 		webhooks.Routes(webhooks.NewService(e.Store, e.Clock, webhooks.Guard{})),
 	}

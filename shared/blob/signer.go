@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
 	"github.com/envlease/envlease/shared/clock"
+	"github.com/envlease/envlease/shared/metrics"
 )
 
 // Why links need their own signer: a presigned URL is valid only while the
@@ -101,7 +102,9 @@ func FromConfig(awsCfg aws.Config, bucket, signerSecretARN string, clk clock.Clo
 		signer.Fetch = SecretsManagerFetch(secretsmanager.NewFromConfig(awsCfg))
 	}
 	return New(Options{
-		Client: s3.NewFromConfig(awsCfg), Bucket: bucket, Clock: clk,
+		Client: s3.NewFromConfig(awsCfg, func(o *s3.Options) {
+			o.APIOptions = append(o.APIOptions, metrics.CountCalls(metrics.S3))
+		}), Bucket: bucket, Clock: clk,
 		LinkCredentials: signer.LinkCredentials(),
 	})
 }

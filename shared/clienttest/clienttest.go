@@ -104,8 +104,10 @@ func Start(t testing.TB, opts ...Option) *Stack {
 		t.Fatalf("apply fixture: %v", err)
 	}
 	blobs := blob.New(blob.Options{Client: s3.Client(ctx), Bucket: s3.Bucket, Clock: clk})
-	keySvc := keys.NewService(st, clk)
 	artifactSvc := artifacts.NewService(st, blobs, clk, artifacts.Options{})
+	nodeSvc := nodes.NewService(st, artifactSvc, clk, nodeOptions)
+	// Revoking a node credential ends its nodes, as the keys function does.
+	keySvc := keys.NewService(st, clk, keys.WithConnectionCloser(nodes.NewRevocations(st, nil, nodeSvc, log)))
 	tplSvc := templates.NewService(st)
 	h := httpapi.New(httpapi.Config{Logger: log, Auth: auth.New(st, clk, log)},
 		keys.TokenRoutes(keySvc), keys.KeyRoutes(keySvc),
@@ -114,7 +116,7 @@ func Start(t testing.TB, opts ...Option) *Stack {
 		templates.Routes(tplSvc), templates.QuotaRoutes(tplSvc),
 		artifacts.Routes(artifactSvc),
 		usage.Routes(usage.NewService(st, clk)),
-		nodes.Routes(nodes.NewService(st, artifactSvc, clk, nodeOptions)),
+		nodes.Routes(nodeSvc),
 		openapi.Routes(),
 		console.Routes(console.Options{S3Origin: devstack.Origin(s3.Endpoint)}),
 		events.Routes(events.NewService(st, clk)),

@@ -16,7 +16,12 @@ type NodeConnection struct {
 	KeyID string
 	// Full says the node last reported it has no free capacity, so wakes go
 	// to its neighbours first.
-	Full      bool
+	Full bool
+	// Short says the node last reported it is short of disk: it can run
+	// nothing, so a wake reaches it only when every connection it could
+	// choose from is short too (the node then fails the environment,
+	// saying why, rather than leaving it pending for nobody).
+	Short     bool
 	Connected time.Time
 	// Platform and Runtimes are the node's, so a lease wakes a node that
 	// can run its environment.

@@ -257,7 +257,7 @@ func withRequestContext(base *slog.Logger, next http.Handler) http.Handler {
 			base.InfoContext(r.Context(), "request",
 				"request_id", ri.id, "method", r.Method, "path", r.URL.Path,
 				"status", sw.status, "ms", time.Since(start).Milliseconds(), "org", ri.org,
-				"route", ri.route, "ddb_calls", counters.DynamoCalls())
+				"route", ri.route, "ddb_calls", counters.DynamoCalls(), "s3_calls", counters.S3Calls(), "socket_calls", counters.SocketCalls())
 		}()
 		next.ServeHTTP(sw, r)
 	})

@@ -65,10 +65,17 @@ func (s *Service) CreateConsoleCode(ctx context.Context, p domain.Principal) (Co
 // ExchangeConsoleCode spends a sign-in code and returns a new console token
 // of the person who asked for it, expiring after ConsoleTokenLifetime. It
 // works once: every other exchange of the code, a used or expired one, or
-// one whose asking token was revoked since, is refused (401). A refusal
-// counts as a failed authentication of addr, the caller's peer address, and
-// a blocked address is refused (429) as it is for bearer tokens.
+// one whose asking token was revoked since, is refused (401). A refusal of
+// a well-formed code counts as a failed authentication of addr, the
+// caller's peer address, and a blocked address is refused (429) as it is
+// for bearer tokens.
 func (s *Service) ExchangeConsoleCode(ctx context.Context, code, addr string) (Issued, error) {
+	// A string that is not even shaped like a code guesses nothing, and a
+	// page can be sent such links in a loop: counting them would let anyone
+	// get a visitor's address (a whole office behind one NAT) blocked.
+	if len(code) != consoleCodeLen || !strings.HasPrefix(code, PrefixConsoleCode) {
+		return Issued{}, domain.Errorf(domain.CodeUnauthorized, "that is not a sign-in code; run envlease console again")
+	}
 	now := s.clock.Now()
 	if err := auth.CheckAddress(ctx, s.store, now, addr); err != nil {
 		return Issued{}, err
@@ -83,9 +90,6 @@ func (s *Service) ExchangeConsoleCode(ctx context.Context, code, addr string) (I
 }
 
 func (s *Service) exchange(ctx context.Context, code string) (Issued, error) {
-	if len(code) != consoleCodeLen || !strings.HasPrefix(code, PrefixConsoleCode) {
-		return Issued{}, domain.Errorf(domain.CodeUnauthorized, "that is not a sign-in code; run envlease console again")
-	}
 	c, err := s.store.GetConsoleCode(ctx, auth.HashToken(code))
 	if domain.ErrorCode(err) == domain.CodeNotFound {
 		return Issued{}, domain.ConsoleCodeSpent()

@@ -191,3 +191,20 @@ func TestConsoleCodeExchangeFailuresBlock(t *testing.T) {
 		t.Fatalf("the good code from another address: %d %s", res.Status, res.Body)
 	}
 }
+
+// A string not shaped like a code is refused without counting against the
+// address: a page can send a visitor's browser such links in a loop, and
+// must not get the visitor's address blocked.
+func TestConsoleCodeMalformedDoesNotBlock(t *testing.T) {
+	e := newEnv(t)
+	c := askCode(t, e, apitest.AliceToken)
+	e.RemoteAddr = "198.51.100.9:4000"
+	for i := range 20 {
+		if res := e.Do(http.MethodPost, "/v1/console/sessions", "", map[string]any{"code": "junk"}); res.Status != http.StatusUnauthorized {
+			t.Fatalf("malformed exchange %d: %d %s", i+1, res.Status, res.Body)
+		}
+	}
+	if res := e.Do(http.MethodPost, "/v1/console/sessions", "", map[string]any{"code": c.Code}); res.Status != http.StatusCreated {
+		t.Fatalf("a good code after malformed ones from the same address: %d %s", res.Status, res.Body)
+	}
+}

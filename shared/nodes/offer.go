@@ -93,7 +93,7 @@ func (o *Offerer) Offer(ctx context.Context, e domain.Environment) {
 
 // wake posts an offer to one connected node of the pool that can run what
 // needs asks: one at random among a few, preferring those with free
-// capacity. A connection that is gone is forgotten and the next one tried.
+// capacity, and never one short of disk while another is there (pick). A connection that is gone is forgotten and the next one tried.
 // No connection is not an error: nodes on the HTTP fallback find the work by
 // claiming, and the re-offer job looks again (at another random window of
 // the pool's connections when none of this one could run it).
@@ -114,6 +114,11 @@ func (o *Offerer) wake(ctx context.Context, org, pool string, needs domain.Needs
 		conns = slices.DeleteFunc(conns, func(c domain.NodeConnection) bool { return !c.Runs(needs) })
 		if len(conns) == 0 && all > 0 && round == 0 {
 			continue // none of this sample can run it: read another window
+		}
+		// A short node is woken only when the whole sample is short: not
+		// as a fallback after a post to another failed either.
+		if slices.ContainsFunc(conns, func(c domain.NodeConnection) bool { return !c.Short }) {
+			conns = slices.DeleteFunc(conns, func(c domain.NodeConnection) bool { return c.Short })
 		}
 		gone := 0
 		for try := 0; try < postTries && len(conns) > 0; try++ {
@@ -140,16 +145,28 @@ func (o *Offerer) wake(ctx context.Context, org, pool string, needs domain.Needs
 	return last
 }
 
-// pick chooses a connection at random, among those not full when any is.
+// pick chooses a connection at random: never a short one (short of disk,
+// it can run nothing) while any other is there, and among the others one
+// not full when any is. A full node takes the environment when a slot
+// frees; a short one only fails it, which is right only when every node
+// the wake could choose from is short: then no node can take it, and the
+// short node's claim fails it saying why.
 func pick(conns []domain.NodeConnection) int {
-	free := make([]int, 0, len(conns))
+	var free, busy []int
 	for i, c := range conns {
-		if !c.Full {
+		switch {
+		case c.Short:
+		case c.Full:
+			busy = append(busy, i)
+		default:
 			free = append(free, i)
 		}
 	}
-	if len(free) > 0 {
+	switch {
+	case len(free) > 0:
 		return free[mrand.IntN(len(free))]
+	case len(busy) > 0:
+		return busy[mrand.IntN(len(busy))]
 	}
 	return mrand.IntN(len(conns))
 }

@@ -48,11 +48,15 @@ type Message struct {
 	// heartbeat: Changed are the environment ids the node started or
 	// stopped running since its last answered beat (all it runs, on the
 	// first beat of a connection); Running how many it runs now; Full
-	// whether it has no free capacity, when that changed; Deadline the
-	// lost deadline of the last answer (zero: unknown, so write it).
+	// whether it has no free capacity, when that changed; Short whether it
+	// is short of disk (so it can run nothing and claims only to fail),
+	// when that changed (an older agent never says; it only says full);
+	// Deadline the lost deadline of the last answer (zero: unknown, so
+	// write it).
 	Changed  []string  `json:"changed,omitempty"`
 	Running  int       `json:"running,omitempty"`
 	Full     *bool     `json:"full,omitempty"`
+	Short    *bool     `json:"short,omitempty"`
 	Deadline time.Time `json:"deadline,omitzero"`
 
 	// claim and report: the environment (a claim's is the one offered, to

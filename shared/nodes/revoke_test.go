@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -15,8 +16,8 @@ import (
 )
 
 // Revoking a node credential (DELETE /v1/keys/{id}) ends everything it
-// holds: the connections it opened are closed and forgotten (another
-// credential's are not), and every message a connection of it still sends
+// holds: its nodes are ended, the connections it opened are closed and
+// forgotten (another credential's are not), and every message a connection of it still sends
 // is refused with 401 and ends that connection, creating nothing, changing
 // no environment and recording no event; no offer reaches it, and its HTTP
 // requests are refused too.
@@ -147,8 +148,10 @@ func TestRevokedCredentialCanDoNothing(t *testing.T) {
 	if n, _ := se.Store.GetNode(ctx, "acme", node); !n.Deadline.Equal(beat.Beat.Deadline) {
 		t.Fatalf("node deadline moved to %s", n.Deadline)
 	}
-	if a := se.get(t, apitest.BobToken, envA); a.State != domain.StateStarting || a.Error != "" {
-		t.Fatalf("A after the refused reports: %s %q", a.State, a.Error)
+	// The revocation failed A (its node ended); the refused reports
+	// changed nothing of that.
+	if a := se.get(t, apitest.BobToken, envA); a.State != domain.StateFailed || a.Error != nodes.ErrorNodeRevoked || a.StopReason != nodes.StopLost {
+		t.Fatalf("A after the refused reports: %s %q %q", a.State, a.Error, a.StopReason)
 	}
 	if b := se.get(t, apitest.BobToken, envB); b.State != domain.StatePending {
 		t.Fatalf("B after the refused claims: %s", b.State)
@@ -287,7 +290,7 @@ func TestRevocationWhoseCloseFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	closer := &failingCloser{}
-	if err := nodes.NewRevocations(se.Store, closer, se.Log).CloseConnections(ctx, k); err != nil {
+	if err := nodes.NewRevocations(se.Store, closer, se.svc, se.Log).CloseConnections(ctx, k); err != nil {
 		t.Fatalf("revocation with a failing close: %v", err)
 	}
 	if len(closer.tried) != 1 || closer.tried[0] != "c1" {
@@ -303,5 +306,113 @@ func TestRevocationWhoseCloseFails(t *testing.T) {
 	b, _ := json.Marshal(nodes.Message{Type: nodes.MsgHeartbeat, ID: "x", Node: node})
 	if out, end := se.socket.Answer(ctx, nodes.Conn{ID: "c1", Principal: p}, b); !end || !strings.Contains(string(out), `"status":401`) {
 		t.Fatalf("beat after the failed close: %s (end %v)", out, end)
+	}
+}
+
+// Revoking a node credential ends its nodes at once, as a lost node is
+// ended: each is marked lost, what it ran (ready or starting) fails with
+// "the node's credential was revoked" and stopReason lost, the quota is
+// released once, and no tunnel ticket names it any more. Another
+// credential's node and what it runs are left alone. Revoking again changes
+// nothing.
+func TestRevocationEndsTheCredentialsNodes(t *testing.T) {
+	se := newSocketEnv(t)
+	ctx := context.Background()
+	tok := se.credential(t, apitest.AliceToken, "local")
+	p, err := apitest.NewAuth(se.Env).Authenticate(ctx, "Bearer "+tok, "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := se.credential(t, apitest.AliceToken, "local")
+	exports := map[string]any{"state": "ready", "exports": []map[string]string{{"service": "web", "target": "127.0.0.1:8080"}}}
+
+	// The revoked credential runs A (ready, over HTTP, tunnels) and B
+	// (starting, on the node protocol); the other credential runs C.
+	httpNode := se.registerTunnels(t, tok, tunnelURL).Node.ID
+	envA := se.lease(t, apitest.BobToken, map[string]any{"template": "shell"})
+	if c, r := se.claim(t, tok, httpNode, "1s"); c == nil || c.Environment.ID != envA {
+		t.Fatalf("claim A: %d %s", r.Status, r.Body)
+	}
+	if r := se.report(tok, httpNode, envA, exports); r.Status != 200 {
+		t.Fatalf("A ready: %d %s", r.Status, r.Body)
+	}
+	sockNode := se.hello(t, "c1", tok, 2)
+	envB := se.lease(t, apitest.BobToken, map[string]any{"template": "sleeper"})
+	if r := se.send(t, "c1", tok, nodes.Message{Type: nodes.MsgClaim, ID: "b", Node: sockNode, Environment: envB}); r.Claimed == nil {
+		t.Fatalf("claim B: %+v", r)
+	}
+	otherNode := se.registerTunnels(t, other, tunnelURL).Node.ID
+	envC := se.lease(t, apitest.BobToken, map[string]any{"template": "shell"})
+	if c, r := se.claim(t, other, otherNode, "1s"); c == nil || c.Environment.ID != envC {
+		t.Fatalf("claim C: %d %s", r.Status, r.Body)
+	}
+	if r := se.report(other, otherNode, envC, exports); r.Status != 200 {
+		t.Fatalf("C ready: %d %s", r.Status, r.Body)
+	}
+	tunnel := func(id string) *apitest.Response {
+		return se.Do("POST", "/v1/environments/"+id+"/tunnel", apitest.BobToken, nil)
+	}
+	if r := tunnel(envA); r.Status != 200 {
+		t.Fatalf("tunnel to A before the revoke: %d %s", r.Status, r.Body)
+	}
+	if n, m := se.running(t, "acme", "shell"), se.running(t, "acme", "sleeper"); n != 2 || m != 1 {
+		t.Fatalf("running %d shell and %d sleeper before the revoke, want 2 and 1", n, m)
+	}
+
+	se.Clock.Advance(time.Second)
+	if r := se.Do("DELETE", "/v1/keys/"+p.KeyID, apitest.AliceToken, nil); r.Status != 200 {
+		t.Fatalf("revoke: %d %s", r.Status, r.Body)
+	}
+	revokedAt := se.Clock.Now()
+	check := func(when string) {
+		t.Helper()
+		for _, id := range []string{envA, envB} {
+			e := se.get(t, apitest.BobToken, id)
+			if e.State != domain.StateFailed || e.Error != nodes.ErrorNodeRevoked || e.StopReason != nodes.StopLost || e.Stopped == nil || !e.Stopped.Equal(revokedAt) {
+				t.Fatalf("%s %s: %s %q %q stopped %v", when, id, e.State, e.Error, e.StopReason, e.Stopped)
+			}
+		}
+		if e := se.get(t, apitest.BobToken, envC); e.State != domain.StateReady {
+			t.Fatalf("%s, the other credential's C: %s %q", when, e.State, e.Error)
+		}
+		for id, want := range map[string]string{httpNode: domain.NodeLost, sockNode: domain.NodeLost, otherNode: domain.NodeActive} {
+			if n, err := se.Store.GetNode(ctx, "acme", id); err != nil || n.State != want {
+				t.Fatalf("%s, node %s: %s %v, want %s", when, id, n.State, err, want)
+			}
+		}
+		if n, m := se.running(t, "acme", "shell"), se.running(t, "acme", "sleeper"); n != 1 || m != 0 {
+			t.Fatalf("%s, running %d shell and %d sleeper, want 1 and 0 (the quota released once)", when, n, m)
+		}
+		if r := tunnel(envA); r.Status != 409 || !strings.Contains(r.Map(t)["error"].(string), "it no longer runs") {
+			t.Fatalf("%s, tunnel to A: %d %s, want 409", when, r.Status, r.Body)
+		}
+		if r := tunnel(envC); r.Status != 200 {
+			t.Fatalf("%s, tunnel to C: %d %s", when, r.Status, r.Body)
+		}
+	}
+	check("after the revoke")
+	events := func() map[string]int {
+		page, err := se.Store.ListEvents(ctx, "acme", domain.EventQuery{Since: revokedAt, Limit: 100}, se.Clock.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]int{}
+		for _, ev := range page.Events {
+			out[ev.Type]++
+		}
+		return out
+	}
+	before := events()
+	if before[domain.EventNodeLost] != 2 {
+		t.Fatalf("events after the revoke: %v, want two %s", before, domain.EventNodeLost)
+	}
+
+	se.Clock.Advance(time.Second)
+	if r := se.Do("DELETE", "/v1/keys/"+p.KeyID, apitest.AliceToken, nil); r.Status != 200 {
+		t.Fatalf("revoke again: %d %s", r.Status, r.Body)
+	}
+	check("after revoking again")
+	if after := events(); !maps.Equal(after, before) {
+		t.Fatalf("events after revoking again: %v, before %v", after, before)
 	}
 }

@@ -44,6 +44,7 @@ type Store interface {
 	GetNode(ctx context.Context, org, id string) (domain.Node, error)
 	GetNodeWithCredential(ctx context.Context, org, id, keyHash string) (domain.Node, error)
 	ListNodes(ctx context.Context, org string) ([]domain.Node, error)
+	KeyNodes(ctx context.Context, org, keyID string) ([]domain.Node, error)
 	HeartbeatNode(ctx context.Context, n domain.Node, now, deadline time.Time) (domain.Node, error)
 	BeatNode(ctx context.Context, org, id string, cred domain.Principal, now, deadline time.Time) (domain.Node, error)
 	EndNode(ctx context.Context, n domain.Node, state string, now time.Time) (bool, error)
@@ -81,6 +82,10 @@ const (
 
 // ErrorNodeLost is the error of an environment whose node was lost.
 const ErrorNodeLost = "node lost"
+
+// ErrorNodeRevoked is the error of an environment whose node's credential
+// was revoked.
+const ErrorNodeRevoked = "the node's credential was revoked"
 
 // Defaults; every one is documented in docs/nodes.md (Nodes and their API).
 const (

@@ -53,7 +53,7 @@ const ReasonRevoked = "the node credential has been revoked"
 type ConnectionStore interface {
 	PutConnection(ctx context.Context, c domain.NodeConnection, keyHash string) error
 	DeleteConnection(ctx context.Context, org, pool, id string) error
-	SetConnectionFull(ctx context.Context, org, pool, id string, full bool) error
+	SetConnectionRoom(ctx context.Context, org, pool, id string, full, short *bool) error
 }
 
 // Socket handles the node protocol's messages. The same code serves API
@@ -160,8 +160,8 @@ func (k *Socket) handle(ctx context.Context, c Conn, m Message) (*Message, error
 		if err != nil {
 			return nil, err
 		}
-		if m.Full != nil {
-			if err := k.conns.SetConnectionFull(ctx, p.OrgID, p.Pool, string(c.ID), *m.Full); err != nil {
+		if m.Full != nil || m.Short != nil {
+			if err := k.conns.SetConnectionRoom(ctx, p.OrgID, p.Pool, string(c.ID), m.Full, m.Short); err != nil {
 				return nil, err
 			}
 		}
@@ -225,7 +225,7 @@ func (k *Socket) logMessage(ctx context.Context, start time.Time, c Conn, typ, n
 	k.log.InfoContext(ctx, "request",
 		"request_id", newMessageID(), "method", "WS", "path", typ, "status", status,
 		"ms", time.Since(start).Milliseconds(), "org", c.Principal.OrgID, "node", node,
-		"connection", string(c.ID), "route", "WS "+typ, "ddb_calls", counters.DynamoCalls())
+		"connection", string(c.ID), "route", "WS "+typ, "ddb_calls", counters.DynamoCalls(), "s3_calls", counters.S3Calls(), "socket_calls", counters.SocketCalls())
 }
 
 func newMessageID() string {

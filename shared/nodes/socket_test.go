@@ -87,8 +87,9 @@ func newSocketEnv(t *testing.T) *socketEnv {
 		svc = nodes.NewService(counted, stubLinks{}, e.Clock, nodes.Options{})
 		se.socket = nodes.NewSocket(svc, counted, e.Log)
 		se.offerer = nodes.NewOfferer(counted, se.poster, e.Clock, e.Log, 3*time.Second)
-		// Revoking a node credential closes its connections through the poster.
-		keySvc := keys.NewService(e.Store, e.Clock, keys.WithConnectionCloser(nodes.NewRevocations(counted, se.poster, e.Log)))
+		// Revoking a node credential ends its nodes and closes its connections
+		// through the poster.
+		keySvc := keys.NewService(e.Store, e.Clock, keys.WithConnectionCloser(nodes.NewRevocations(counted, se.poster, svc, e.Log)))
 		return [][]httpapi.Route{nodes.Routes(svc), environments.Routes(environments.NewService(e.Store, e.Clock, environments.WithOfferer(se.offerer))), keys.KeyRoutes(keySvc)}
 	})
 	se.env = &env{Env: e, svc: svc}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -37,6 +38,7 @@ type connItem struct {
 	Node      string    `dynamodbav:"node"`
 	KeyID     string    `dynamodbav:"keyId,omitempty"`
 	Full      bool      `dynamodbav:"full"`
+	Short     bool      `dynamodbav:"short,omitempty"`
 	Connected time.Time `dynamodbav:"connected"`
 	TTL       int64     `dynamodbav:"ttl"`
 	Platform  string    `dynamodbav:"platform,omitempty"`
@@ -82,7 +84,7 @@ var (
 )
 
 func (it connItem) domain() domain.NodeConnection {
-	return domain.NodeConnection{ID: it.Conn, OrgID: it.Org, Pool: it.Pool, Node: it.Node, KeyID: it.KeyID, Full: it.Full, Connected: it.Connected.UTC(),
+	return domain.NodeConnection{ID: it.Conn, OrgID: it.Org, Pool: it.Pool, Node: it.Node, KeyID: it.KeyID, Full: it.Full, Short: it.Short, Connected: it.Connected.UTC(),
 		Platform: it.Platform, Runtimes: it.Runtimes}
 }
 
@@ -95,7 +97,7 @@ func (it connItem) domain() domain.NodeConnection {
 func (s *Store) PutConnection(ctx context.Context, c domain.NodeConnection, keyHash string) error {
 	item, err := marshal(connItem{
 		PK: connPK(c.OrgID, c.Pool), SK: connSK(c.ID), Org: c.OrgID, Pool: c.Pool, Conn: c.ID, Node: c.Node,
-		KeyID: c.KeyID, Full: c.Full, Connected: c.Connected, TTL: c.Connected.Add(ConnectionKept).Unix(),
+		KeyID: c.KeyID, Full: c.Full, Short: c.Short, Connected: c.Connected, TTL: c.Connected.Add(ConnectionKept).Unix(),
 		Platform: c.Platform, Runtimes: c.Runtimes,
 	})
 	if err != nil {
@@ -180,20 +182,36 @@ func (s *Store) DeleteConnection(ctx context.Context, org, pool, id string) erro
 	return dependencyError("delete connection", err)
 }
 
-// SetConnectionFull records whether the connection's node has free
-// capacity, if the connection is still recorded.
-func (s *Store) SetConnectionFull(ctx context.Context, org, pool, id string, full bool) error {
+// SetConnectionRoom records, if the connection is still recorded, what its
+// node last said of its room: full (no free capacity) and short (short of
+// disk, so it can run nothing); nil leaves one as it was. One write for
+// both, and none when both are nil.
+func (s *Store) SetConnectionRoom(ctx context.Context, org, pool, id string, full, short *bool) error {
+	var sets []string
+	names := map[string]string{}
+	values := map[string]types.AttributeValue{}
+	if full != nil {
+		sets = append(sets, "#full = :full")
+		names["#full"], values[":full"] = "full", boolean(*full)
+	}
+	if short != nil {
+		sets = append(sets, "#short = :short")
+		names["#short"], values[":short"] = "short", boolean(*short)
+	}
+	if len(sets) == 0 {
+		return nil
+	}
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(s.table), Key: key(connPK(org, pool), connSK(id)),
-		UpdateExpression:          aws.String("SET #full = :full"),
+		UpdateExpression:          aws.String("SET " + strings.Join(sets, ", ")),
 		ConditionExpression:       aws.String("attribute_exists(PK)"),
-		ExpressionAttributeNames:  map[string]string{"#full": "full"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":full": boolean(full)},
+		ExpressionAttributeNames:  names,
+		ExpressionAttributeValues: values,
 	})
 	if IsConditionFailed(err) {
 		return nil
 	}
-	return dependencyError("set connection full", err)
+	return dependencyError("set connection room", err)
 }
 
 // PoolConnections returns up to limit recorded connections of a pool,

@@ -197,6 +197,26 @@ func (s *Store) ListNodes(ctx context.Context, org string) ([]domain.Node, error
 	return out, nil
 }
 
+// KeyNodes returns the organization's active nodes that node credential
+// keyID registered, read strongly consistent: after a revocation committed
+// it finds every one (a node is registered only in a transaction that checks
+// the credential unrevoked, PutNode).
+func (s *Store) KeyNodes(ctx context.Context, org, keyID string) ([]domain.Node, error) {
+	in := s.inPartition(orgPK(org), "NODE#")
+	in.ConsistentRead = aws.Bool(true)
+	items, err := queryAll[nodeItem](ctx, s, "key nodes", in)
+	if err != nil {
+		return nil, err
+	}
+	var out []domain.Node
+	for _, it := range items {
+		if it.KeyID == keyID && it.State == domain.NodeActive {
+			out = append(out, it.domain())
+		}
+	}
+	return out, nil
+}
+
 // HeartbeatNode records a heartbeat at now and moves the lost deadline, if
 // the node is still active. It writes the base item alone (see the note on
 // nodeItem). A node already declared lost (or gone) gets

@@ -59,13 +59,16 @@ func (s *Store) BeatNode(ctx context.Context, org, id string, cred domain.Princi
 		}
 		return it.domain(), nil
 	}
-	reasons, err := s.transact(ctx, "heartbeat node", []types.TransactWriteItem{{Update: &update}, s.credentialCheck(cred.KeyHash)})
+	// The credential's check comes first: a revoked credential's node is
+	// also ended (nodes.Revocations), and not every DynamoDB reports past
+	// the first condition that failed, so the revocation is what it tells.
+	reasons, err := s.transact(ctx, "heartbeat node", []types.TransactWriteItem{s.credentialCheck(cred.KeyHash), {Update: &update}})
 	switch {
 	case err != nil:
 		return domain.Node{}, err
-	case conditionFailed(reasons, 1):
-		return domain.Node{}, errRevokedCredential()
 	case conditionFailed(reasons, 0):
+		return domain.Node{}, errRevokedCredential()
+	case conditionFailed(reasons, 1):
 		return s.beatRefused(ctx, org, id, cred, deadline)
 	case reasons != nil:
 		return domain.Node{}, domain.Internal(fmt.Errorf("heartbeat node cancelled: %v", reasons))

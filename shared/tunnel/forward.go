@@ -52,7 +52,7 @@ type Event struct {
 
 // Options tune Forward; the zero value is what the CLI uses.
 type Options struct {
-	// Dial opens the WebSocket (default WebSocketDialer(nil)).
+	// Dial opens the tunnel's connection (default UpgradeDialer(nil)).
 	Dial Dialer
 	// Clock tells the time renewals are planned by (default the system's).
 	Clock clock.Clock
@@ -95,7 +95,7 @@ func Forward(ctx context.Context, api API, envID string, onEvent func(Event), op
 
 func (o Options) withDefaults() Options {
 	if o.Dial == nil {
-		o.Dial = WebSocketDialer(nil)
+		o.Dial = UpgradeDialer(nil)
 	}
 	if o.Clock == nil {
 		o.Clock = clock.System{}

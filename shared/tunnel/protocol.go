@@ -116,6 +116,29 @@ type bufConn struct {
 
 func (c *bufConn) Read(b []byte) (int, error) { return c.r.Read(b) }
 
+// maxFrame bounds the body of a yamux data frame a stream sends. yamux
+// sends as much of a write as the window allows in one frame, and the
+// receiving end holds the stream's buffer while it reads a frame's body
+// off the connection, so its reader waits for the whole frame: a megabyte
+// frame stalls the pipe behind it for as long as it takes to arrive.
+// Frames of this size keep both ends busy at once, with the window (which
+// is what keeps a stream fast over a link with latency) as large as ever.
+const maxFrame = 256 << 10
+
+// Write sends b in frames of at most maxFrame bytes.
+func (c *bufConn) Write(b []byte) (int, error) {
+	n := 0
+	for len(b) > 0 {
+		k, err := c.Conn.Write(b[:min(len(b), maxFrame)])
+		n += k
+		if err != nil {
+			return n, err
+		}
+		b = b[k:]
+	}
+	return n, nil
+}
+
 // CloseWrite ends the writing half of the connection underneath.
 func (c *bufConn) CloseWrite() error { return closeWrite(c.Conn) }
 
@@ -151,7 +174,7 @@ func Pipe(a, b net.Conn) {
 	wg.Add(2)
 	half := func(dst, src net.Conn) {
 		defer wg.Done()
-		if _, err := io.Copy(dst, src); err != nil {
+		if _, err := copyConn(dst, src); err != nil {
 			abort()
 			return
 		}
@@ -163,4 +186,55 @@ func Pipe(a, b net.Conn) {
 	go half(b, a)
 	wg.Wait()
 	abort()
+}
+
+// A pipe copies through a buffer of io.Copy's 32 KiB while its connection
+// trickles, and through one of pipeBuffer while a read fills the small one
+// (a bulk transfer): a fast stream then costs fewer system calls per byte,
+// and an idle connection holds no more memory than it did.
+const (
+	pipeSmall  = 32 << 10
+	pipeBuffer = 256 << 10
+)
+
+var pipeBufs = sync.Pool{New: func() any { b := make([]byte, pipeBuffer); return &b }}
+
+// copyConn copies src to dst until src ends (nil) or an error.
+func copyConn(dst io.Writer, src io.Reader) (int64, error) {
+	small := make([]byte, pipeSmall)
+	buf := small
+	var big *[]byte
+	defer func() {
+		if big != nil {
+			pipeBufs.Put(big)
+		}
+	}()
+	var n int64
+	for {
+		nr, rerr := src.Read(buf)
+		if nr > 0 {
+			nw, werr := dst.Write(buf[:nr])
+			n += int64(nw)
+			if werr != nil {
+				return n, werr
+			}
+			if nw != nr {
+				return n, io.ErrShortWrite
+			}
+			switch {
+			case big == nil && nr == len(buf):
+				big = pipeBufs.Get().(*[]byte)
+				buf = *big
+			case big != nil && nr < pipeSmall:
+				pipeBufs.Put(big)
+				big, buf = nil, small
+			}
+		}
+		if errors.Is(rerr, io.EOF) {
+			return n, nil
+		}
+		if rerr != nil {
+			return n, rerr
+		}
+	}
 }

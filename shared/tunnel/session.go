@@ -16,9 +16,10 @@ import (
 	"github.com/hashicorp/yamux"
 )
 
-// Dialer opens the byte stream a tunnel session runs on: a WebSocket to url
-// with header on the upgrade request. Tests put their own in front of the
-// default to watch or break connections.
+// Dialer opens the byte stream a tunnel session runs on: an upgraded HTTP
+// connection (Protocol) or a WebSocket to url, with header on the upgrade
+// request. Tests put their own in front of the default to watch or break
+// connections.
 type Dialer func(ctx context.Context, url string, header http.Header) (net.Conn, error)
 
 // RefusedError is an agent's refusal of a tunnel at the upgrade: 401 for a
@@ -37,8 +38,9 @@ func (e *RefusedError) Error() string {
 	return fmt.Sprintf("the node refused the tunnel: %s (%d)", e.Reason, e.Status)
 }
 
-// WebSocketDialer dials with hc (nil: a plain http.Client, so the
-// environment's proxy settings apply as to any HTTP request).
+// WebSocketDialer dials a WebSocket only, with hc (nil: a plain
+// http.Client, so the environment's proxy settings apply as to any HTTP
+// request).
 func WebSocketDialer(hc *http.Client) Dialer {
 	return func(ctx context.Context, url string, header http.Header) (net.Conn, error) {
 		ws, res, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPClient: hc, HTTPHeader: header})
@@ -73,16 +75,16 @@ type Session struct {
 	mux *yamux.Session
 }
 
-// Dial opens a tunnel to url with ticket. dial nil means WebSocketDialer(nil).
+// Dial opens a tunnel to url with ticket. dial nil means UpgradeDialer(nil).
 func Dial(ctx context.Context, dial Dialer, url, ticket string) (*Session, error) {
 	if dial == nil {
-		dial = WebSocketDialer(nil)
+		dial = UpgradeDialer(nil)
 	}
 	conn, err := dial(ctx, url, http.Header{"Authorization": {"Bearer " + ticket}})
 	if err != nil {
 		return nil, err
 	}
-	mux, err := yamux.Client(conn, MuxConfig())
+	mux, err := yamux.Client(MuxConn(conn), MuxConfig())
 	if err != nil {
 		conn.Close()
 		return nil, err

@@ -6,8 +6,11 @@
 // (the agent, the devserver, a test binary), and runs the environment's
 // init instead of the program: it mounts a /proc of its PID namespace and a
 // /dev/shm of its own (private to its mount namespace), brings up lo,
-// starts the template's command as the environment's user, forwards signals
-// to it, reaps orphans as PID 1 and exits with the command's status once it
-// ends, which takes every other process of the namespace with it. See
-// docs/nodes.md.
+// starts the template's command, forwards signals to it, reaps orphans as
+// PID 1 and exits with the command's status once it ends, which takes every
+// other process of the namespace with it. The command is started through a
+// second marker (envlease-nsexec): that process sets the template's
+// rlimits and CPU affinity on itself, becomes the environment's user (no
+// supplementary groups, no_new_privs) and execs the command, so they hold
+// from the command's first instruction. See docs/nodes.md.
 package nsinit

@@ -33,8 +33,8 @@ type Config struct {
 	// root (probe and tests only).
 	UID int `json:"uid"`
 	GID int `json:"gid"`
-	// Rlimits are set on the command right after it starts (prlimit), as
-	// the agent does outside namespaces; CPUs is its CPU affinity.
+	// Rlimits and CPUs (its CPU affinity) are the command's from its first
+	// instruction: set on the process that then execs it.
 	Rlimits []Rlimit `json:"rlimits,omitempty"`
 	CPUs    []int    `json:"cpus,omitempty"`
 	// Probe sets the namespaces up and exits 0 without running anything.
@@ -57,12 +57,18 @@ type report struct {
 }
 
 func init() {
-	if len(os.Args) > 0 && os.Args[0] == marker {
-		os.Exit(run())
+	if len(os.Args) > 0 {
+		switch os.Args[0] {
+		case marker:
+			os.Exit(run())
+		case execMarker:
+			os.Exit(execCommand())
+		}
 	}
 }
 
-// Fds of the init: 3 reads the Config, 4 writes reports.
+// Fds of the init and of the stage that becomes the command: 3 reads the
+// Config, 4 writes reports.
 const (
 	configFd = 3
 	reportFd = 4
@@ -118,31 +124,11 @@ func run() int {
 
 	sigs := make(chan os.Signal, 32)
 	signal.Notify(sigs)
-	attr := &syscall.SysProcAttr{Setpgid: true}
-	if cfg.UID >= 0 {
-		attr.Credential = &syscall.Credential{Uid: uint32(cfg.UID), Gid: uint32(cfg.GID), Groups: []uint32{}}
-	}
-	// ForkExec resets the signal mask and handlers for the child.
-	pid, err := syscall.ForkExec(cfg.Path, cfg.Args, &syscall.ProcAttr{
-		Dir: cfg.Dir, Env: cfg.Env, Files: []uintptr{0, 1, 2}, Sys: attr,
-	})
+	pid, more, err := startCommand(cfg)
 	if err != nil {
-		return fail("start %q: %v", cfg.Path, err)
+		return fail("%v", err)
 	}
-	for _, l := range cfg.Rlimits {
-		if err := unix.Prlimit(pid, l.Resource, &unix.Rlimit{Cur: l.Max, Max: l.Max}, nil); err != nil {
-			warns = append(warns, fmt.Sprintf("limit %d: %v", l.Resource, err))
-		}
-	}
-	if len(cfg.CPUs) > 0 {
-		var set unix.CPUSet
-		for _, c := range cfg.CPUs {
-			set.Set(c)
-		}
-		if err := unix.SchedSetaffinity(pid, &set); err != nil {
-			warns = append(warns, fmt.Sprintf("cpus: %v", err))
-		}
-	}
+	warns = append(warns, more...)
 	say(report{Started: true, Warnings: warns})
 
 	// A SIGCHLD the full channel dropped is made up for by the tick.

@@ -5,10 +5,13 @@ package nsinit_test
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/envlease/envlease/shared/agent/nsinit"
 )
@@ -104,5 +107,110 @@ while :; do sleep 0.05; done`)
 	}
 	if c.ProcessState.ExitCode() != 7 {
 		t.Fatalf("the init exited %d, want the command's 7", c.ProcessState.ExitCode())
+	}
+}
+
+// run runs cfg under an init to its end and returns what it wrote, or why
+// it did not start.
+func run(t *testing.T, cfg nsinit.Config) (string, error) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("namespaces take root")
+	}
+	if err := nsinit.Probe(); err != nil {
+		t.Skipf("this machine cannot make namespaces: %v", err)
+	}
+	c, err := nsinit.Command(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	c.Stdout, c.Stderr = &out, &out
+	if err := c.Start(); err != nil {
+		c.Close()
+		t.Fatal(err)
+	}
+	_, berr := c.Begin()
+	_ = c.Wait()
+	return out.String(), berr
+}
+
+// The limits, the CPU affinity and the user are the command's before its
+// first instruction, so a child it forks at once has them too; the user
+// has no supplementary groups and cannot gain privileges.
+func TestConfinedFromFirstInstruction(t *testing.T) {
+	var mine unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &mine); err != nil {
+		t.Fatal(err)
+	}
+	cpu := -1
+	for i := 0; i < 1024 && cpu < 0; i++ {
+		if mine.IsSet(i) {
+			cpu = i
+		}
+	}
+	child := `sh -c "ulimit -v; grep '^Max processes' /proc/self/limits | tr -s ' ' | cut -d' ' -f3; id -u; id -g; id -G; grep ^Cpus_allowed_list: /proc/self/status; grep ^NoNewPrivs: /proc/self/status"`
+	for _, tc := range []struct {
+		name    string
+		uid     int
+		memory  uint64
+		want    []string
+		wantNNP string
+	}{
+		{"root", -1, 1 << 30, []string{"1048576", "4096", "0", "0", "0"}, "0"},
+		{"user", 65534, 1 << 30, []string{"1048576", "4096", "65534", "65534", "65534"}, "1"},
+		// Far below what the Go stage itself has mapped.
+		{"little memory", 65534, 16 << 20, []string{"16384", "4096", "65534", "65534", "65534"}, "1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := run(t, nsinit.Config{
+				Path: "/bin/sh", Args: []string{"sh", "-c", child}, Dir: "/",
+				Env: []string{"PATH=/usr/bin:/bin"}, UID: tc.uid, GID: tc.uid,
+				Rlimits: []nsinit.Rlimit{
+					{Resource: unix.RLIMIT_AS, Max: tc.memory},
+					{Resource: unix.RLIMIT_NPROC, Max: 4096},
+				},
+				CPUs: []int{cpu},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			lines := strings.Split(strings.TrimSpace(out), "\n")
+			if len(lines) != 7 {
+				t.Fatalf("output %q", out)
+			}
+			for i, w := range tc.want {
+				if strings.TrimSpace(lines[i]) != w {
+					t.Errorf("line %d: %q, want %q (output %q)", i, lines[i], w, out)
+				}
+			}
+			if got := strings.Fields(lines[5]); len(got) != 2 || got[1] != strconv.Itoa(cpu) {
+				t.Errorf("child's CPUs: %q, want %d", lines[5], cpu)
+			}
+			if got := strings.Fields(lines[6]); len(got) != 2 || got[1] != tc.wantNNP {
+				t.Errorf("child's %q, want NoNewPrivs %s", lines[6], tc.wantNNP)
+			}
+		})
+	}
+}
+
+// A command that cannot start is reported as clearly as by exec.
+func TestStartError(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  nsinit.Config
+		want string
+	}{
+		{"missing", nsinit.Config{Path: "/no/such/command", Args: []string{"x"}, Dir: "/", UID: -1, GID: -1},
+			`start "/no/such/command": no such file or directory`},
+		{"folder", nsinit.Config{Path: "/bin/true", Args: []string{"true"}, Dir: "/no/such/folder", UID: 65534, GID: 65534},
+			`start "/bin/true": no such file or directory`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := run(t, tc.cfg)
+			if err == nil || err.Error() != tc.want {
+				t.Fatalf("got %v, want %q", err, tc.want)
+			}
+		})
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/apigatewaymanagementapi"
 	"github.com/aws/aws-sdk-go-v2/service/apigatewaymanagementapi/types"
 
+	"github.com/envlease/envlease/shared/metrics"
 	"github.com/envlease/envlease/shared/nodes"
 )
 
@@ -27,6 +28,7 @@ type Poster struct {
 func New(cfg aws.Config, endpoint string) *Poster {
 	return &Poster{client: apigatewaymanagementapi.NewFromConfig(cfg, func(o *apigatewaymanagementapi.Options) {
 		o.BaseEndpoint = aws.String(endpoint)
+		o.APIOptions = append(o.APIOptions, metrics.CountCalls(metrics.Socket))
 	})}
 }
 
