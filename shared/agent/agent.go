@@ -1,10 +1,12 @@
 // Package agent is the reference node agent: it registers a node of a pool
-// with the node API, heartbeats, claims pending environments, runs each as a
-// local process (runtime "process"), and reports ready, stopped and
-// failed. It keeps warm, pre-started processes of templates that ask for
-// them, and restores snapshots and shares' files into an environment's
-// folder (UnpackTarRoot), all of an environment's archives together held to
-// ArchiveLimits. While its work dir's filesystem is short of space or
+// with the node API, heartbeats, claims pending environments, runs each
+// through the runtime its template names (package runtimes: "process", a
+// local process, process_runtime.go; "container", an OCI container under
+// runc from the template's image, container_runtime_linux.go), and reports
+// ready, stopped and failed. It keeps warm, pre-started environments of
+// templates that ask for them, and restores snapshots and shares' files
+// into an environment's files (UnpackTarRoot), all of an environment's
+// archives together held to ArchiveLimits. While its work dir's filesystem is short of space or
 // inodes (Config.MinFreeDisk, MinFreeInodes) it claims nothing.
 // Run as root on Linux it confines each environment: a user of its own, a
 // folder only that user enters, a cgroup where the node allows, a stop
