@@ -216,8 +216,10 @@ var Groups = []Group{
 		MemoryMB: 128, Timeout: 5 * time.Second, Table: TableNone, S3Origin: true},
 	// Runs every minute: stops taking work 5 s before its timeout, so it
 	// ends well inside the minute and the next run goes on.
+	// It tells a node of every environment of its that it stops (a stop message
+	// on the node protocol's connection).
 	{Name: "timeouts", Description: "stops environments past their idle or hard deadline",
-		Schedule: time.Minute,
+		Schedule: time.Minute, PostsToNodes: true,
 		MemoryMB: 512, Timeout: 50 * time.Second, Table: TableReadWrite, ReservedConcurrency: jobReserved},
 	// The lost-node sweep has its own schedule and reservation, so a long
 	// timeout run never delays it.

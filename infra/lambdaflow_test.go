@@ -162,6 +162,8 @@ var justifiedUnused = map[string]string{
 		"no node holds one here (the local stack has no WebSocket API)",
 	"environments execute-api:ManageConnections": "a lease is offered to a connected node of its pool: " +
 		"no node holds a WebSocket connection here",
+	"timeouts execute-api:ManageConnections": "a timed-out environment a node runs is told to that node over its connection: " +
+		"no node holds a WebSocket connection here",
 	"artifacts s3:AbortMultipartUpload":     "an abandoned or mismatched upload is aborted",
 	"artifacts s3:DeleteObject":             "an upload whose checksum does not match is deleted",
 	"artifacts s3:ListMultipartUploadParts": "sealing an upload of more than one part reads its parts' checksums; the smoke artifact is one part",

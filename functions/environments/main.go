@@ -27,8 +27,11 @@ func main() {
 	// A lease wakes a node of its pool through the node protocol's
 	// WebSocket API, where the stack has one.
 	var opts []environments.Option
+	// A delete tells the node of an environment it runs the same way.
 	if rt.Config.SocketEndpoint != "" {
-		opts = append(opts, environments.WithOfferer(nodes.NewOfferer(st, apigw.New(rt.AWS, rt.Config.SocketEndpoint), clock.System{}, rt.Log, 0)))
+		poster := apigw.New(rt.AWS, rt.Config.SocketEndpoint)
+		opts = append(opts, environments.WithOfferer(nodes.NewOfferer(st, poster, clock.System{}, rt.Log, 0)),
+			environments.WithStopper(nodes.NewStopper(st, poster, clock.System{}, rt.Log, 0)))
 	}
 	lambda.Start(httpadapter.NewV2(handler(st, clock.System{}, rt.Log, opts...)).ProxyWithContext)
 }

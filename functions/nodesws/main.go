@@ -3,7 +3,7 @@
 // then hands every message of the connection), $connect, $disconnect and
 // $default (every message: shared/nodes Socket.Handle, answered as the
 // route's response), and, on its EventBridge schedule, the re-offer job
-// for as long as the invocation may run. Wiring only.
+// and the stop job for as long as the invocation may run. Wiring only.
 package main
 
 import (
@@ -76,6 +76,7 @@ type function struct {
 	auth    httpapi.Authenticator
 	socket  *nodes.Socket
 	offerer *nodes.Offerer
+	stopper *nodes.Stopper
 	conns   connections
 	log     *slog.Logger
 }
@@ -84,7 +85,8 @@ func newFunction(st *store.Store, links nodes.Linker, conns connections, clk clo
 	svc := nodes.NewService(st, links, clk, nodes.Options{SocketURL: socketURL})
 	return &function{
 		auth: auth.New(st, clk, log), socket: nodes.NewSocket(svc, st, log),
-		offerer: nodes.NewOfferer(st, conns, clk, log, 0), conns: conns, log: log,
+		offerer: nodes.NewOfferer(st, conns, clk, log, 0), stopper: nodes.NewStopper(st, conns, clk, log, 0),
+		conns: conns, log: log,
 	}
 }
 
@@ -203,13 +205,19 @@ func (f *function) route(ctx context.Context, req events.APIGatewayWebsocketProx
 	return events.APIGatewayProxyResponse{StatusCode: http.StatusOK, Body: string(out)}
 }
 
-// reoffer runs the re-offer job until the invocation's deadline is near:
-// the schedule starts one a minute, so one runs nearly all the time, and a
-// lost offer waits a few seconds, not a minute.
+// reoffer runs the re-offer job and the stop job until the invocation's
+// deadline is near: the schedule starts one a minute, so one runs nearly
+// all the time, and a lost offer or stop waits a few seconds, not a minute.
 func (f *function) reoffer(ctx context.Context) {
 	until, ok := ctx.Deadline()
 	if !ok {
 		until = time.Now().Add(time.Minute)
 	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f.stopper.ResendLoop(ctx, ReofferEvery, until.Add(-reofferMargin))
+	}()
 	f.offerer.ReofferLoop(ctx, ReofferEvery, until.Add(-reofferMargin))
+	<-done
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/envlease/envlease/shared/clock"
+	"github.com/envlease/envlease/shared/nodes"
+	"github.com/envlease/envlease/shared/nodes/apigw"
 	"github.com/envlease/envlease/shared/platform"
 	"github.com/envlease/envlease/shared/store"
 	"github.com/envlease/envlease/shared/timeouts"
@@ -25,7 +27,14 @@ func main() {
 	st := store.New(dynamodb.NewFromConfig(awsCfg), cfg.Table)
 	// The lost-node sweep has its own schedule (functions/lostnodes); other
 	// checks that must share this one would be appended as extra sweeps.
-	lambda.Start(handler(st, clock.System{}, log, timeouts.Options{}))
+	// A timed-out environment a node runs is told to that node over the
+	// node protocol's WebSocket API, where the stack has one (else the
+	// nodesws function's stop job tells it).
+	opts := timeouts.Options{}
+	if cfg.SocketEndpoint != "" {
+		opts.Stopper = nodes.NewStopper(st, apigw.New(awsCfg, cfg.SocketEndpoint), clock.System{}, log, 0)
+	}
+	lambda.Start(handler(st, clock.System{}, log, opts))
 }
 
 // handler runs the timeout job once per scheduled event, then each extra

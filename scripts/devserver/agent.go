@@ -38,16 +38,24 @@ func nodeService(d deps, links nodes.Linker) *nodes.Service {
 	return nodes.NewService(d.store, links, d.clock, opt)
 }
 
-// startReoffers runs the re-offer job every devReofferEvery until the
-// stack stops, as the nodesws function's scheduled invocations do in AWS.
+// startReoffers runs the re-offer job and the stop job every
+// devReofferEvery until the stack stops, as the nodesws function's
+// scheduled invocations do in AWS.
 func startReoffers(d deps) func() {
 	ctx, cancel := context.WithCancel(d.ctx)
-	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(2)
 	go func() {
-		defer close(done)
+		defer wg.Done()
 		d.offerer.ReofferLoop(ctx, devReofferEvery, time.Time{})
 	}()
-	return func() { cancel(); <-done }
+	go func() {
+		defer wg.Done()
+		if d.stopper != nil {
+			d.stopper.ResendLoop(ctx, devReofferEvery, time.Time{})
+		}
+	}()
+	return func() { cancel(); wg.Wait() }
 }
 
 // devArchiveLimits bound what an environment's archives may unpack to on

@@ -51,7 +51,7 @@ func startJobs(d deps) func() {
 		}()
 	}
 	every(func(ctx context.Context) {
-		sum, err := timeouts.Run(ctx, d.store, d.clock, timeouts.Options{})
+		sum, err := timeouts.Run(ctx, d.store, d.clock, timeouts.Options{Stopper: stopperOf(d)})
 		logRun(ctx, d.log, "timeouts run", sum.Found, sum, err)
 		esum, err := expiry.Run(ctx, d.store, blobs, d.clock, expiry.Options{Log: d.log})
 		logRun(ctx, d.log, "expiry run", esum.Found, esum, err)
@@ -80,4 +80,13 @@ func logRun(ctx context.Context, log *slog.Logger, msg string, found int, sum an
 	default:
 		log.DebugContext(ctx, msg, "summary", sum)
 	}
+}
+
+// stopperOf is the stack's Stopper as the timeout job takes it (none when
+// the stack has no node protocol).
+func stopperOf(d deps) timeouts.Stopper {
+	if d.stopper == nil {
+		return nil
+	}
+	return d.stopper
 }

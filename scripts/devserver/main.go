@@ -53,6 +53,9 @@ type deps struct {
 	// connections; offerer wakes a node after a lease and re-offers.
 	sockets *nodes.LocalSockets
 	offerer *nodes.Offerer
+	// stopper tells a node that an environment it runs is stopping, and
+	// re-sends what was lost.
+	stopper *nodes.Stopper
 	// webhooks is how often the delivery job runs; allowLocalHooks lets
 	// webhooks point at loopback and plain HTTP (-webhooks-allow-local).
 	webhooks        time.Duration
@@ -166,6 +169,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	d.sockets = nodes.NewLocalSockets(ctx, nodes.NewSocket(nodeService(d, artifactService(d)), st, log), authn)
 	defer d.sockets.Close()
 	d.offerer = nodes.NewOfferer(st, d.sockets, clk, log, devReofferAfter)
+	d.stopper = nodes.NewStopper(st, d.sockets, clk, log, devReofferAfter)
 	if o.sockets != nil {
 		o.sockets(d.sockets)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/envlease/envlease/shared/domain"
 	"github.com/envlease/envlease/shared/nodes"
 )
 
@@ -41,6 +42,12 @@ const (
 	// remembers were offered meanwhile.
 	roomRecheck    = 2 * time.Second
 	maxShortOffers = 1024
+	// pingEvery is how often a node with nothing to send pings its
+	// connection (a WebSocket ping frame, answered by the peer itself: no
+	// message reaches a handler), and pingTimeout how long it waits for the
+	// pong. A peer that never answers pings is left to the deadline beats.
+	pingEvery   = 30 * time.Second
+	pingTimeout = 10 * time.Second
 )
 
 var errNoAnswer = errors.New("node protocol: no answer")
@@ -51,9 +58,11 @@ type socketClient struct {
 	seq     atomic.Int64
 	mu      sync.Mutex
 	pending map[string]chan nodes.Message
-	// offers carries the environment ids of offers (possibly ""), and done
-	// is closed when the connection has ended (err says why).
+	// offers carries the environment ids of offers (possibly ""), stops
+	// those of stop messages, and done is closed when the connection has
+	// ended (err says why).
 	offers chan string
+	stops  chan []string
 	done   chan struct{}
 	err    error
 }
@@ -72,7 +81,7 @@ func (a *Agent) dialSocket(ctx context.Context, url string) (*socketClient, erro
 		return nil, err
 	}
 	ws.SetReadLimit(16 << 20)
-	c := &socketClient{ws: ws, pending: map[string]chan nodes.Message{}, offers: make(chan string, 64), done: make(chan struct{})}
+	c := &socketClient{ws: ws, pending: map[string]chan nodes.Message{}, offers: make(chan string, 64), stops: make(chan []string, 64), done: make(chan struct{})}
 	go c.read(ctx)
 	return c, nil
 }
@@ -99,6 +108,13 @@ func (c *socketClient) read(ctx context.Context) {
 			select {
 			case c.offers <- id:
 			default: // the claim loop has enough to do: it claims until nothing is left
+			}
+			continue
+		}
+		if m.Type == nodes.MsgStop {
+			select {
+			case c.stops <- m.Environments:
+			default: // the stop job sends it again
 			}
 			continue
 		}
@@ -226,6 +242,13 @@ func (a *Agent) serveSocket(ctx context.Context, node string, sock *socketClient
 		lastFull *bool
 		// lastShort is what the service last heard of the disk.
 		lastShort *bool
+		// beatDue is when the deadline is next due (local monotonic time,
+		// from the last answer's beatIn); zero: beat every interval.
+		beatDue time.Time
+		// pinged is when the connection was last pinged or beat on; pings
+		// stops pinging a peer that did not answer one.
+		pinged = time.Now()
+		pings  = true
 	)
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -258,15 +281,46 @@ func (a *Agent) serveSocket(ctx context.Context, node string, sock *socketClient
 		if lastShort == nil || *lastShort != short {
 			m.Short = &short
 		}
+		// Nothing to report and the deadline not due: no message. Stops
+		// come as stop messages; a ping now and then checks the
+		// connection without invoking anything.
+		if sent != nil && len(changed) == 0 && m.Full == nil && m.Short == nil && !beatDue.IsZero() && time.Now().Before(beatDue) {
+			if !pings || time.Since(pinged) < pingEvery {
+				return nil
+			}
+			pinged = time.Now()
+			pctx, cancel := context.WithTimeout(ctx, pingTimeout)
+			err := sock.ws.Ping(pctx)
+			cancel()
+			switch {
+			case err == nil || ctx.Err() != nil:
+			case errors.Is(err, context.DeadlineExceeded):
+				pings = false
+				a.log.Info("the node protocol's peer does not answer pings; relying on the deadline beats")
+			default:
+				return fmt.Errorf("ping: %w", err)
+			}
+			return nil
+		}
+		pinged = time.Now()
 		r, err := sock.call(ctx, m)
 		if s := statusOf(err); s == http.StatusGone || s == http.StatusNotFound {
 			return errLost
+		}
+		if errors.Is(err, errNoAnswer) {
+			// A connection that answers nothing may be dead without knowing
+			// it: stops could not reach the node on it.
+			return err
 		}
 		if err != nil || r.Beat == nil {
 			a.log.Warn("heartbeat failed", "err", err)
 			return nil
 		}
 		deadline, sent, lastFull, lastShort = r.Beat.Deadline, cur, &full, &short
+		beatDue = time.Time{}
+		if r.Beat.BeatIn > 0 {
+			beatDue = time.Now().Add(r.Beat.BeatIn.Std())
+		}
 		if len(r.Beat.Templates) > 0 {
 			a.setTemplates(r.Beat.Templates)
 		}
@@ -288,12 +342,25 @@ func (a *Agent) serveSocket(ctx context.Context, node string, sock *socketClient
 				return err
 			}
 			claimErr = nil
+		case ids := <-sock.stops:
+			a.stopPushed(ctx, node, ids)
 		case <-t.C:
 			if err := beat(); err != nil {
 				return err
 			}
 		}
 	}
+}
+
+// stopPushed acts on a stop message as on a heartbeat answer naming the
+// environments stopping: tear down those it runs (each reports stopped when
+// it is down), and report stopped at once those it does not.
+func (a *Agent) stopPushed(ctx context.Context, node string, ids []string) {
+	states := make([]nodes.EnvState, 0, len(ids))
+	for _, id := range ids {
+		states = append(states, nodes.EnvState{ID: id, State: domain.StateStopping})
+	}
+	a.applyStates(ctx, node, nil, states, false)
 }
 
 // socketClaims claims on the connection: once at the start (work may have

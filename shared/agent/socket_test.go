@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -23,6 +24,9 @@ type socketStack struct {
 	*stack
 	sockets *nodes.LocalSockets
 	offerer *nodes.Offerer
+	stopper *nodes.Stopper
+	// beats counts the heartbeats the node protocol's handler took.
+	beats atomic.Int32
 	// dropOffers swallows every offer while set.
 	dropOffers atomic.Bool
 }
@@ -36,10 +40,12 @@ func newSocketStack(t *testing.T, templates ...domain.Template) *socketStack {
 	e := apitest.New(t, func(e *apitest.Env) [][]httpapi.Route {
 		svc := nodes.NewService(e.Store, nil, e.Clock, nodes.Options{HeartbeatInterval: 200 * time.Millisecond,
 			PollMax: 20 * time.Millisecond, SocketURL: "ws" + strings.TrimPrefix(srv.URL, "http") + nodes.SocketPath})
-		ss.sockets = nodes.NewLocalSockets(ctx, nodes.NewSocket(svc, e.Store, e.Log), apitest.NewAuth(e))
+		log := slog.New(beatCounter{n: &ss.beats, next: e.Log.Handler()})
+		ss.sockets = nodes.NewLocalSockets(ctx, nodes.NewSocket(svc, e.Store, log), apitest.NewAuth(e))
 		ss.offerer = nodes.NewOfferer(e.Store, ss.sockets, e.Clock, e.Log, time.Second)
+		ss.stopper = nodes.NewStopper(e.Store, ss.sockets, e.Clock, e.Log, time.Second)
 		return [][]httpapi.Route{nodes.Routes(svc), environments.Routes(environments.NewService(e.Store, e.Clock,
-			environments.WithTemplateTTL(0), environments.WithOfferer(ss.offerer)))}
+			environments.WithTemplateTTL(0), environments.WithOfferer(ss.offerer), environments.WithStopper(ss.stopper)))}
 	})
 	ss.sockets.DropPosts(func(nodes.ConnectionID, []byte) bool { return ss.dropOffers.Load() })
 	for _, tpl := range templates {
@@ -55,6 +61,32 @@ func newSocketStack(t *testing.T, templates ...domain.Template) *socketStack {
 	t.Cleanup(func() { cancel(); ss.sockets.Close(); srv.Close() })
 	ss.stack = &stack{Env: e, url: srv.URL}
 	return ss
+}
+
+// beatCounter counts the heartbeat lines of the handler's request log.
+type beatCounter struct {
+	n    *atomic.Int32
+	next slog.Handler
+}
+
+func (b beatCounter) Enabled(ctx context.Context, l slog.Level) bool { return true }
+func (b beatCounter) WithAttrs(as []slog.Attr) slog.Handler {
+	return beatCounter{n: b.n, next: b.next.WithAttrs(as)}
+}
+func (b beatCounter) WithGroup(g string) slog.Handler {
+	return beatCounter{n: b.n, next: b.next.WithGroup(g)}
+}
+func (b beatCounter) Handle(ctx context.Context, r slog.Record) error {
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "route" && a.Value.String() == "WS heartbeat" {
+			b.n.Add(1)
+		}
+		return true
+	})
+	if !b.next.Enabled(ctx, r.Level) {
+		return nil
+	}
+	return b.next.Handle(ctx, r)
 }
 
 // startAgent runs an agent of acme's pool "local" with tune applied, and
@@ -78,7 +110,7 @@ func waitFor(t *testing.T, what string, ok func() bool) {
 var sleeper = domain.Template{Name: "sleeper", Command: []string{"sleep", "3600"}, Runtime: "process"}
 
 // Over the node protocol: a lease wakes the agent, it claims, runs and
-// reports ready; a delete reaches it through a heartbeat and it reports
+// reports ready; a delete reaches it as a stop message and it reports
 // stopped.
 func TestAgentOverTheNodeProtocol(t *testing.T) {
 	s := newSocketStack(t, sleeper)
@@ -152,4 +184,42 @@ func (s *stack) get(t *testing.T, id string) domain.Environment {
 	var out domain.Environment
 	s.Do("GET", "/v1/environments/"+id, apitest.BobToken, nil).JSON(t, &out)
 	return out
+}
+
+// A stop message that is lost delays the stop until the stop job sends it
+// again; the agent then tears the environment down and reports it stopped.
+func TestLostStopIsResent(t *testing.T) {
+	s := newSocketStack(t, sleeper)
+	a := s.startAgent(t, nil)
+	waitFor(t, "the node protocol connection", func() bool { return a.Transport() == agent.TransportWebSocket && s.beats.Load() > 0 })
+	beats := s.beats.Load()
+	id := s.lease(t, "sleeper")
+	s.wait(t, id, domain.StateReady)
+	// The agent beats only when something changed: the beat naming the new
+	// environment (it read it ready, and will not read it again).
+	waitFor(t, "the beat naming the environment", func() bool { return s.beats.Load() > beats })
+	var lost atomic.Int32
+	s.sockets.DropPosts(func(_ nodes.ConnectionID, msg []byte) bool {
+		if strings.Contains(string(msg), `"type":"stop"`) {
+			lost.Add(1)
+			return true
+		}
+		return false
+	})
+	if r := s.Do("DELETE", "/v1/environments/"+id, apitest.BobToken, nil); r.Status != 200 {
+		t.Fatalf("delete: %d %s", r.Status, r.Body)
+	}
+	if lost.Load() != 1 {
+		t.Fatalf("%d stop messages lost, want 1", lost.Load())
+	}
+	time.Sleep(500 * time.Millisecond) // two heartbeat ticks: nothing tells the agent
+	if e := s.get(t, id); e.State != domain.StateStopping {
+		t.Fatalf("with its stop message lost the environment is %s, want stopping", e.State)
+	}
+	s.sockets.DropPosts(nil)
+	s.Clock.Advance(30 * time.Second)
+	if res, err := s.stopper.Resend(context.Background()); err != nil || res.Resent != 1 {
+		t.Fatalf("stop job: %+v %v", res, err)
+	}
+	s.wait(t, id, domain.StateStopped)
 }

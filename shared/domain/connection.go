@@ -53,3 +53,22 @@ type Offer struct {
 // under half of a partition's 1,000 write units a second. The re-offer job
 // reads every shard each pass, so more shards cost idle reads.
 const OfferShards = 16
+
+// StopNotice is an environment a node must be told to tear down: written
+// in the transaction that moves the environment to stopping, so no stop
+// can be committed without it, and kept until the environment leaves
+// stopping, so a message that was lost is sent again (the stop job).
+type StopNotice struct {
+	OrgID       string
+	Node        string
+	Environment string
+	// Due is when to send it again; Attempts how many times it was sent.
+	Due      time.Time
+	Attempts int
+	Created  time.Time
+}
+
+// StopShards is how many partitions stop notices are spread over: a stop
+// writes one and the stop job deletes it, as many as offers at most (every
+// stop of a running environment follows a claim), so as many shards.
+const StopShards = OfferShards

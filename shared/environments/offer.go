@@ -20,3 +20,13 @@ const offerTimeout = 5 * time.Second
 
 // WithOfferer wakes a node of the pool after every lease.
 func WithOfferer(o Offerer) Option { return func(s *Service) { s.offerer = o } }
+
+// Stopper tells the node of an environment that is stopping to tear it down
+// (nodes.Stopper). It is called after the stop's transaction, and cannot
+// fail the stop: a message that is lost is sent again by the stop job.
+type Stopper interface {
+	Stop(ctx context.Context, e domain.Environment)
+}
+
+// WithStopper tells the node after every delete of an environment it runs.
+func WithStopper(st Stopper) Option { return func(s *Service) { s.stopper = st } }

@@ -70,7 +70,10 @@ type Service struct {
 	// itself is not cached: the transaction reads it from the quota item.
 	templateTTL time.Duration
 	// offerer, when set, wakes a node of the pool after a lease.
-	offerer   Offerer
+	offerer Offerer
+	// stopper, when set, tells a node that an environment it runs is
+	// stopping.
+	stopper   Stopper
 	mu        sync.Mutex
 	templates map[string]cachedTemplate
 	// images are sealed image artifacts of container templates, kept like
@@ -688,6 +691,13 @@ func (s *Service) Delete(ctx context.Context, p domain.Principal, id string) (do
 		var stopped bool
 		e, stopped, err = s.store.StopEnvironment(ctx, e, to, domain.StopDeleted, s.clock.Now())
 		if stopped {
+			if err == nil && s.stopper != nil && e.State == domain.StateStopping {
+				// As an offer: committed, so neither cut short by a caller
+				// who hung up nor holding the answer long.
+				sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), offerTimeout)
+				s.stopper.Stop(sctx, e)
+				cancel()
+			}
 			return e, err
 		}
 	}

@@ -10,8 +10,8 @@ import (
 // same in AWS (an API Gateway WebSocket API, functions/nodesws) and on the
 // local stack (LocalSockets). A node sends requests, each with an id the
 // answer repeats; the service also sends an offer, unasked, when a lease
-// wants a node of the pool. docs/nodes.md, "The node protocol", is
-// the reference.
+// wants a node of the pool, and a stop when environments the node runs
+// are stopping. docs/nodes.md, "The node protocol", is the reference.
 const (
 	// Node -> service, and the answer's type.
 	MsgHello      = "hello"      // -> registered
@@ -28,6 +28,11 @@ const (
 	// MsgOffer (service -> node, unasked): there is pending work in your
 	// pool, possibly naming environments; claim.
 	MsgOffer = "offer"
+	// MsgStop (service -> node, unasked): the named environments are
+	// stopping; tear them down and report each stopped, as for a
+	// heartbeat answer's stopping state. Sent again by the stop job until
+	// they have left stopping.
+	MsgStop = "stop"
 )
 
 // Message is every message of the node protocol; Type says which fields
@@ -75,7 +80,8 @@ type Message struct {
 	Record     *domain.Environment `json:"record,omitempty"`
 	Error      *MessageError       `json:"error,omitempty"`
 
-	// offer: the pool, and the environments that want a node.
+	// offer: the pool, and the environments that want a node; stop: the
+	// environments to tear down.
 	Pool         string   `json:"pool,omitempty"`
 	Environments []string `json:"environments,omitempty"`
 }
@@ -99,4 +105,9 @@ type SocketBeat struct {
 	// Templates are the pool's templates, sent with the beats that moved
 	// the deadline (about once a minute); absent otherwise.
 	Templates []domain.Template `json:"templates,omitempty"`
+	// BeatIn is how long after this answer the deadline is next due to be
+	// written: a node with nothing to report sends no heartbeat before then
+	// (a WebSocket ping keeps its connection meanwhile). It is relative, so
+	// the node's clock need not agree with the service's.
+	BeatIn domain.Duration `json:"beatIn"`
 }

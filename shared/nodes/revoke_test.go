@@ -101,7 +101,7 @@ func TestRevokedCredentialCanDoNothing(t *testing.T) {
 		{"hello that resumes", nodes.Message{Type: nodes.MsgHello, Node: node}},
 		{"heartbeat that writes the deadline", nodes.Message{Type: nodes.MsgHeartbeat, Node: node}},
 		{"heartbeat naming environments", nodes.Message{Type: nodes.MsgHeartbeat, Node: node, Changed: []string{envA, envB}, Deadline: beat.Beat.Deadline}},
-		{"heartbeat of a node that runs some", nodes.Message{Type: nodes.MsgHeartbeat, Node: node, Running: 1, Deadline: beat.Beat.Deadline}},
+		{"first heartbeat of a connection of a node that runs some", nodes.Message{Type: nodes.MsgHeartbeat, Node: node, Running: 1}},
 		{"claim of the offered environment", nodes.Message{Type: nodes.MsgClaim, Node: node, Environment: envB}},
 		{"claim of anything", nodes.Message{Type: nodes.MsgClaim, Node: node}},
 		{"report ready", nodes.Message{Type: nodes.MsgReport, Node: node, Environment: envA,
@@ -129,13 +129,17 @@ func TestRevokedCredentialCanDoNothing(t *testing.T) {
 	// A beat between deadline writes reads and writes nothing (it costs
 	// nothing, for every node): it is not refused, and it tells nothing the
 	// node did not send, nor changes anything.
-	se.calls.Reset()
-	b, _ := json.Marshal(nodes.Message{Type: nodes.MsgHeartbeat, ID: "q", Node: node, Deadline: beat.Beat.Deadline})
-	out, end := se.socket.Answer(ctx, nodes.Conn{ID: "c1", Principal: p}, b)
-	var quiet nodes.Message
-	_ = json.Unmarshal(out, &quiet)
-	if end || quiet.Beat == nil || len(quiet.Beat.Environments) != 0 || quiet.Beat.Templates != nil || !quiet.Beat.Deadline.Equal(beat.Beat.Deadline) || se.calls.Total() != 0 {
-		t.Fatalf("quiet beat: %s (%d calls)", out, se.calls.Total())
+	// That holds for a node that runs environments as for an idle one:
+	// stops reach it as stop messages.
+	for _, running := range []int{0, 1} {
+		se.calls.Reset()
+		b, _ := json.Marshal(nodes.Message{Type: nodes.MsgHeartbeat, ID: "q", Node: node, Running: running, Deadline: beat.Beat.Deadline})
+		out, end := se.socket.Answer(ctx, nodes.Conn{ID: "c1", Principal: p}, b)
+		var quiet nodes.Message
+		_ = json.Unmarshal(out, &quiet)
+		if end || quiet.Beat == nil || len(quiet.Beat.Environments) != 0 || quiet.Beat.Templates != nil || !quiet.Beat.Deadline.Equal(beat.Beat.Deadline) || se.calls.Total() != 0 {
+			t.Fatalf("quiet beat running %d: %s (%d calls)", running, out, se.calls.Total())
+		}
 	}
 
 	// Nothing was created or changed, nothing recorded for it.

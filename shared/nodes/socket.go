@@ -257,13 +257,24 @@ func (s *Service) Resume(ctx context.Context, p domain.Principal, id string) (Re
 // changed: the node's deadline is written (one conditional update) only
 // when the one the node last heard is older than DeadlineEvery (or
 // unknown), the pool's templates are read only then (one query), and
-// environments are read only when the beat names some or the node runs any
-// (to tell it which are stopping). So an idle node costs two calls a
+// environments are read only when the beat names some; every environment
+// assigned to the node only on the first beat of a connection (no
+// deadline: the node may have missed stops, or a claim's answer, while it
+// had none). Stops reach a connected node as stop messages (Stopper), so a
+// node running environments costs what an idle one does: two calls a
 // DeadlineEvery, and its beats in between none. Identity, and that the
 // connection's credential is not revoked, are checked whenever anything is
 // read or written (in that same call); a beat that reads nothing discloses
 // nothing (its answer is the deadline the node sent) and changes nothing.
 func (s *Service) SocketHeartbeat(ctx context.Context, p domain.Principal, m Message) (SocketBeat, error) {
+	out, err := s.socketBeat(ctx, p, m)
+	if err == nil {
+		out.BeatIn = domain.Duration(max(out.Deadline.Sub(s.clock.Now())-s.opt.LostAfter, 0))
+	}
+	return out, err
+}
+
+func (s *Service) socketBeat(ctx context.Context, p domain.Principal, m Message) (SocketBeat, error) {
 	if len(m.Changed) > MaxHeartbeatIDs {
 		return SocketBeat{}, domain.Invalid("changed", "at most %d environment ids per heartbeat", MaxHeartbeatIDs)
 	}
@@ -274,7 +285,8 @@ func (s *Service) SocketHeartbeat(ctx context.Context, p domain.Principal, m Mes
 	// The deadline a write sets is DeadlineEvery + LostAfter ahead; the
 	// next write is due once less than LostAfter of it is left.
 	write := m.Deadline.IsZero() || m.Deadline.Sub(now) < s.opt.LostAfter
-	look := len(m.Changed) > 0 || m.Running > 0
+	all := m.Deadline.IsZero() && m.Running > 0
+	look := len(m.Changed) > 0 || all
 	out := SocketBeat{Deadline: m.Deadline, Environments: []EnvState{}}
 	if !write && !look {
 		return out, nil
@@ -296,7 +308,7 @@ func (s *Service) SocketHeartbeat(ctx context.Context, p domain.Principal, m Mes
 		}
 	}
 	if look {
-		if out.Environments, err = s.envStates(ctx, n, m.Changed, m.Running > 0); err != nil {
+		if out.Environments, err = s.envStates(ctx, n, m.Changed, all); err != nil {
 			return SocketBeat{}, err
 		}
 	}

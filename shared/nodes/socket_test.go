@@ -71,6 +71,7 @@ type socketEnv struct {
 	*env
 	socket  *nodes.Socket
 	offerer *nodes.Offerer
+	stopper *nodes.Stopper
 	poster  *fakePoster
 	calls   *store.CallCounter
 }
@@ -87,10 +88,11 @@ func newSocketEnv(t *testing.T) *socketEnv {
 		svc = nodes.NewService(counted, stubLinks{}, e.Clock, nodes.Options{})
 		se.socket = nodes.NewSocket(svc, counted, e.Log)
 		se.offerer = nodes.NewOfferer(counted, se.poster, e.Clock, e.Log, 3*time.Second)
+		se.stopper = nodes.NewStopper(counted, se.poster, e.Clock, e.Log, 5*time.Second)
 		// Revoking a node credential ends its nodes and closes its connections
 		// through the poster.
 		keySvc := keys.NewService(e.Store, e.Clock, keys.WithConnectionCloser(nodes.NewRevocations(counted, se.poster, svc, e.Log)))
-		return [][]httpapi.Route{nodes.Routes(svc), environments.Routes(environments.NewService(e.Store, e.Clock, environments.WithOfferer(se.offerer))), keys.KeyRoutes(keySvc)}
+		return [][]httpapi.Route{nodes.Routes(svc), environments.Routes(environments.NewService(e.Store, e.Clock, environments.WithOfferer(se.offerer), environments.WithStopper(se.stopper))), keys.KeyRoutes(keySvc)}
 	})
 	se.env = &env{Env: e, svc: svc}
 	return se
@@ -127,9 +129,18 @@ func (se *socketEnv) hello(t *testing.T, conn nodes.ConnectionID, token string, 
 }
 
 func offered(posts []post) map[nodes.ConnectionID][]string {
+	return postedOf(posts, nodes.MsgOffer)
+}
+
+// stopsOf are the environments stop messages named, per connection.
+func stopsOf(posts []post) map[nodes.ConnectionID][]string {
+	return postedOf(posts, nodes.MsgStop)
+}
+
+func postedOf(posts []post, typ string) map[nodes.ConnectionID][]string {
 	out := map[nodes.ConnectionID][]string{}
 	for _, p := range posts {
-		if p.msg.Type == nodes.MsgOffer {
+		if p.msg.Type == typ {
 			out[p.conn] = append(out[p.conn], p.msg.Environments...)
 		}
 	}
@@ -139,7 +150,8 @@ func offered(posts []post) map[nodes.ConnectionID][]string {
 // The protocol through the handler, with what each message costs: hello,
 // an idle node's heartbeats (free between deadline writes), a lease that
 // offers to the connected node, a claim of the offered environment,
-// reports, a heartbeat that tells the node to stop it, and disconnect.
+// reports, a stop message that tells the node to stop it (a busy node's
+// beats cost what an idle one's do), and disconnect.
 func TestSocketProtocol(t *testing.T) {
 	se := newSocketEnv(t)
 	ctx := context.Background()
@@ -204,13 +216,27 @@ func TestSocketProtocol(t *testing.T) {
 	if len(r.Beat.Environments) != 1 || r.Beat.Environments[0].State != domain.StateReady {
 		t.Fatalf("beat naming the environment: %+v", r.Beat)
 	}
+	// Beats of a node that runs one and changed nothing cost nothing.
+	se.calls.Reset()
+	r = se.send(t, "c1", tok, nodes.Message{Type: nodes.MsgHeartbeat, ID: "8b", Node: node, Running: 1, Deadline: deadline})
+	if len(r.Beat.Environments) != 0 || se.calls.Total() != 0 {
+		t.Fatalf("busy beat with no change: %+v, %d calls (%v)", r.Beat, se.calls.Total(), se.calls.Counts())
+	}
+	// A delete tells the node over its connection, one stop message.
+	se.poster.taken()
 	if d := se.Do("DELETE", "/v1/environments/"+id, apitest.BobToken, nil); d.Status != 200 {
 		t.Fatalf("delete: %d %s", d.Status, d.Body)
 	}
-	r = se.send(t, "c1", tok, nodes.Message{Type: nodes.MsgHeartbeat, ID: "9", Node: node, Running: 1, Deadline: deadline})
-	if len(r.Beat.Environments) != 1 || r.Beat.Environments[0].State != domain.StateStopping {
-		t.Fatalf("beat after the delete: %+v", r.Beat)
+	if got := stopsOf(se.poster.taken()); len(got) != 1 || len(got["c1"]) != 1 || got["c1"][0] != id {
+		t.Fatalf("stop messages after the delete: %v", got)
 	}
+	// The first beat of a connection (no deadline known) still reads all
+	// the node is assigned, stops missed while it had none included.
+	r = se.send(t, "c1", tok, nodes.Message{Type: nodes.MsgHeartbeat, ID: "9", Node: node, Running: 1})
+	if len(r.Beat.Environments) != 1 || r.Beat.Environments[0].State != domain.StateStopping {
+		t.Fatalf("first beat of a connection after the delete: %+v", r.Beat)
+	}
+	deadline = r.Beat.Deadline
 	r = se.send(t, "c1", tok, nodes.Message{Type: nodes.MsgReport, ID: "10", Node: node, Environment: id, Report: &nodes.Report{State: domain.StateStopped}})
 	if r.Record == nil || r.Record.State != domain.StateStopped {
 		t.Fatalf("report stopped: %+v", r)

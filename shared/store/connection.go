@@ -20,6 +20,7 @@ import (
 //
 //	CONNS#<org>#<pool>  CONN#<connection>   a node's open WebSocket, with its credential's keyId; ttl a little past the longest connection
 //	OFFER#<shard>       <org>#<env>         a pending environment a node was woken for; the re-offer job's
+//	NODECONN#<org>#<node> CONN              the node's open connection (stopnotice.go)
 //
 // Connections live in one partition per pool, so a lease reads a few of its
 // pool's with one query and wakes one of them. A node credential serves one
@@ -103,17 +104,21 @@ func (s *Store) PutConnection(ctx context.Context, c domain.NodeConnection, keyH
 	if err != nil {
 		return err
 	}
-	if keyHash == "" {
-		_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: item})
-		return dependencyError("put connection", err)
+	// The node's pointer to this connection goes in the same call, so a
+	// stop of one of its environments finds it (stopnotice.go).
+	pointer, err := s.nodeConnPut(c)
+	if err != nil {
+		return err
 	}
-	reasons, err := s.transact(ctx, "put connection", []types.TransactWriteItem{
-		{Put: &types.Put{TableName: aws.String(s.table), Item: item}}, s.credentialCheck(keyHash),
-	})
+	items := []types.TransactWriteItem{{Put: &types.Put{TableName: aws.String(s.table), Item: item}}, pointer}
+	if keyHash != "" {
+		items = append(items, s.credentialCheck(keyHash))
+	}
+	reasons, err := s.transact(ctx, "put connection", items)
 	switch {
 	case err != nil:
 		return err
-	case conditionFailed(reasons, 1):
+	case conditionFailed(reasons, 2):
 		return errRevokedCredential()
 	case reasons != nil:
 		return domain.Internal(fmt.Errorf("put connection cancelled: %v", reasons))
@@ -176,10 +181,22 @@ func (s *Store) KeyConnections(ctx context.Context, org, pool, keyID string) ([]
 	return out, nil
 }
 
-// DeleteConnection forgets a connection; forgetting one twice is harmless.
+// DeleteConnection forgets a connection, and its node's pointer to it
+// when that still names it (a second call, only when there was a record):
+// the node is then known to have no connection, so its stops wait for the
+// stop job or its next connection's first beat. Forgetting one twice is
+// harmless.
 func (s *Store) DeleteConnection(ctx context.Context, org, pool, id string) error {
-	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(s.table), Key: key(connPK(org, pool), connSK(id))})
-	return dependencyError("delete connection", err)
+	out, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(s.table), Key: key(connPK(org, pool), connSK(id)),
+		ReturnValues: types.ReturnValueAllOld})
+	if err != nil {
+		return dependencyError("delete connection", err)
+	}
+	var it connItem
+	if out.Attributes == nil || unmarshal(out.Attributes, &it) != nil || it.Node == "" {
+		return nil
+	}
+	return s.DeleteNodeConnection(ctx, org, it.Node, id)
 }
 
 // SetConnectionRoom records, if the connection is still recorded, what its

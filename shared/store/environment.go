@@ -541,6 +541,15 @@ func (s *Store) stopItems(ctx context.Context, e domain.Environment, to domain.S
 		return nil, after, err
 	}
 	items = append(items, evPut)
+	// A node tearing it down is told so (stopnotice.go); the notice commits
+	// with the stop, so the stop job re-sends it if the message is lost.
+	if to == domain.StateStopping && e.Node != "" {
+		notice, err := s.stopNoticePut(e, stopped)
+		if err != nil {
+			return nil, after, err
+		}
+		items = append(items, notice)
+	}
 	// The usage ledger: seconds created -> stopped, per UTC day. Inside this
 	// transaction, so it is added exactly once, whatever the cause of the
 	// stop and however often a stop is retried or raced.

@@ -65,6 +65,31 @@ type Options struct {
 	// time if nil).
 	Margin      time.Duration
 	BudgetClock clock.Clock
+	// Stopper, when set, tells the node of every environment the run moved
+	// to stopping (nodes.Stopper); without it the stop job tells it, a few
+	// seconds later.
+	Stopper Stopper
+}
+
+// Stopper tells the node of a stopping environment to tear it down. It
+// cannot fail the stop, already committed.
+type Stopper interface {
+	Stop(ctx context.Context, e domain.Environment)
+}
+
+// telling is a Store whose stops that leave an environment stopping tell
+// its node.
+type telling struct {
+	Store
+	stopper Stopper
+}
+
+func (t telling) StopEnvironment(ctx context.Context, e domain.Environment, to domain.State, reason string, now time.Time) (domain.Environment, bool, error) {
+	cur, stopped, err := t.Store.StopEnvironment(ctx, e, to, reason, now)
+	if err == nil && stopped && cur.State == domain.StateStopping {
+		t.stopper.Stop(ctx, cur)
+	}
+	return cur, stopped, err
 }
 
 // Summary is what a run did; the scheduled function logs it as JSON.
@@ -136,6 +161,9 @@ func Run(ctx context.Context, st Store, clk clock.Clock, opts Options) (Summary,
 	}
 	if opts.ShardWorkers <= 0 {
 		opts.ShardWorkers = DefaultShardWorkers
+	}
+	if opts.Stopper != nil {
+		st = telling{Store: st, stopper: opts.Stopper}
 	}
 	start := time.Now()
 	now := clk.Now()
