@@ -85,6 +85,11 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 	maxRatio := fs.Float64("archive-max-ratio", agent.DefaultArchiveMaxRatio, "how many times their compressed size an environment's archives may unpack to, beyond the first 64 MiB; 0: no limit")
 	minDisk := fs.String("min-free-disk", "1Gi", "claim no environment while the work dir's filesystem has less space free: a size such as 1Gi, or a percentage such as 5%; 0: no floor")
 	minInodes := fs.String("min-free-inodes", "5%", "claim no environment while the work dir's filesystem has fewer inodes free: a count such as 10000, or a percentage; 0: no floor")
+	runc := fs.String("runc", "", "the runc binary of the container runtime (default: runc on PATH, container offered when found); none: offer no container runtime")
+	imageCache := fs.String("image-cache", "", "folder of the unpacked images containers run from (default: <workdir>/images)")
+	imageCacheMax := fs.String("image-cache-max", "20Gi", "bytes the image cache may hold, such as 20Gi; past it the least recently used images no environment runs are removed")
+	registryCreds := fs.String("registry-credentials", "", "Docker-style config file (auths, credHelpers) of the registry credentials images are pulled with; never taken from a template")
+	idBase := fs.Uint("container-id-base", agent.DefaultContainerIDBase, "first id of the node that a container's user namespace maps its ids 0-65535 to (root in a container is this unprivileged id); no other user of the node may have one of them")
 	logLevel := fs.String("log", "info", "log level: debug, info, warn, error")
 	if err := fs.Parse(args); err != nil {
 		return options{}, fmt.Errorf("%w: %v", errUsage, err)
@@ -111,12 +116,21 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 	if err != nil {
 		return options{}, fmt.Errorf("%w: -min-free-inodes: %v", errUsage, err)
 	}
+	cacheMax, err := agent.ParseSize(*imageCacheMax)
+	if err != nil {
+		return options{}, fmt.Errorf("%w: -image-cache-max: %v", errUsage, err)
+	}
+	if *idBase < 1000 || *idBase > 1<<32-1-65536 {
+		return options{}, fmt.Errorf("%w: -container-id-base %d: an id from 1000 that leaves room for 65536 ids", errUsage, *idBase)
+	}
 	o := options{logLevel: *logLevel, cfg: agent.Config{
 		API: *api, Address: *address, WorkDir: *workDir, Name: *name, Capacity: *capacity,
 		Grace: *grace, ReadyTimeout: *readyTimeout, NoWarm: *noWarm, KeepRoots: *keep, UIDs: r,
 		TunnelAddr: *tunnelAddr, TunnelURL: *tunnelURL, NoTunnel: *noTunnel, AllowSharedNetwork: *sharedNet,
 		Transport: *transport, SocketURL: *socketURL,
 		Archives: limits, MinFreeDisk: disk, MinFreeInodes: inodes,
+		Runc: *runc, ImageCacheDir: *imageCache, ImageCacheBytes: int64(cacheMax),
+		RegistryCredentials: *registryCreds, ContainerIDBase: uint32(*idBase),
 	}}
 	switch {
 	case *credFile != "":

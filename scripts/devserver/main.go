@@ -70,6 +70,7 @@ func main() {
 	logLevel := flag.String("log", "info", "log level: debug, info, warn, error")
 	hooks := flag.Duration("webhooks", 2*time.Second, "how often the webhook delivery job runs (0: never)")
 	allowLocal := flag.Bool("webhooks-allow-local", false, "accept webhook URLs on loopback addresses and plain http (a receiver on this machine); never in AWS")
+	containers := flag.Bool("containers", true, "offer the demo's container templates (box, warmbox) when the agent is root and runc is on PATH")
 	dynamo := flag.String("dynamo", "minidyn", "the local DynamoDB: minidyn (in-process, starts at once) or local (Amazon's DynamoDB Local; needs Java, strict like DynamoDB)")
 	flag.Parse()
 
@@ -77,7 +78,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	opts := options{addr: *addr, fixture: *fixturePath, dataDir: *dataDir, dynamo: *dynamo, sweep: *sweep, out: os.Stdout, progress: os.Stderr,
-		webhooks: *hooks, allowLocalHooks: *allowLocal}
+		webhooks: *hooks, allowLocalHooks: *allowLocal, containers: *containers}
 	if err := run(ctx, opts, log); err != nil {
 		fmt.Fprintln(os.Stderr, "devserver:", err)
 		os.Exit(1)
@@ -96,6 +97,9 @@ type options struct {
 	// webhooks and allowLocalHooks are -webhooks and -webhooks-allow-local.
 	webhooks        time.Duration
 	allowLocalHooks bool
+	// containers adds the demo's container templates where runc runs
+	// (containerDemo); only with the built-in demo.
+	containers bool
 	// out receives the banner; progress the start-up and shutdown notes.
 	out, progress io.Writer
 	// ready, when set, is called with the base URL once the API serves.
@@ -125,6 +129,12 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	file, err := fixture.Parse(cfg)
 	if err != nil {
 		return err
+	}
+	containerNote := ""
+	if o.containers && o.fixture == "" {
+		var stopRegistry func()
+		containerNote, stopRegistry = containerDemo(ctx, &file)
+		defer stopRegistry()
 	}
 
 	ln, err := net.Listen("tcp", addr)
@@ -181,7 +191,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	stopAll := func() { stopOnce.Do(stopBackground) }
 	defer stopAll()
 
-	printBanner(o.out, d.baseURL, be, file)
+	printBanner(o.out, d.baseURL, be, file, containerNote)
 	if o.ready != nil {
 		o.ready(d.baseURL)
 	}
@@ -209,11 +219,15 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	return nil
 }
 
-func printBanner(w io.Writer, base string, be backends, f fixture.File) {
+func printBanner(w io.Writer, base string, be backends, f fixture.File, containers string) {
 	fmt.Fprintf(w, "\nenvlease is running at %s\n", base)
 	fmt.Fprintf(w, "  Console:       %s/  (sign in with a demo token below)\n", base)
 	fmt.Fprintf(w, "  DynamoDB (%s): %s  table %s\n", be.dynamoKind, be.dynamoEndpoint, be.table)
-	fmt.Fprintf(w, "  S3 (%s):     %s  bucket %s\n\n", be.s3Kind, be.s3Endpoint, be.bucket)
+	fmt.Fprintf(w, "  S3 (%s):     %s  bucket %s\n", be.s3Kind, be.s3Endpoint, be.bucket)
+	if containers != "" {
+		fmt.Fprintf(w, "  %s\n", containers)
+	}
+	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Demo tokens:")
 	for _, o := range f.Orgs {
 		for _, u := range o.Users {

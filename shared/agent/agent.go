@@ -1,10 +1,12 @@
 // Package agent is the reference node agent: it registers a node of a pool
-// with the node API, heartbeats, claims pending environments, runs each as a
-// local process (runtime "process"), and reports ready, stopped and
-// failed. It keeps warm, pre-started processes of templates that ask for
-// them, and restores snapshots and shares' files into an environment's
-// folder (UnpackTarRoot), all of an environment's archives together held to
-// ArchiveLimits. While its work dir's filesystem is short of space or
+// with the node API, heartbeats, claims pending environments, runs each
+// through the runtime its template names (package runtimes: "process", a
+// local process, process_runtime.go; "container", an OCI container under
+// runc from the template's image, container_runtime_linux.go), and reports
+// ready, stopped and failed. It keeps warm, pre-started environments of
+// templates that ask for them, and restores snapshots and shares' files
+// into an environment's files (UnpackTarRoot), all of an environment's
+// archives together held to ArchiveLimits. While its work dir's filesystem is short of space or
 // inodes (Config.MinFreeDisk, MinFreeInodes) it claims nothing.
 // Run as root on Linux it confines each environment: a user of its own, a
 // folder only that user enters, a cgroup where the node allows, a stop
@@ -32,6 +34,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/envlease/envlease/shared/agent/runtimes"
 	"github.com/envlease/envlease/shared/domain"
 	"github.com/envlease/envlease/shared/nodes"
 )
@@ -73,6 +76,25 @@ type Config struct {
 	Transport, SocketURL string
 	// NoWarm turns warm environments off.
 	NoWarm bool
+	// Runc is the runc binary the container runtime drives (default: runc
+	// on PATH); RuntimeNone ("none") offers no container runtime. Without
+	// runc, or when the agent is not root with namespaces, the node offers
+	// process alone.
+	Runc string
+	// ImageCacheDir holds the unpacked images (default <WorkDir>/images),
+	// ImageCacheBytes bounds them (default image.DefaultCacheBytes), least
+	// recently used evicted first.
+	ImageCacheDir   string
+	ImageCacheBytes int64
+	// RegistryCredentials is a Docker-style config file of registry
+	// credentials for pulling images; never taken from a template.
+	RegistryCredentials string
+	// ContainerIDBase is the first id of the node a container's user
+	// namespace maps its 65536 ids to (default DefaultContainerIDBase);
+	// ContainerNoUserNS runs containers without a user namespace (root in
+	// the container is then the node's root, less capabilities).
+	ContainerIDBase   uint32
+	ContainerNoUserNS bool
 	// AllowSharedNetwork lets an agent that runs as root start although the
 	// node cannot make namespaces (a container without the privilege, a
 	// systemd unit with RestrictNamespaces): its environments then share the
@@ -80,9 +102,6 @@ type Config struct {
 	// start, rather than run every tenant's environment unconfined with
 	// only a warning.
 	AllowSharedNetwork bool
-	// Runtimes are the runtimes the node registers as offering (process,
-	// container); empty: process.
-	Runtimes []string
 	// KeepRoots leaves an environment's folder after it ends, for debugging.
 	KeepRoots bool
 	// TunnelAddr is where the tunnel endpoint listens (default: an
@@ -158,6 +177,11 @@ type Agent struct {
 	sock       atomic.Pointer[socketClient]
 	reconnects atomic.Int64
 
+	// runtimes run environments, by the template runtime they serve
+	// (runtimes.go); process is always there.
+	runtimes    map[string]runtimes.Runtime
+	noContainer error
+
 	warm *warmPool
 	// tun is the tunnel endpoint; nil with NoTunnel.
 	tun *tunnels
@@ -165,9 +189,10 @@ type Agent struct {
 
 // runningEnv is one environment the agent runs.
 type runningEnv struct {
-	id   string
-	env  domain.Environment
-	proc *proc
+	id  string
+	env domain.Environment
+	// h is what runs it, set once prepared; tunnels dial through it.
+	h atomic.Pointer[runtimes.Handle]
 	// stop is closed when the control plane says the environment is over;
 	// report says whether to report stopped (stopping) or not (already over).
 	stopOnce sync.Once
@@ -234,6 +259,9 @@ func New(cfg Config) (*Agent, error) {
 	}
 	a.warm = newWarmPool(a)
 	if err := a.setupConfinement(); err != nil {
+		return nil, err
+	}
+	if err := a.setupRuntimes(); err != nil {
 		return nil, err
 	}
 	return a, nil
@@ -361,10 +389,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	defer unlock()
 	a.logConfinement()
+	a.logRuntimes()
 	// Connections kept for reuse (and one dialed for a request that was then
 	// cancelled) would hold the control plane's graceful shutdown open.
 	defer a.http.CloseIdleConnections()
-	a.reclaim()
+	a.recoverRuntimes(ctx)
 	if err := a.startTunnels(); err != nil {
 		return err
 	}
@@ -459,7 +488,7 @@ func (a *Agent) register(ctx context.Context) (nodes.Registered, error) {
 	for {
 		reg, err := a.api.Register(ctx, nodes.RegisterRequest{
 			Name: a.cfg.Name, Address: a.cfg.Address, Capacity: a.cfg.Capacity, Agent: Version,
-			TunnelURL: a.tunnelURL(), Platform: platform(), Runtimes: a.runtimes(),
+			TunnelURL: a.tunnelURL(), Platform: platform(), Runtimes: a.runtimeNames(),
 		})
 		if err == nil {
 			return reg, nil
@@ -665,11 +694,13 @@ func (a *Agent) start(ctx context.Context, node string, c *nodes.Claimed) {
 	}()
 }
 
-// runEnv takes one environment from claimed to over.
+// runEnv takes one environment from claimed to over, through the runtime
+// its template names (runtimes.Runtime): prepare, files in, start, ready,
+// then wait for its end or a stop.
 func (a *Agent) runEnv(ctx context.Context, node string, r *runningEnv, c *nodes.Claimed) {
 	log := a.log.With("environment", r.id, "template", c.Template.Name)
 	// No starting report: the claim made it starting, and a report would only
-	// put a round trip before a warm process is handed over.
+	// put a round trip before a warm environment is handed over.
 
 	// Claimed while the node is short of disk (the disk filled during the
 	// claim, or no other node took it: socketClaims): refused, with why.
@@ -677,80 +708,72 @@ func (a *Agent) runEnv(ctx context.Context, node string, r *runningEnv, c *nodes
 		a.fail(ctx, node, r.id, fmt.Errorf("the node refused the environment: %w", err), log)
 		return
 	}
+	rt, err := a.runtimeFor(c.Template)
+	if err != nil {
+		a.fail(ctx, node, r.id, err, log)
+		return
+	}
 
 	var (
-		p        *proc
+		h        runtimes.Handle
 		restored *domain.Restored
 	)
-	// A warm process started before its files could arrive.
+	// A warm environment started before its files could arrive.
 	if c.Snapshot == nil && len(c.Shares) == 0 {
-		p = a.warm.take(c.Template)
+		h = a.warm.take(c.Template)
 	}
-	if p != nil {
-		log.Info("handed a warm process", "pid", p.cmd.Process.Pid, "root", p.root)
+	if h != nil {
+		log.Info("handed a warm environment", append([]any{"runtime", rt.Name()}, h.LogAttrs()...)...)
 	} else {
-		b, err := a.newBox(filepath.Join(a.cfg.WorkDir, "envs", r.id))
-		budget := a.budget()
-		if err == nil && c.Snapshot != nil {
-			restored, err = a.restore(ctx, c.Snapshot, b, budget)
-		}
-		if err == nil {
-			err = a.unpackShares(ctx, c.Shares, b, budget)
-		}
-		if err == nil {
-			p, err = a.startProcess(c.Template, b)
-		}
+		h, restored, err = a.prepare(ctx, rt, r.id, c)
 		if err != nil {
-			a.cleanup(b)
 			a.fail(ctx, node, r.id, err, log)
 			return
 		}
-		log.Info("started", "pid", p.cmd.Process.Pid, "root", b.root, "uid", p.uid())
+		log.Info("started", append([]any{"runtime", rt.Name()}, h.LogAttrs()...)...)
 	}
-	defer func() { a.cleanup(p.box) }() // p may be replaced below
-	r.proc = p
+	defer func() { h.Remove() }() // h may be replaced below
+	r.h.Store(&h)
 
-	err := a.waitReady(ctx, p, r.stop)
-	if err != nil && c.Snapshot == nil && p.lostPortRace(c.Template) {
+	err = a.waitReady(ctx, h, r.stop)
+	if pr, ok := h.(portRacer); err != nil && c.Snapshot == nil && ok && pr.lostPortRace() {
 		// A template's port was free when it was chosen and someone else
-		// bound it before the command did: start once more, in a fresh box,
-		// on ports of the node's choosing rather than fail the lease for a
+		// bound it before the command did: start once more, afresh, on
+		// ports of the node's choosing rather than fail the lease for a
 		// race it lost.
 		log.Info("a template port was taken before the command bound it; starting again on other ports", "err", err)
-		root := p.box.root
-		a.cleanup(p.box)
-		b, berr := a.newBox(root)
-		if berr != nil {
-			a.fail(ctx, node, r.id, berr, log)
-			p.box = nil
+		id := filepath.Base(h.Files().Root)
+		h.Remove()
+		h2, perr := rt.Prepare(ctx, runtimes.Env{ID: id, Template: withAnyPorts(c.Template)})
+		if perr == nil {
+			if perr = h2.Start(ctx); perr != nil {
+				h2.Remove()
+			}
+		}
+		if perr != nil {
+			a.fail(ctx, node, r.id, perr, log)
 			return
 		}
-		p2, serr := a.startProcess(withAnyPorts(c.Template), b)
-		if serr != nil {
-			a.cleanup(b)
-			p.box = nil
-			a.fail(ctx, node, r.id, serr, log)
-			return
-		}
-		p = p2
-		r.proc = p
-		err = a.waitReady(ctx, p, r.stop)
+		h = h2
+		r.h.Store(&h)
+		err = a.waitReady(ctx, h, r.stop)
 	}
 	switch {
 	case err == nil:
 	case errors.Is(err, errStopped):
-		a.finish(ctx, node, r, p, log)
+		a.finish(ctx, node, r, h, log)
 		return
 	case ctx.Err() != nil:
-		p.terminate(a.cfg.Grace)
+		h.Stop(a.cfg.Grace)
 		return
 	default:
-		p.terminate(a.cfg.Grace)
+		h.Stop(a.cfg.Grace)
 		a.fail(ctx, node, r.id, err, log)
 		return
 	}
-	exports := make([]nodes.ExportTarget, 0, len(p.ports))
-	for s, port := range p.ports {
+	ports := h.Ports()
+	exports := make([]nodes.ExportTarget, 0, len(ports))
+	for s, port := range ports {
 		exports = append(exports, nodes.ExportTarget{Service: s, Target: net.JoinHostPort(a.cfg.Address, strconv.Itoa(port))})
 	}
 	sort.Slice(exports, func(i, j int) bool { return exports[i].Service < exports[j].Service })
@@ -767,31 +790,71 @@ func (a *Agent) runEnv(ctx context.Context, node string, r *runningEnv, c *nodes
 	}
 
 	select {
-	case <-p.exited:
+	case <-h.Done():
 		select {
 		case <-r.stop: // it was being stopped anyway
-			a.finish(ctx, node, r, p, log)
+			a.finish(ctx, node, r, h, log)
 		default:
-			a.fail(ctx, node, r.id, p.exitError(), log)
+			a.fail(ctx, node, r.id, h.Err(), log)
 		}
 	case <-r.stop:
-		a.finish(ctx, node, r, p, log)
+		a.finish(ctx, node, r, h, log)
 	case <-ctx.Done():
 		// The agent is shutting down (or the node was lost): stop the
-		// process; the control plane learns through deregistration or the
-		// lost-node sweep.
-		p.terminate(a.cfg.Grace)
+		// environment; the control plane learns through deregistration or
+		// the lost-node sweep.
+		h.Stop(a.cfg.Grace)
 	}
 }
 
-// finish stops a process the control plane ended: SIGTERM, grace, SIGKILL,
-// then report stopped if it was stopping.
-func (a *Agent) finish(ctx context.Context, node string, r *runningEnv, p *proc, log *slog.Logger) {
-	p.terminate(a.cfg.Grace)
+// prepare readies a claimed environment that no warm one serves: the
+// runtime prepares it (downloading an image artifact through the agent if
+// it must), the agent restores the snapshot and unpacks the shares into its files within one archive
+// budget, and the runtime starts it. On failure nothing of it is left.
+func (a *Agent) prepare(ctx context.Context, rt runtimes.Runtime, id string, c *nodes.Claimed) (runtimes.Handle, *domain.Restored, error) {
+	h, err := rt.Prepare(ctx, runtimes.Env{ID: id, Template: c.Template, ImageArtifact: a.imageArtifact(c)})
+	if err != nil {
+		return nil, nil, err
+	}
+	var restored *domain.Restored
+	files := h.Files()
+	budget := a.budget()
+	if c.Snapshot != nil {
+		restored, err = a.restore(ctx, c.Snapshot, files, budget)
+	}
+	if err == nil {
+		err = a.unpackShares(ctx, c.Shares, files, budget)
+	}
+	if err == nil {
+		err = h.Start(ctx)
+	}
+	if err != nil {
+		h.Remove()
+		return nil, nil, err
+	}
+	return h, restored, nil
+}
+
+// runtimeFor is the runtime of the node that runs t, or why none does.
+func (a *Agent) runtimeFor(t domain.Template) (runtimes.Runtime, error) {
+	name := t.Runtime
+	if name == "" {
+		name = RuntimeProcess
+	}
+	if rt, ok := a.runtimes[name]; ok {
+		return rt, nil
+	}
+	return nil, fmt.Errorf("runtime %q is not supported by this node: it offers %s", name, a.runtimeText())
+}
+
+// finish stops an environment the control plane ended: SIGTERM, grace,
+// SIGKILL, then report stopped if it was stopping.
+func (a *Agent) finish(ctx context.Context, node string, r *runningEnv, h runtimes.Handle, log *slog.Logger) {
+	h.Stop(a.cfg.Grace)
 	log.Info("stopped")
-	// Remove the folder before saying stopped: whoever reads `stopped` may
-	// rely on nothing of the environment being left on the node.
-	a.cleanup(p.box)
+	// Remove what it left before saying stopped: whoever reads `stopped`
+	// may rely on nothing of the environment being left on the node.
+	h.Remove()
 	if r.report.Load() {
 		a.report(ctx, node, r.id, nodes.Report{State: domain.StateStopped})
 	}

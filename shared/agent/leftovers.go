@@ -18,12 +18,12 @@ import (
 // its own is found by its init's ENVLEASE_ROOT: killing the init ends its
 // PID namespace, and its network and mount namespaces go with the last of
 // its processes (nothing of them is kept on disk). Then the folders are
-// removed.
-func (a *Agent) reclaim() {
+// removed. It says how many folders it found.
+func (a *Agent) reclaim() int {
 	envs := filepath.Join(a.cfg.WorkDir, "envs")
 	entries, err := os.ReadDir(envs)
 	if err != nil || len(entries) == 0 {
-		return
+		return 0
 	}
 	roots := map[string]bool{}
 	for _, e := range entries {
@@ -35,4 +35,5 @@ func (a *Agent) reclaim() {
 		_ = os.RemoveAll(r)
 	}
 	a.log.Warn("cleared what an earlier run of the agent left", "folders", len(roots), "processes", killed, "namespaced", inits)
+	return len(roots)
 }

@@ -134,6 +134,9 @@ func (n *envNet) ended() string {
 	if n.egress != nil {
 		n.egress.close()
 	}
+	if n.init == nil {
+		return "" // a container's: its runtime says how it ended
+	}
 	ws, ok := n.init.Status()
 	if !ok {
 		return ""

@@ -16,12 +16,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/envlease/envlease/shared/agent/runtimes"
 	"github.com/envlease/envlease/shared/domain"
 )
 
-// RuntimeProcess is the one runtime the reference agent runs: the template's
-// command as a local process. An empty runtime means process too.
-const RuntimeProcess = "process"
+// RuntimeProcess is the runtime every node offers: the template's command
+// as a local process (process_runtime.go). An empty runtime means process
+// too.
+const RuntimeProcess = domain.RuntimeProcess
 
 // proc is one started process of a template: its own process group, its
 // box (root folder, user, cgroup), the ports its exports were given.
@@ -225,24 +227,27 @@ func (p *proc) uid() int {
 	return os.Geteuid()
 }
 
-// waitReady waits until every export's port accepts a TCP connection (at
-// the node's address, or on the loopback of the environment's network
-// namespace), the process exits, stop is closed, or the ready timeout.
-func (a *Agent) waitReady(ctx context.Context, p *proc, stop <-chan struct{}) error {
+// waitReady waits until every export's port accepts a TCP connection
+// where the environment listens (Handle.Dial: at the node's address, or on
+// the loopback of its network namespace), the command exits, stop is
+// closed, or the ready timeout.
+func (a *Agent) waitReady(ctx context.Context, h runtimes.Handle, stop <-chan struct{}) error {
 	deadline := time.NewTimer(a.cfg.ReadyTimeout)
 	defer deadline.Stop()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
+	ports := h.Ports()
+	lc, _ := h.(listenerChecker)
 	for {
 		pending := ""
-		for s, port := range p.ports {
-			c, err := p.dialExport(ctx, a.cfg.Address, port, 250*time.Millisecond)
+		for s, port := range ports {
+			dctx, cancel := context.WithTimeout(ctx, 250*time.Millisecond)
+			c, err := h.Dial(dctx, port)
+			cancel()
 			if err == nil {
 				c.Close()
-				// Only the environment's own processes are in its namespace.
-				if p.net == nil && !p.verified.Load() && !p.listenerIsOurs(port) {
-					p.foreign.Store(true)
-					err = fmt.Errorf("another program listens on port %d", port)
+				if lc != nil {
+					err = lc.checkListener(port)
 				}
 			}
 			if err != nil {
@@ -253,27 +258,29 @@ func (a *Agent) waitReady(ctx context.Context, p *proc, stop <-chan struct{}) er
 		if pending == "" {
 			// No exports: ready once it is up; a command that exits at once
 			// is a failure, not a ready environment, so give it a moment.
-			if len(p.ports) > 0 {
-				p.verified.Store(true)
+			if len(ports) > 0 {
+				if lc != nil {
+					lc.allReady()
+				}
 				return nil
 			}
 			select {
-			case <-p.exited:
-				return p.exitError()
+			case <-h.Done():
+				return h.Err()
 			case <-time.After(50 * time.Millisecond):
 				return nil
 			}
 		}
 		select {
-		case <-p.exited:
-			return p.exitError()
+		case <-h.Done():
+			return h.Err()
 		case <-stop:
 			return errStopped
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-deadline.C:
 			at := a.cfg.Address
-			if p.net != nil {
+			if h.Namespaced() {
 				at = "the loopback of its network namespace"
 			}
 			return fmt.Errorf("not ready within %s: %s never accepted a connection at %s", a.cfg.ReadyTimeout, pending, at)
@@ -283,18 +290,6 @@ func (a *Agent) waitReady(ctx context.Context, p *proc, stop <-chan struct{}) er
 }
 
 var errStopped = errors.New("stop requested")
-
-// dialExport connects to one of the process's export ports: inside its
-// network namespace when it has one, else at the node's address.
-func (p *proc) dialExport(ctx context.Context, address string, port int, timeout time.Duration) (net.Conn, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	if p.net != nil {
-		return p.net.dial(ctx, port)
-	}
-	var d net.Dialer
-	return d.DialContext(ctx, "tcp", net.JoinHostPort(address, strconv.Itoa(port)))
-}
 
 // namespacePorts gives each export the template's port; one without (0)
 // gets the first port from 8000 no other export of the template names, as

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 
+	"github.com/envlease/envlease/shared/agent/runtimes"
 	"github.com/envlease/envlease/shared/nodes"
 )
 
@@ -15,9 +17,9 @@ import (
 // environment, naming the share, the entry and why; so does the archive
 // that passes the environment's budget (ArchiveLimits), which counts the
 // snapshot and every share's archive together.
-func (a *Agent) unpackShares(ctx context.Context, shares []nodes.ClaimedShare, b *box, budget *Budget) error {
+func (a *Agent) unpackShares(ctx context.Context, shares []nodes.ClaimedShare, fs runtimes.Files, budget *Budget) error {
 	for _, sh := range shares {
-		if err := a.unpackShare(ctx, sh, b, budget); err != nil {
+		if err := a.unpackShare(ctx, sh, fs, budget); err != nil {
 			return err
 		}
 	}
@@ -29,14 +31,19 @@ func (a *Agent) unpackShares(ctx context.Context, shares []nodes.ClaimedShare, b
 // environment's user. The share's path is placed in the folder as the
 // workdir is (workdirIn: /workspace/src -> <root>/workspace/src), and it is
 // opened through the environment's Root, so a link a snapshot or an earlier
-// share left on the way cannot lead the files elsewhere.
-func (a *Agent) unpackShare(ctx context.Context, sh nodes.ClaimedShare, b *box, budget *Budget) error {
+// share left on the way cannot lead the files elsewhere. A relative path is
+// taken from the environment's home (runtimes.Files).
+func (a *Agent) unpackShare(ctx context.Context, sh nodes.ClaimedShare, fs runtimes.Files, budget *Budget) error {
 	what := fmt.Sprintf("share %q (artifact %s)", sh.Name, sh.Archive.ID)
-	dir, err := workdirIn(b.root, sh.EnvPath)
+	p := sh.EnvPath
+	if !path.IsAbs(p) {
+		p = path.Join("/", fs.Home, p)
+	}
+	dir, err := workdirIn(fs.Root, p)
 	if err != nil {
 		return fmt.Errorf("%s: path: %w", what, err)
 	}
-	rel, err := filepath.Rel(b.root, dir)
+	rel, err := filepath.Rel(fs.Root, dir)
 	if err != nil {
 		return fmt.Errorf("%s: path: %w", what, err)
 	}
@@ -46,12 +53,12 @@ func (a *Agent) unpackShare(ctx context.Context, sh nodes.ClaimedShare, b *box, 
 		return err
 	}
 	defer f.Close()
-	root, err := os.OpenRoot(b.root)
+	root, err := os.OpenRoot(fs.Root)
 	if err != nil {
 		return err
 	}
 	defer root.Close()
-	owner := b.owner()
+	owner := ownerOf(fs)
 	if err := (unpacker{root: root, owner: owner}).mkdirAll(rel); err != nil {
 		return fmt.Errorf("unpack %s at %s: %w", what, sh.EnvPath, plain(err))
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/envlease/envlease/shared/agent/runtimes"
 	"github.com/envlease/envlease/shared/domain"
 	"github.com/envlease/envlease/shared/nodes"
 )
@@ -24,17 +25,32 @@ import (
 // policy, everything owned by the environment's user, counted against the
 // environment's budget. A refused entry fails the restore rather than being
 // skipped silently.
-func (a *Agent) restore(ctx context.Context, s *nodes.Snapshot, b *box, budget *Budget) (*domain.Restored, error) {
+//
+// The files go to the environment's home (runtimes.Files): a process's
+// folder, a container's work folder in its root filesystem.
+func (a *Agent) restore(ctx context.Context, s *nodes.Snapshot, fs runtimes.Files, budget *Budget) (*domain.Restored, error) {
+	dir, err := workdirIn(fs.Root, fs.Home)
+	if err != nil {
+		return nil, err
+	}
 	f, err := a.fetch(ctx, s, "snapshot "+s.ID)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	files, err := unpack(f, b.root, UnpackOptions{Owner: b.owner(), Budget: budget, Packed: s.Size})
+	files, err := unpack(f, dir, UnpackOptions{Owner: ownerOf(fs), Budget: budget, Packed: s.Size})
 	if err != nil {
 		return nil, fmt.Errorf("unpack snapshot %s: %w", s.ID, err)
 	}
-	return &domain.Restored{Key: s.ID, Root: b.root, Files: files, Created: s.Created}, nil
+	return &domain.Restored{Key: s.ID, Root: dir, Files: files, Created: s.Created}, nil
+}
+
+// ownerOf is who owns what is unpacked into an environment's files.
+func ownerOf(fs runtimes.Files) *Owner {
+	if fs.Owner == nil {
+		return nil
+	}
+	return &Owner{UID: fs.Owner.UID, GID: fs.Owner.GID}
 }
 
 // fetch downloads an artifact a claim links to (what names it in errors)

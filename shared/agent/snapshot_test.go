@@ -23,6 +23,7 @@ import (
 type snapshots struct {
 	mu    sync.Mutex
 	data  map[string][]byte
+	hits  map[string]int // downloads, by artifact
 	srv   *httptest.Server
 	store interface {
 		PutArtifact(context.Context, domain.Artifact) error
@@ -31,10 +32,11 @@ type snapshots struct {
 }
 
 func newSnapshots(t *testing.T) *snapshots {
-	s := &snapshots{data: map[string][]byte{}}
+	s := &snapshots{data: map[string][]byte{}, hits: map[string]int{}}
 	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		b, ok := s.data[strings.TrimPrefix(r.URL.Path, "/")]
+		s.hits[strings.TrimPrefix(r.URL.Path, "/")]++
 		s.mu.Unlock()
 		if !ok {
 			http.NotFound(w, r)

@@ -127,8 +127,8 @@ func (a *Agent) dialTarget(ctx context.Context, env, target string) (net.Conn, e
 	if r == nil {
 		return nil, errEnded
 	}
-	p := r.proc
-	if p == nil || p.net == nil {
+	hp := r.h.Load()
+	if hp == nil || !(*hp).Namespaced() {
 		var d net.Dialer
 		return d.DialContext(ctx, "tcp", target)
 	}
@@ -140,7 +140,7 @@ func (a *Agent) dialTarget(ctx context.Context, env, target string) (net.Conn, e
 	if err != nil {
 		return nil, err
 	}
-	return p.net.dial(ctx, n)
+	return (*hp).Dial(ctx, n)
 }
 
 func (r *runningEnv) setTargets(exports []nodes.ExportTarget) {

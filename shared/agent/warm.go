@@ -5,10 +5,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"path/filepath"
 	"sync"
 	"time"
 
+	"github.com/envlease/envlease/shared/agent/runtimes"
 	"github.com/envlease/envlease/shared/domain"
 )
 
@@ -38,7 +38,17 @@ type warmPool struct {
 
 type warmProc struct {
 	fp string
-	p  *proc
+	h  runtimes.Handle
+}
+
+// alive says whether a warm environment's command still runs.
+func alive(h runtimes.Handle) bool {
+	select {
+	case <-h.Done():
+		return false
+	default:
+		return true
+	}
 }
 
 func newWarmPool(a *Agent) *warmPool {
@@ -82,8 +92,8 @@ func (w *warmPool) run(ctx context.Context) {
 			w.mu.Unlock()
 			for _, list := range all {
 				for _, x := range list {
-					x.p.terminate(w.a.cfg.Grace)
-					w.a.cleanup(x.p.box)
+					x.h.Stop(w.a.cfg.Grace)
+					x.h.Remove()
 				}
 			}
 			return
@@ -97,7 +107,7 @@ func (w *warmPool) reconcile(ctx context.Context, wg *sync.WaitGroup) {
 	want := map[string]domain.Template{}
 	if !w.a.cfg.NoWarm {
 		for _, t := range w.a.templateList() {
-			if t.Warm > 0 && (t.Runtime == "" || t.Runtime == RuntimeProcess) && len(t.Command) > 0 {
+			if t.Warm > 0 && w.a.warmable(t) {
 				want[t.Name] = t
 			}
 		}
@@ -108,7 +118,7 @@ func (w *warmPool) reconcile(ctx context.Context, wg *sync.WaitGroup) {
 		t, ok := want[name]
 		keep := list[:0]
 		for _, x := range list {
-			if ok && x.fp == fingerprint(t) && x.p.alive() && len(keep) < t.Warm {
+			if ok && x.fp == fingerprint(t) && alive(x.h) && len(keep) < t.Warm {
 				keep = append(keep, x)
 			} else {
 				drop = append(drop, x)
@@ -136,8 +146,8 @@ func (w *warmPool) reconcile(ctx context.Context, wg *sync.WaitGroup) {
 	w.mu.Unlock()
 	for _, x := range drop {
 		go func(x warmProc) {
-			x.p.terminate(w.a.cfg.Grace)
-			w.a.cleanup(x.p.box)
+			x.h.Stop(w.a.cfg.Grace)
+			x.h.Remove()
 		}(x)
 	}
 }
@@ -145,46 +155,52 @@ func (w *warmPool) reconcile(ctx context.Context, wg *sync.WaitGroup) {
 func (w *warmPool) start(ctx context.Context, t domain.Template) {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
-	bx, err := w.a.newBox(filepath.Join(w.a.cfg.WorkDir, "envs", "warm-"+hex.EncodeToString(b[:])))
-	var p *proc
+	var h runtimes.Handle
+	rt, err := w.a.runtimeFor(t)
 	if err == nil {
-		p, err = w.a.startProcess(t, bx)
+		h, err = rt.Prepare(ctx, runtimes.Env{ID: "warm-" + hex.EncodeToString(b[:]), Template: t})
 	}
+	started := false
 	if err == nil {
-		err = w.a.waitReady(ctx, p, nil)
+		if err = h.Start(ctx); err == nil {
+			started = true
+			err = w.a.waitReady(ctx, h, nil)
+		}
 	}
 	w.mu.Lock()
 	w.starting[t.Name]--
 	if err == nil && ctx.Err() == nil {
-		w.ready[t.Name] = append(w.ready[t.Name], warmProc{fp: fingerprint(t), p: p})
+		w.ready[t.Name] = append(w.ready[t.Name], warmProc{fp: fingerprint(t), h: h})
 		w.mu.Unlock()
-		w.a.log.Info("warm process ready", "template", t.Name, "pid", p.cmd.Process.Pid)
+		w.a.log.Info("warm environment ready", append([]any{"template", t.Name, "runtime", rt.Name()}, h.LogAttrs()...)...)
 		return
 	}
 	if ctx.Err() == nil {
 		w.failedUntil[t.Name] = time.Now().Add(warmRetry)
 	}
 	w.mu.Unlock()
-	if p != nil {
-		p.terminate(w.a.cfg.Grace)
+	if h != nil {
+		if started {
+			h.Stop(w.a.cfg.Grace)
+		}
+		h.Remove()
 	}
-	w.a.cleanup(bx)
 	if ctx.Err() == nil {
-		w.a.log.Warn("warm process did not become ready", "template", t.Name, "err", err)
+		w.a.log.Warn("warm environment did not become ready", "template", t.Name, "err", err)
 	}
 }
 
-// take hands out a ready warm process of exactly this template, or nil.
-func (w *warmPool) take(t domain.Template) *proc {
+// take hands out a ready warm environment of exactly this template, or nil.
+func (w *warmPool) take(t domain.Template) runtimes.Handle {
 	fp := fingerprint(t)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	list := w.ready[t.Name]
 	for i, x := range list {
-		if x.fp == fp && x.p.alive() {
+		if x.fp == fp && alive(x.h) {
 			w.ready[t.Name] = append(list[:i:i], list[i+1:]...)
 			w.poke()
-			return x.p
+			return x.h
 		}
 	}
 	return nil

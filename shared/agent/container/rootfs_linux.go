@@ -13,22 +13,26 @@ import (
 // and checks that none of them crosses a symbolic link: runc binds each from
 // rootfs+path, a path the node resolves, where an image's link to /etc
 // would mean the node's /etc.
-func makeWritable(rootfs string, list []string) error {
+//
+// Folders it creates are owned by owner (the container process's user as
+// the node sees it), so that the container can write in them.
+func makeWritable(rootfs string, list []string, owner [2]int) error {
 	ws, err := WritablePaths(list)
 	if err != nil {
 		return err
 	}
 	for _, w := range ws {
-		if err := makeDir(rootfs, w); err != nil {
+		if err := makeDir(rootfs, w, owner); err != nil {
 			return fmt.Errorf("writable path %s: %w", w, err)
 		}
 	}
 	return nil
 }
 
-// makeDir creates the folder p (absolute, inside) in rootfs and refuses a
-// path that crosses a symbolic link.
-func makeDir(rootfs, p string) error {
+// makeDir creates the folder p (absolute, inside) in rootfs, each folder it
+// creates owned by owner (uid, gid), and refuses a path that crosses a
+// symbolic link.
+func makeDir(rootfs, p string, owner [2]int) error {
 	root, err := os.OpenRoot(rootfs)
 	if err != nil {
 		return err
@@ -44,6 +48,9 @@ func makeDir(rootfs, p string) error {
 		st, err := root.Lstat(sub)
 		if errors.Is(err, fs.ErrNotExist) {
 			if err := root.Mkdir(sub, 0o755); err != nil {
+				return err
+			}
+			if err := root.Lchown(sub, owner[0], owner[1]); err != nil {
 				return err
 			}
 			continue

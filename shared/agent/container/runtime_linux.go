@@ -205,13 +205,19 @@ func (r *Runtime) Create(ctx context.Context, lower string, c Config) (ctr *Cont
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err == nil && (c.MaxOpenFiles == 0 && lim.Max < 65536 || lim.Max < c.MaxOpenFiles) {
 		c.MaxOpenFiles = lim.Max
 	}
+	// Folders made for the container belong to its process's user.
+	owner := [2]int{int(c.UID), int(c.GID)}
+	if c.UserNS != nil {
+		owner[0] += int(c.UserNS.HostID)
+		owner[1] += int(c.UserNS.HostID)
+	}
 	if c.ReadOnly {
-		if err := makeWritable(st.Rootfs, c.Writable); err != nil {
+		if err := makeWritable(st.Rootfs, c.Writable, owner); err != nil {
 			return nil, fmt.Errorf("container %s: %w", c.ID, err)
 		}
 	}
 	if c.Cwd != "" {
-		if err := makeDir(st.Rootfs, c.Cwd); err != nil {
+		if err := makeDir(st.Rootfs, c.Cwd, owner); err != nil {
 			return nil, fmt.Errorf("container %s: working folder: %w", c.ID, err)
 		}
 	}

@@ -192,6 +192,13 @@ func (c *Cache) Get(ctx context.Context, img v1.Image) (*Rootfs, error) {
 	return rf, nil
 }
 
+// Lookup gives the cached root filesystem of the image whose config digest
+// is digest, held until Release, or nil when the cache does not hold it:
+// a node that knows an archive's image need not read the archive again.
+func (c *Cache) Lookup(digest string) *Rootfs {
+	return c.hold(folderName(digest))
+}
+
 // hold takes a reference on a cached entry and marks it used.
 func (c *Cache) hold(key string) *Rootfs {
 	c.mu.Lock()

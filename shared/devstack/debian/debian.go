@@ -5,15 +5,24 @@
 package debian
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
 
 // The pinned packages.
@@ -195,4 +204,43 @@ func tail(b []byte) string {
 		b = b[len(b)-2000:]
 	}
 	return strings.TrimSpace(string(b))
+}
+
+// BusyboxImage is a one-layer OCI image of BusyboxRootfs for the node's
+// platform: what the container runtime's tests and the devserver's demo
+// run, so that neither needs a registry outside.
+func BusyboxImage(ctx context.Context) (v1.Image, error) {
+	dir, err := os.MkdirTemp("", "busybox-rootfs-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	if err := BusyboxRootfs(ctx, dir); err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	if err := tw.AddFS(os.DirFS(dir)); err != nil {
+		return nil, err
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	b := buf.Bytes()
+	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil })
+	if err != nil {
+		return nil, err
+	}
+	img, err := mutate.AppendLayers(empty.Image, l)
+	if err != nil {
+		return nil, err
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture = runtime.GOOS, runtime.GOARCH
+	cf.Config.Cmd = []string{"sh"}
+	return mutate.ConfigFile(img, cf)
 }

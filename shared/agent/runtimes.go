@@ -1,0 +1,104 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/envlease/envlease/shared/agent/runtimes"
+	"github.com/envlease/envlease/shared/domain"
+	"github.com/envlease/envlease/shared/nodes"
+)
+
+// setupRuntimes makes the runtimes the node offers: process always, and
+// container where runc is found (Config.Runc) and the agent runs as root
+// with namespaces; noContainer says why not. A -runc the operator named
+// that cannot be used is an error.
+func (a *Agent) setupRuntimes() error {
+	a.runtimes = map[string]runtimes.Runtime{RuntimeProcess: processRuntime{a}}
+	if a.cfg.Runc == RuntimeNone {
+		a.noContainer = errors.New("turned off (-runc none)")
+		return nil
+	}
+	cr, err := a.newContainerRuntime()
+	if err != nil {
+		if a.cfg.Runc != "" && a.users != nil && a.namespaces {
+			return fmt.Errorf("agent: container runtime: %w", err)
+		}
+		a.noContainer = err
+		return nil
+	}
+	a.runtimes[RuntimeContainer] = cr
+	return nil
+}
+
+// runtimeNames are the runtimes the node offers, sorted.
+func (a *Agent) runtimeNames() []string {
+	out := make([]string, 0, len(a.runtimes))
+	for n := range a.runtimes {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (a *Agent) runtimeText() string { return strings.Join(a.runtimeNames(), ", ") }
+
+// logRuntimes says at start which runtimes the node offers, and in one
+// line why not container when it does not.
+func (a *Agent) logRuntimes() {
+	attrs := []any{"runtimes", a.runtimeNames()}
+	if cr, ok := a.runtimes[RuntimeContainer].(interface{ describe() []any }); ok {
+		attrs = append(attrs, cr.describe()...)
+	}
+	a.log.Info("runtimes offered", attrs...)
+	if a.noContainer != nil {
+		a.log.Info("no container runtime: " + a.noContainer.Error())
+	}
+}
+
+// recoverRuntimes has every runtime remove what an earlier run of the agent
+// left, before the node claims anything.
+func (a *Agent) recoverRuntimes(ctx context.Context) {
+	for _, n := range a.runtimeNames() {
+		if _, err := a.runtimes[n].Recover(ctx); err != nil {
+			a.log.Warn("what an earlier run left was not all removed", "runtime", n, "err", err)
+		}
+	}
+}
+
+// warmable says whether the node can keep warm environments of t: its
+// runtime is offered and it can start without anything a claim brings.
+func (a *Agent) warmable(t domain.Template) bool {
+	rt, err := a.runtimeFor(t)
+	if err != nil {
+		return false
+	}
+	if rt.Name() == RuntimeProcess {
+		return len(t.Command) > 0
+	}
+	// An image artifact comes with a claim's link only.
+	return t.Image != nil && t.Image.Ref != ""
+}
+
+// imageArtifact tells the runtime of the image artifact the claim links
+// to, which it downloads only if it has not unpacked it before. The
+// download is read by its descriptor's path, as it is already unlinked.
+func (a *Agent) imageArtifact(c *nodes.Claimed) *runtimes.ImageArtifact {
+	if c.Image == nil || c.Template.RuntimeOrDefault() != RuntimeContainer {
+		return nil
+	}
+	link := *c.Image
+	return &runtimes.ImageArtifact{SHA256: link.SHA256, Fetch: func(ctx context.Context) (string, func(), error) {
+		f, err := a.fetch(ctx, &link, "image artifact "+link.ID)
+		if err != nil {
+			return "", nil, err
+		}
+		return fmt.Sprintf("/proc/self/fd/%d", f.Fd()), func() { f.Close() }, nil
+	}}
+}
+
+// RuntimeNone as Config.Runc offers no container runtime.
+const RuntimeNone = "none"

@@ -1,0 +1,95 @@
+// Package runtimes is the seam between the agent and what runs an
+// environment on a node: the agent's lifecycle (claims, warm pools, shares
+// and snapshots, readiness, tunnels, reports) speaks only to a Runtime and
+// the Handle it gives for each environment. "process" runs the template's
+// command as a confined process of the node; "container" runs it in an OCI
+// container under runc, from the template's image. See docs/nodes.md,
+// "Runtimes".
+package runtimes
+
+import (
+	"context"
+	"net"
+	"time"
+
+	"github.com/envlease/envlease/shared/domain"
+)
+
+// Runtime runs environments of the templates that name it.
+type Runtime interface {
+	// Name is the template runtime it serves (process, container).
+	Name() string
+	// Prepare makes what holds one environment (a folder of the node, a
+	// container's root filesystem) without starting its command. The agent
+	// then puts the snapshot's and the shares' files in (Handle.Files) and
+	// starts it; on any failure it calls Handle.Remove.
+	Prepare(ctx context.Context, e Env) (Handle, error)
+	// Recover removes what an earlier run of the agent left of this
+	// runtime's environments (processes, mounts, cgroups, namespaces,
+	// folders) and says how many environments it found. It runs once, at
+	// start, before any Prepare.
+	Recover(ctx context.Context) (int, error)
+}
+
+// Env is one environment to prepare.
+type Env struct {
+	// ID names it on the node: the environment's id, or warm-<random> for
+	// a warm one (which cannot know the environment it will serve).
+	ID       string
+	Template domain.Template
+	// ImageArtifact is set when the template's image is an artifact (an
+	// OCI image archive) that the claim links to; nil when the runtime
+	// pulls the image by its reference.
+	ImageArtifact *ImageArtifact
+}
+
+// ImageArtifact is an image archive the agent can download.
+type ImageArtifact struct {
+	// SHA256 names the archive's bytes: a runtime that already unpacked
+	// them need not download them again.
+	SHA256 string
+	// Fetch downloads it (size and SHA-256 checked) and gives a path to
+	// read it at; done frees it.
+	Fetch func(ctx context.Context) (path string, done func(), err error)
+}
+
+// Files is where an environment's files go before it starts.
+type Files struct {
+	// Root is the folder of the node at which the environment's absolute
+	// paths begin: a process's folder, a container's root filesystem.
+	Root string
+	// Home is the folder, relative to Root, that relative share paths
+	// and a snapshot are placed in ("" for Root itself).
+	Home string
+	// Owner, when set, owns what is unpacked there (the node's ids).
+	Owner *Owner
+}
+
+// Owner is a user and group of the node.
+type Owner struct{ UID, GID int }
+
+// Handle is one prepared environment.
+type Handle interface {
+	Files() Files
+	// Start starts the command; it returns once it runs.
+	Start(ctx context.Context) error
+	// Ports are the exports' ports, by service, once started.
+	Ports() map[string]int
+	// Dial connects to an export's port where the environment listens
+	// (inside its network namespace, or at the node's address).
+	Dial(ctx context.Context, port int) (net.Conn, error)
+	// Namespaced says whether the environment has a network namespace of
+	// its own (its ports are then its own, and reached only by Dial).
+	Namespaced() bool
+	// Done is closed once the command ended; Err then says how.
+	Done() <-chan struct{}
+	Err() error
+	// Stop asks the command to end, and kills everything of the
+	// environment after grace; it returns once it ended.
+	Stop(grace time.Duration)
+	// Remove removes everything the environment left on the node; it is
+	// idempotent.
+	Remove()
+	// LogAttrs describe it in the agent's log (pid, root, image...).
+	LogAttrs() []any
+}
