@@ -308,6 +308,18 @@ func (s *stack) tunnelTicket(t *testing.T, id string) environments.Tunnel {
 // agent's tunnel and returns the body of a 200.
 func (s *stack) getThroughTunnel(t *testing.T, id, target, path string) string {
 	t.Helper()
+	body, err := s.tryGetThroughTunnel(t, id, target, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return body
+}
+
+// tryGetThroughTunnel is getThroughTunnel that returns what went wrong after
+// the tunnel opened, for a server that may fail a request now and then (one
+// short of processes, say).
+func (s *stack) tryGetThroughTunnel(t *testing.T, id, target, path string) (string, error) {
+	t.Helper()
 	tk := s.tunnelTicket(t, id)
 	sess, err := tunnel.Dial(context.Background(), nil, tk.URL, tk.Ticket)
 	if err != nil {
@@ -316,22 +328,22 @@ func (s *stack) getThroughTunnel(t *testing.T, id, target, path string) string {
 	defer sess.Close()
 	c, err := sess.Open(context.Background(), target)
 	if err != nil {
-		t.Fatalf("open %s of %s: %v", target, id, err)
+		return "", fmt.Errorf("open %s of %s: %w", target, id, err)
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(time.Minute)) // a hang guard
 	if _, err := fmt.Fprintf(c, "GET %s HTTP/1.0\r\nHost: env\r\n\r\n", path); err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	res, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil {
-		t.Fatal(err)
+		return "", fmt.Errorf("GET %s of %s through the tunnel: %w", path, id, err)
 	}
 	body, _ := io.ReadAll(res.Body)
 	if res.StatusCode != 200 {
-		t.Fatalf("GET %s of %s through the tunnel: %d %s", path, id, res.StatusCode, body)
+		return "", fmt.Errorf("GET %s of %s through the tunnel: %d %s", path, id, res.StatusCode, body)
 	}
-	return string(body)
+	return string(body), nil
 }
 
 // An agent restarted after a crash finds an environment that ran in
