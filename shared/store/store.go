@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"time"
 
@@ -146,9 +147,24 @@ func (s *Store) putNew(ctx context.Context, op string, v any, conflict string) e
 		ConditionExpression: aws.String("attribute_not_exists(PK)"),
 	})
 	if IsConditionFailed(err) {
+		if s.ownRetriedPut(ctx, item) {
+			return nil
+		}
 		return domain.Errorf(domain.CodeConflict, "%s", conflict)
 	}
 	return dependencyError(op, err)
+}
+
+// ownRetriedPut reports whether the item a refused conditional put found is
+// exactly the one it was writing: the SDK retried a put whose first attempt
+// was written but whose answer was lost (a timeout on a busy host), so the
+// write succeeded. A genuine collision holds another item.
+func (s *Store) ownRetriedPut(ctx context.Context, item map[string]types.AttributeValue) bool {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(s.table), ConsistentRead: aws.Bool(true),
+		Key: map[string]types.AttributeValue{AttrPK: item[AttrPK], AttrSK: item[AttrSK]},
+	})
+	return err == nil && out.Item != nil && reflect.DeepEqual(out.Item, item)
 }
 
 // IsConditionFailed reports whether err is a failed condition on a single-item write.
