@@ -233,27 +233,16 @@ type ReofferResult struct {
 func (o *Offerer) Reoffer(ctx context.Context) (ReofferResult, error) {
 	var res ReofferResult
 	now := o.clock.Now()
-	var errs []error
-	for shard := 0; shard < domain.OfferShards; shard++ {
-		offers, err := o.store.ShardOffers(ctx, shard, offersPerShard)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		res.Offers += len(offers)
-		due := map[string][]domain.Offer{}
-		for _, of := range offers {
-			if !of.Due.After(now) {
-				due[of.OrgID] = append(due[of.OrgID], of)
-			}
-		}
-		for org, list := range due {
-			if err := o.reofferOrg(ctx, org, list, now, &res); err != nil {
-				errs = append(errs, err)
-			}
-		}
-	}
-	return res, errors.Join(errs...)
+	n, err := eachDueByOrg(ctx, domain.OfferShards, now,
+		func(ctx context.Context, shard int) ([]domain.Offer, error) {
+			return o.store.ShardOffers(ctx, shard, offersPerShard)
+		},
+		func(of domain.Offer) (string, time.Time) { return of.OrgID, of.Due },
+		func(ctx context.Context, org string, due []domain.Offer) error {
+			return o.reofferOrg(ctx, org, due, now, &res)
+		})
+	res.Offers = n
+	return res, err
 }
 
 func (o *Offerer) reofferOrg(ctx context.Context, org string, offers []domain.Offer, now time.Time, res *ReofferResult) error {

@@ -117,27 +117,16 @@ type ResendResult struct {
 func (s *Stopper) Resend(ctx context.Context) (ResendResult, error) {
 	var res ResendResult
 	now := s.clock.Now()
-	var errs []error
-	for shard := 0; shard < domain.StopShards; shard++ {
-		notices, err := s.store.ShardStopNotices(ctx, shard, noticesPerShard)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		res.Notices += len(notices)
-		due := map[string][]domain.StopNotice{}
-		for _, n := range notices {
-			if !n.Due.After(now) {
-				due[n.OrgID] = append(due[n.OrgID], n)
-			}
-		}
-		for org, list := range due {
-			if err := s.resendOrg(ctx, org, list, now, &res); err != nil {
-				errs = append(errs, err)
-			}
-		}
-	}
-	return res, errors.Join(errs...)
+	n, err := eachDueByOrg(ctx, domain.StopShards, now,
+		func(ctx context.Context, shard int) ([]domain.StopNotice, error) {
+			return s.store.ShardStopNotices(ctx, shard, noticesPerShard)
+		},
+		func(n domain.StopNotice) (string, time.Time) { return n.OrgID, n.Due },
+		func(ctx context.Context, org string, due []domain.StopNotice) error {
+			return s.resendOrg(ctx, org, due, now, &res)
+		})
+	res.Notices = n
+	return res, err
 }
 
 func (s *Stopper) resendOrg(ctx context.Context, org string, notices []domain.StopNotice, now time.Time, res *ResendResult) error {
