@@ -150,13 +150,13 @@ func busyNode(tb testing.TB, base string, logs *requestLog, n int) (string, []st
 	// Offers queued while the node was claiming (one per lease, and the
 	// re-offer job's) each still cost it a claim answered with nothing; on
 	// a busy machine they drain after the environments are ready. Wait
-	// until two seconds pass without one.
-	quiet, quietSince := logs.mark(), time.Now()
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+	// until twenty looks in a row find none (a wait, not a measurement).
+	quiet, calm := logs.mark(), 0
+	for deadline := time.Now().Add(time.Minute); calm < 20; time.Sleep(100 * time.Millisecond) {
 		if c := logs.since(quiet)[node]; c != nil && c.Routes["WS claim"] > 0 {
-			quiet, quietSince = logs.mark(), time.Now()
-		} else if time.Since(quietSince) >= 2*time.Second {
-			break
+			quiet, calm = logs.mark(), 0
+		} else {
+			calm++
 		}
 		if time.Now().After(deadline) {
 			tb.Fatal("the node kept claiming for a minute after its environments were ready")
