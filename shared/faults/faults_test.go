@@ -403,6 +403,12 @@ func endpoints(sbx string, key string) []endpoint {
 		}},
 		{name: "GET /v1/templates", status: 200, prepare: get("/v1/templates")},
 		{name: "GET /v1/usage", status: 200, prepare: get("/v1/usage")},
+		{name: "GET /v1/usage (by template)", status: 200, prepare: get("/v1/usage?by=template&filter=template=shell")},
+		{name: "GET /v1/usage/settings", status: 200, prepare: get("/v1/usage/settings")},
+		{name: "PUT /v1/usage/settings", status: 200, prepare: func(*stack) request {
+			return request{method: "PUT", path: "/v1/usage/settings", token: apitest.AliceToken,
+				body: map[string]any{"groupings": []string{"project"}, "currency": "EUR", "rates": map[string]any{"shell": []map[string]any{{"from": "2026-03-01", "perHour": 0.5}}}}}
+		}},
 		{name: "POST /v1/nodes/credentials", status: 201, prepare: func(*stack) request {
 			return request{method: "POST", path: "/v1/nodes/credentials", token: apitest.AliceToken, body: map[string]any{"pool": "local", "name": "n1"}}
 		}},
