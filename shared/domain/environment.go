@@ -51,6 +51,8 @@ const (
 	StopDeleted = "deleted"
 	StopIdle    = "idle"
 	StopHard    = "hard"
+	// StopBudget: a hard budget of its scope was spent (budgets.Run).
+	StopBudget = "budget"
 )
 
 // EnvExport is a service of an environment and where the sandbox reaches it.

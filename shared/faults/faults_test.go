@@ -405,6 +405,20 @@ func endpoints(sbx string, key string) []endpoint {
 		{name: "GET /v1/usage", status: 200, prepare: get("/v1/usage")},
 		{name: "GET /v1/usage (by template)", status: 200, prepare: get("/v1/usage?by=template&filter=template=shell")},
 		{name: "GET /v1/usage/settings", status: 200, prepare: get("/v1/usage/settings")},
+		{name: "GET /v1/budgets", status: 200, prepare: get("/v1/budgets")},
+		{name: "PUT /v1/budgets/{id}", status: 200, prepare: func(*stack) request {
+			return request{method: "PUT", path: "/v1/budgets/all", token: apitest.AliceToken,
+				body: map[string]any{"scope": "org", "period": "month", "seconds": 100000000}}
+		}},
+		{name: "DELETE /v1/budgets/{id}", status: 204, prepare: func(s *stack) request {
+			s.must("PUT", "/v1/budgets/gone", apitest.AliceToken, map[string]any{"scope": "org", "period": "day", "seconds": 100000000}, 200)
+			return request{method: "DELETE", path: "/v1/budgets/gone", token: apitest.AliceToken}
+		}, retried: func(s *stack, res *apitest.Response) {
+			// The delete may have committed before the fault: then it is gone.
+			if res.Status != 204 && res.Status != 404 {
+				s.T.Fatalf("retried delete: %d %s", res.Status, res.Body)
+			}
+		}},
 		{name: "PUT /v1/usage/settings", status: 200, prepare: func(*stack) request {
 			return request{method: "PUT", path: "/v1/usage/settings", token: apitest.AliceToken,
 				body: map[string]any{"groupings": []string{"project"}, "currency": "EUR", "rates": map[string]any{"shell": []map[string]any{{"from": "2026-03-01", "perHour": 0.5}}}}}

@@ -42,48 +42,38 @@ type budgetsItem struct {
 	Version int64             `dynamodbav:"version"`
 }
 
-// BudgetState is an organization's budgets and what the last budget run
-// found: Alerts maps a budget id to the last alert sent ("<period>@80" or
-// "<period>@100").
-type BudgetState struct {
-	Budgets []usage.Budget
-	Blocked map[string]string
-	Alerts  map[string]string
-	Version int64
-}
-
 // GetBudgets reads an organization's budgets (none at version 0).
-func (s *Store) GetBudgets(ctx context.Context, org string) (BudgetState, error) {
+func (s *Store) GetBudgets(ctx context.Context, org string) (usage.BudgetState, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(s.table), Key: key(orgPK(org), budgetsSK), ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
-		return BudgetState{}, dependencyError("get budgets", err)
+		return usage.BudgetState{}, dependencyError("get budgets", err)
 	}
-	st := BudgetState{Budgets: []usage.Budget{}, Alerts: map[string]string{}, Blocked: map[string]string{}}
+	st := usage.BudgetState{Budgets: []usage.Budget{}, Alerts: map[string]string{}, Blocked: map[string]string{}}
 	if out.Item == nil {
 		return st, nil
 	}
 	return decodeBudgets(org, out.Item)
 }
 
-func decodeBudgets(org string, raw map[string]types.AttributeValue) (BudgetState, error) {
+func decodeBudgets(org string, raw map[string]types.AttributeValue) (usage.BudgetState, error) {
 	var it budgetsItem
 	if err := unmarshal(raw, &it); err != nil {
-		return BudgetState{}, err
+		return usage.BudgetState{}, err
 	}
-	st := BudgetState{Budgets: []usage.Budget{}, Alerts: map[string]string{}, Blocked: it.Blocked, Version: it.Version}
+	st := usage.BudgetState{Budgets: []usage.Budget{}, Alerts: map[string]string{}, Blocked: it.Blocked, Version: it.Version}
 	if st.Blocked == nil {
 		st.Blocked = map[string]string{}
 	}
 	if it.Body != "" {
 		if err := json.Unmarshal([]byte(it.Body), &st.Budgets); err != nil {
-			return BudgetState{}, domain.Internal(fmt.Errorf("decode budgets of %s: %w", org, err))
+			return usage.BudgetState{}, domain.Internal(fmt.Errorf("decode budgets of %s: %w", org, err))
 		}
 	}
 	if it.Alerts != "" {
 		if err := json.Unmarshal([]byte(it.Alerts), &st.Alerts); err != nil {
-			return BudgetState{}, domain.Internal(fmt.Errorf("decode budget alerts of %s: %w", org, err))
+			return usage.BudgetState{}, domain.Internal(fmt.Errorf("decode budget alerts of %s: %w", org, err))
 		}
 	}
 	return st, nil
@@ -93,7 +83,7 @@ func decodeBudgets(org string, raw map[string]types.AttributeValue) (BudgetState
 // version (a lost race is 409), keeping the blocked entries and alerts of
 // budgets that stay, and registers the organization for the budget run.
 // Removing every budget leaves the registration, which the run drops.
-func (s *Store) PutBudgets(ctx context.Context, org string, st BudgetState) error {
+func (s *Store) PutBudgets(ctx context.Context, org string, st usage.BudgetState) error {
 	put, err := s.budgetsPut(org, st)
 	if err != nil {
 		return err
@@ -116,7 +106,7 @@ func (s *Store) PutBudgets(ctx context.Context, org string, st BudgetState) erro
 }
 
 // budgetsPut replaces the budgets item if it is still at st.Version (0: absent).
-func (s *Store) budgetsPut(org string, st BudgetState) (types.TransactWriteItem, error) {
+func (s *Store) budgetsPut(org string, st usage.BudgetState) (types.TransactWriteItem, error) {
 	sort.Slice(st.Budgets, func(i, j int) bool { return st.Budgets[i].ID < st.Budgets[j].ID })
 	body, err := json.Marshal(st.Budgets)
 	if err != nil {
@@ -145,7 +135,7 @@ func (s *Store) budgetsPut(org string, st BudgetState) (types.TransactWriteItem,
 // raises, in one transaction, if the budgets are still at st.Version (an
 // admin's change meanwhile wins; the next run looks again). It reports
 // whether it wrote.
-func (s *Store) SetBudgetState(ctx context.Context, org string, st BudgetState, events []domain.Event) (bool, error) {
+func (s *Store) SetBudgetState(ctx context.Context, org string, st usage.BudgetState, events []domain.Event) (bool, error) {
 	if st.Version == 0 {
 		return false, nil // no budgets item: nothing to record
 	}
@@ -229,7 +219,7 @@ func (s *Store) budgetCheck(org string, keys []string) types.TransactWriteItem {
 // budgetRefused is the 429 of a lease whose budget is spent, naming it.
 func budgetRefused(e domain.Environment, old map[string]types.AttributeValue) error {
 	id := ""
-	var st BudgetState
+	var st usage.BudgetState
 	if old != nil {
 		if dec, err := decodeBudgets(e.OrgID, old); err == nil {
 			st = dec

@@ -188,3 +188,14 @@ func BlockedBy(blocked map[string]string, e domain.Environment, now time.Time) s
 	}
 	return ""
 }
+
+// BudgetState is an organization's budgets and what the last budget run
+// found: Blocked maps the BlockKey of each spent budget to its id (what a
+// lease checks), Alerts a budget id to the last alert raised
+// ("<period>@80" or "<period>@100"); Version guards the item.
+type BudgetState struct {
+	Budgets []Budget
+	Blocked map[string]string
+	Alerts  map[string]string
+	Version int64
+}
