@@ -22,7 +22,7 @@ func TestLeaseWithBudgetsIsAuthReadPlusOneTransaction(t *testing.T) {
 	if err := e.Store.PutBudgets(ctx, "acme", st); err != nil {
 		t.Fatal(err)
 	}
-	e.Do("GET", "/v1/quotas", apitest.AliceToken, nil) // the first use of a token records lastUsed
+	e.Do("GET", "/v1/quotas", apitest.AliceToken, nil)                        // the first use of a token records lastUsed
 	lease(t, e, apitest.AliceToken, `{"template":"sleeper","project":"web"}`) // reads the template and the settings once
 	counter.Reset()
 	lease(t, e, apitest.AliceToken, `{"template":"sleeper","project":"web","labels":{"team":"red"}}`)
