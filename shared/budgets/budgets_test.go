@@ -114,6 +114,16 @@ func TestSpentBudgetRefusesLeasesInItsScope(t *testing.T) {
 	// Deleting it: gone from the list; a second delete is 404.
 	must(t, e, http.MethodDelete, "/v1/budgets/web-daily", apitest.AliceToken, nil, 204)
 	must(t, e, http.MethodDelete, "/v1/budgets/web-daily", apitest.AliceToken, nil, 404)
+	// With no budgets left, the run drops the organization from its list.
+	if orgs, err := e.Store.BudgetOrgs(context.Background()); err != nil || len(orgs) != 1 {
+		t.Fatalf("registered %v %v", orgs, err)
+	}
+	if s := run(t, e); s.Orgs != 0 {
+		t.Fatalf("run without budgets: %+v", s)
+	}
+	if orgs, err := e.Store.BudgetOrgs(context.Background()); err != nil || len(orgs) != 0 {
+		t.Fatalf("still registered %v %v", orgs, err)
+	}
 }
 
 // A hard budget stops the live environments of its scope at the next run,

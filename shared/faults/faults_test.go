@@ -26,6 +26,7 @@ import (
 	"github.com/envlease/envlease/shared/artifacts"
 	"github.com/envlease/envlease/shared/auth"
 	"github.com/envlease/envlease/shared/blob"
+	"github.com/envlease/envlease/shared/budgets"
 	"github.com/envlease/envlease/shared/devstack"
 	"github.com/envlease/envlease/shared/domain"
 	"github.com/envlease/envlease/shared/environments"
@@ -176,6 +177,7 @@ func newStack(t *testing.T) *stack {
 		templates.Routes(tplSvc), templates.QuotaRoutes(tplSvc),
 		artifacts.Routes(artifacts.NewService(e.Store, blobs, e.Clock, artifacts.Options{PartSize: blob.MinPartSize})),
 		usage.Routes(usage.NewService(e.Store, e.Clock)),
+		budgets.Routes(budgets.NewService(e.Store, e.Clock)),
 		// The admin's node operations and the node agent's own calls.
 		nodes.Routes(nodes.NewService(e.Store, nil, e.Clock, nodes.Options{})),
 		events.Routes(events.NewService(e.Store, e.Clock)),

@@ -18,7 +18,7 @@ import (
 // found:
 //
 //	ORG#<org>       BUDGETS   body (JSON []usage.Budget), blocked (map), alerts (JSON), version
-//	BUDGETORG#<n>   <org>     the organization has budgets: the budget run lists these
+//	BUDGETORG#<n>   ORG#<org> the organization has budgets: the budget run lists these
 //
 // blocked maps the usage.BlockKey of each budget spent in its current period
 // to the budget's id (omitted when empty). The lease transaction holds a
@@ -92,7 +92,7 @@ func (s *Store) PutBudgets(ctx context.Context, org string, st usage.BudgetState
 	if len(st.Budgets) > 0 {
 		items = append(items, types.TransactWriteItem{Put: &types.Put{
 			TableName: aws.String(s.table),
-			Item:      map[string]types.AttributeValue{AttrPK: str(s.budgetOrgPK(org)), AttrSK: str(org), "org": str(org)},
+			Item:      map[string]types.AttributeValue{AttrPK: str(s.budgetOrgPK(org)), AttrSK: str(orgPK(org)), "org": str(org)},
 		}})
 	}
 	reasons, err := s.transact(ctx, "put budgets", items)
@@ -169,7 +169,7 @@ func (s *Store) BudgetOrgs(ctx context.Context) ([]string, error) {
 	for i := range s.shards {
 		items, err := queryAll[struct {
 			Org string `dynamodbav:"org"`
-		}](ctx, s, "list budget organizations", s.inPartition(shardPK(BudgetOrgPK, i), ""))
+		}](ctx, s, "list budget organizations", s.inPartition(shardPK(BudgetOrgPK, i), "ORG#"))
 		if err != nil {
 			return nil, err
 		}
@@ -189,7 +189,7 @@ func (s *Store) DropBudgetOrg(ctx context.Context, org string) error {
 			ConditionExpression:       aws.String("attribute_not_exists(PK) OR body = :none"),
 			ExpressionAttributeValues: map[string]types.AttributeValue{":none": str("[]")},
 		}},
-		{Delete: &types.Delete{TableName: aws.String(s.table), Key: key(s.budgetOrgPK(org), org)}},
+		{Delete: &types.Delete{TableName: aws.String(s.table), Key: key(s.budgetOrgPK(org), orgPK(org))}},
 	})
 	return err // a refused condition (budgets came back meanwhile) keeps the registration
 }

@@ -139,3 +139,32 @@ func (s *Store) PutUsageSettings(ctx context.Context, org string, set usage.Sett
 	}
 	return dependencyError("put usage settings", err)
 }
+
+// PutUsageBy adds grouped ledger items as they are, 25 per BatchWriteItem,
+// replacing any with the same key: for seeding benchmarks and importing
+// history, never from a stop.
+func (s *Store) PutUsageBy(ctx context.Context, org string, entries []usage.GroupEntry) error {
+	for len(entries) > 0 {
+		n := min(25, len(entries))
+		reqs := make([]types.WriteRequest, 0, n)
+		for _, e := range entries[:n] {
+			reqs = append(reqs, types.WriteRequest{PutRequest: &types.PutRequest{Item: map[string]types.AttributeValue{
+				AttrPK: str(orgPK(org)), AttrSK: str(usageBySK(e.Dim, e.Day, e.Value, e.Template)),
+				"dim": str(e.Dim), "value": str(e.Value), "template": str(e.Template), "day": str(e.Day), "seconds": num(e.Seconds),
+			}}})
+		}
+		entries = entries[n:]
+		pending := map[string][]types.WriteRequest{s.table: reqs}
+		for attempt := 0; len(pending[s.table]) > 0; attempt++ {
+			if attempt > 8 {
+				return domain.Unavailable("the table", fmt.Errorf("put usage: items left unprocessed"))
+			}
+			out, err := s.db.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: pending})
+			if err != nil {
+				return dependencyError("put usage", err)
+			}
+			pending = out.UnprocessedItems
+		}
+	}
+	return nil
+}
