@@ -122,8 +122,8 @@ func runOrg(ctx context.Context, st RunStore, org string, now time.Time, sum *Su
 			"limit": b.Limit(), "spent": s.Spent, "unit": s.Unit, "percent": level, "hard": b.Hard,
 		}))
 	}
-	// For pre-existing blocked keys of this period that no budget marks now
-	// (a budget whose limit an admin raised), what is computed wins.
+	// What is worked out now replaces what was recorded: a budget whose
+	// limit was raised, or whose period ended, is no longer blocked.
 	if !maps.Equal(blocked, state.Blocked) || !maps.Equal(alerts, state.Alerts) {
 		state.Blocked, state.Alerts = blocked, alerts
 		wrote, err := st.SetBudgetState(ctx, org, state, events)
