@@ -122,7 +122,7 @@ func exitCode(err error) int {
 		return exitAuth
 	case e.Status == http.StatusTooManyRequests && e.Code == "locked":
 		return exitAuth
-	case e.Status == http.StatusTooManyRequests && e.Code == "quota":
+	case e.Status == http.StatusTooManyRequests && (e.Code == "quota" || e.Code == "budget"):
 		return exitQuota
 	case e.Status == http.StatusNotFound, e.Status == http.StatusGone:
 		return exitNotFound

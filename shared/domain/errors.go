@@ -23,9 +23,11 @@ const (
 	CodeTooLarge         Code = "too_large"
 	CodeInvalid          Code = "invalid"
 	CodeQuota            Code = "quota"
-	CodeLocked           Code = "locked"
-	CodeUnavailable      Code = "unavailable"
-	CodeInternal         Code = "internal"
+	// CodeBudget: a lease in the scope of a spent budget (429).
+	CodeBudget      Code = "budget"
+	CodeLocked      Code = "locked"
+	CodeUnavailable Code = "unavailable"
+	CodeInternal    Code = "internal"
 )
 
 // Error is the application error. Message is safe to show a client; Err is the

@@ -30,6 +30,9 @@ const (
 	EventNodeLost     = "node.lost"
 	EventNodeLeft     = "node.left"
 	EventWebhookOff   = "webhook.disabled"
+	// A budget reached 80 % of its limit, or all of it, in its period.
+	EventBudgetWarning = "budget.warning"
+	EventBudgetSpent   = "budget.spent"
 )
 
 // EventTypes are every type the service writes, in documentation order.
@@ -37,6 +40,7 @@ var EventTypes = []string{
 	EventEnvLeased, EventEnvStarting, EventEnvReady, EventEnvStopping, EventEnvStopped, EventEnvFailed,
 	EventArtSealed, EventArtExpired, EventKeyCreated, EventKeyRevoked, EventSbxRegister, EventSbxJoined,
 	EventQuotaRefused, EventNodeRegister, EventNodeLost, EventNodeLeft, EventWebhookOff,
+	EventBudgetWarning, EventBudgetSpent,
 }
 
 // EventKind is the first segment of an event type ("environment").

@@ -22,6 +22,7 @@ var statusOf = map[domain.Code]int{
 	domain.CodeTooLarge:         http.StatusRequestEntityTooLarge,
 	domain.CodeInvalid:          http.StatusUnprocessableEntity,
 	domain.CodeQuota:            http.StatusTooManyRequests,
+	domain.CodeBudget:           http.StatusTooManyRequests,
 	domain.CodeLocked:           http.StatusTooManyRequests,
 	domain.CodeUnavailable:      http.StatusServiceUnavailable,
 	domain.CodeInternal:         http.StatusInternalServerError,
