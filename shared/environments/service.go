@@ -35,6 +35,8 @@ type Store interface {
 	GetIdempotency(ctx context.Context, org, key string, now time.Time) (*domain.IdempotencyRecord, error)
 	// GetNode reads the node an environment runs on, for its tunnel URL and key.
 	GetNode(ctx context.Context, org, id string) (domain.Node, error)
+	// PutEvent records an exec, which changes nothing else.
+	PutEvent(ctx context.Context, ev domain.Event) error
 }
 
 // Limits of a lease request and of listings.
