@@ -137,9 +137,9 @@ func execCommand() int {
 			return fail("", err)
 		}
 	}
-	if len(warns) > 0 {
-		say(report{Warnings: warns})
-	}
+	// Started: a reader whose copy of the reports outlives the exec (the
+	// nsenter that is the parent of an exec's command) learns it here.
+	say(report{Warnings: warns, Started: true})
 	err := syscall.Exec(cfg.Path, cfg.Args, cfg.Env)
 	return fail("", err)
 }

@@ -65,6 +65,10 @@ func init() {
 			os.Exit(execCommand())
 		}
 	}
+	// nsenter names the binary it runs by its path (Enter).
+	if len(os.Args) == 2 && os.Args[1] == execMarker {
+		os.Exit(execCommand())
+	}
 }
 
 // Fds of the init and of the stage that becomes the command: 3 reads the
