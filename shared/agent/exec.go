@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/yamux"
 
+	"github.com/envlease/envlease/shared/agent/confine"
 	"github.com/envlease/envlease/shared/agent/runtimes"
 	"github.com/envlease/envlease/shared/execsession"
 	"github.com/envlease/envlease/shared/tunnel/ticket"
@@ -32,11 +33,11 @@ func (a *Agent) startExec(ctx context.Context, c ticket.Claims, req execsession.
 	}
 	r := a.env(c.Env)
 	if r == nil {
-		return nil, errEnded
+		return nil, confine.ErrEnded
 	}
 	hp := r.h.Load()
 	if hp == nil {
-		return nil, errEnded
+		return nil, confine.ErrEnded
 	}
 	x, ok := (*hp).(runtimes.Execer)
 	if !ok {
