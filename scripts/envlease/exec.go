@@ -112,6 +112,7 @@ func (a *app) execIn(ctx context.Context, id string, argv []string, tty, noStdin
 	}
 	if tty {
 		o.Size = execsession.Size{Rows: 24, Cols: 80}
+		o.Term = a.getenv("TERM")
 		if f, ok := a.stdout.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 			if w, h, err := term.GetSize(int(f.Fd())); err == nil && w > 0 && h > 0 {
 				o.Size = execsession.Size{Rows: uint16(h), Cols: uint16(w)}

@@ -39,11 +39,7 @@ func (a *Agent) startExec(ctx context.Context, c ticket.Claims, req execsession.
 	if hp == nil {
 		return nil, confine.ErrEnded
 	}
-	x, ok := (*hp).(runtimes.Execer)
-	if !ok {
-		return nil, errors.New("this node's runtime for the environment cannot run commands inside it")
-	}
-	p, err := x.Exec(ctx, runtimes.ExecSpec{Args: req.Command, TTY: req.TTY, Rows: req.Rows, Cols: req.Cols,
+	p, err := (*hp).Exec(ctx, runtimes.ExecSpec{Args: req.Command, TTY: req.TTY, Rows: req.Rows, Cols: req.Cols, Term: req.Term,
 		Stdin: stdio.Stdin, Stdout: stdio.Stdout, Stderr: stdio.Stderr})
 	if err != nil {
 		return nil, err

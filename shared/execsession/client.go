@@ -25,6 +25,8 @@ type Options struct {
 	// on Stdout.
 	TTY  bool
 	Size Size
+	// Term is TERM inside with a terminal ("" for xterm-256color).
+	Term string
 	// Stdin is the command's input (nil: none); Stdout and Stderr get its
 	// output (nil: discarded).
 	Stdin          io.Reader
@@ -74,7 +76,7 @@ func Run(ctx context.Context, url, ticket string, o Options) (int, error) {
 		}
 		return st, writeLine(st, h)
 	}
-	control, err := open(Hello{Stream: StreamControl, Command: o.Command, TTY: o.TTY, Rows: o.Size.Rows, Cols: o.Size.Cols})
+	control, err := open(Hello{Stream: StreamControl, Command: o.Command, TTY: o.TTY, Rows: o.Size.Rows, Cols: o.Size.Cols, Term: o.Term})
 	if err != nil {
 		return 0, lost(ctx, err)
 	}

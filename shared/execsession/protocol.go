@@ -11,7 +11,7 @@
 // The session then carries one command, on streams the client opens, each
 // beginning with one JSON line that names it:
 //
-//	control  {"stream": "control", "command": [...], "tty": bool, "rows": n, "cols": n}
+//	control  {"stream": "control", "command": [...], "tty": bool, "rows": n, "cols": n, "term": "xterm"}
 //	stdin    {"stream": "stdin"}   then the command's input; its end (FIN) is the input's end
 //	stdout   {"stream": "stdout"}  then the command's output (with a terminal: the terminal's)
 //	stderr   {"stream": "stderr"}  then its errors; not opened with a terminal
@@ -67,6 +67,8 @@ type Hello struct {
 	TTY     bool     `json:"tty,omitempty"`
 	Rows    uint16   `json:"rows,omitempty"`
 	Cols    uint16   `json:"cols,omitempty"`
+	// Term is the client's TERM, for a terminal.
+	Term string `json:"term,omitempty"`
 }
 
 // Size is a terminal's size in characters.

@@ -3,6 +3,7 @@ package runtimes
 import (
 	"context"
 	"io"
+	"strings"
 	"syscall"
 )
 
@@ -22,10 +23,30 @@ type ExecSpec struct {
 	// and a Ctrl-C byte on Stdin is SIGINT for its foreground group.
 	TTY        bool
 	Rows, Cols uint16
+	// Term is TERM with a terminal ("" for xterm-256color).
+	Term string
 	// Stdin's end is the command's end of input (nil: none). Stdout and
 	// Stderr get its output (nil: discarded).
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
+}
+
+// TermEnv sets TERM in env for spec's terminal (env as is without one).
+func (spec ExecSpec) TermEnv(env []string) []string {
+	if !spec.TTY {
+		return env
+	}
+	term := spec.Term
+	if term == "" || len(term) > 64 || strings.ContainsAny(term, "=\x00") {
+		term = "xterm-256color"
+	}
+	out := make([]string, 0, len(env)+1)
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "TERM=") {
+			out = append(out, kv)
+		}
+	}
+	return append(out, "TERM="+term)
 }
 
 // ExecProcess is a command started by Exec.
