@@ -89,13 +89,14 @@ func (h *handle) enter(spec runtimes.ExecSpec, path, dir string, env []string, x
 	}
 	limits, cpus, _ := resourceLimits(h.t.Resources, h.rt.cpuTurn())
 	e, err := nsinit.EnterCommand(h.p.cmd.Process.Pid, nsinit.Config{Path: path, Args: spec.Args, Dir: dir, Env: env,
-		UID: uid, GID: uid, Rlimits: limits, CPUs: cpus})
+		UID: uid, GID: uid, Rlimits: limits, CPUs: cpus, Terminal: spec.TTY})
 	if err != nil {
 		x.Close()
 		return nil, err
 	}
+	// A terminal is the command's own, in a session of its own inside
+	// the namespace (Config.Terminal), not nsenter's.
 	e.Stdin, e.Stdout, e.Stderr = x.Stdin, x.Stdout, x.Stderr
-	x.SysProcAttr(e.SysProcAttr)
 	// In the environment's cgroup from nsenter's first instruction, so
 	// the command is too.
 	if b.Cgroup != "" {
