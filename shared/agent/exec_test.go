@@ -78,7 +78,7 @@ func checkExec(t *testing.T, s *stack, id string) {
 		{name: "exit code", script: "exit 7", code: 7},
 		{name: "input", script: `read x; echo "got $x"`, stdin: "hello\n", stdout: "got hello\n"},
 		{name: "output apart", script: "echo out; echo err >&2", stdout: "out\n", stderr: "err\n"},
-		{name: "not root", script: `test "$(id -u)" != 0 && echo user`, stdout: "user\n"},
+		{name: "its user and folder", script: `test "$(id -u)" = "$(cat .uid)" && echo user`, stdout: "user\n"},
 		{name: "its PID namespace", script: `test "$(cat /proc/1/cmdline | tr '\0' ' ')" != "" && ls /proc | grep -c '^[0-9]' | awk '$1 < 20 {print "few"}'`, stdout: "few\n"},
 		{name: "a signal", script: "kill -TERM $$", code: 143},
 		{name: "all of the input", script: "wc -c", stdin: strings.Repeat("x", 1<<20), stdout: "1048576"},
@@ -174,7 +174,7 @@ func checkExec(t *testing.T, s *stack, id string) {
 
 // Commands and a shell inside a process environment, in its namespaces.
 func TestExecProcess(t *testing.T) {
-	s := newStack(t, domain.Template{Name: "box", Command: []string{"sh", "-c", "exec sleep 3600"}})
+	s := newStack(t, domain.Template{Name: "box", Command: []string{"sh", "-c", "id -u > .uid; exec sleep 3600"}})
 	s.Clock.Set(time.Now()) // the agent judges tickets by the real clock
 	s.runAgent(t, time.Second)
 	id := s.lease(t, "box")
@@ -186,7 +186,7 @@ func TestExecProcess(t *testing.T) {
 func TestExecContainer(t *testing.T) {
 	ref := busyboxRef(t)
 	s := newStack(t, domain.Template{Name: "box", Runtime: agent.RuntimeContainer, Image: &domain.Image{Ref: ref},
-		Command: []string{"sh", "-c", "exec sleep 3600"}, Workdir: "/work"})
+		Command: []string{"sh", "-c", "id -u > .uid; exec sleep 3600"}, Workdir: "/work", Writable: []string{"/work"}})
 	s.Clock.Set(time.Now())
 	s.runAgentWith(t, t.TempDir(), time.Second, func(c *agent.Config) { c.ReadyTimeout = time.Minute })
 	id := s.lease(t, "box")
