@@ -43,14 +43,14 @@ environment; see 'envlease help exit-codes'.`,
 			"  echo hello | envlease exec env_19cec2a0e00p4k7w1m9z3c5b -- sh -c 'cat > /tmp/greeting'\n" +
 			"  envlease exec -t env_19cec2a0e00p4k7w1m9z3c5b -- top",
 		Args: func(cmd *cobra.Command, got []string) error {
-			if len(got) < 2 {
+			if len(execArgs(got)) == 0 {
 				return usagef("usage: %s", cmd.UseLine())
 			}
 			return nil
 		},
 		ValidArgsFunction: a.completeEnvironments,
 		RunE: a.runE(func(ctx context.Context, _ *cobra.Command, got []string) error {
-			return a.execIn(ctx, got[0], got[1:], tty, noStdin)
+			return a.execIn(ctx, got[0], execArgs(got), tty, noStdin)
 		}),
 	}
 	// Everything after the environment is CMD's, flags included.
@@ -58,6 +58,18 @@ environment; see 'envlease help exit-codes'.`,
 	c.Flags().BoolVarP(&tty, "tty", "t", false, "run CMD in a pseudo-terminal")
 	c.Flags().BoolVarP(&noStdin, "no-stdin", "n", false, "give CMD no standard input")
 	return c
+}
+
+// execArgs is CMD of exec's arguments: after the environment and an
+// optional "--" (which cobra leaves in, flags ending at the environment).
+func execArgs(got []string) []string {
+	if len(got) < 2 {
+		return nil
+	}
+	if got[1] == "--" {
+		return got[2:]
+	}
+	return got[1:]
 }
 
 func (a *app) shellCommand() *cobra.Command {
