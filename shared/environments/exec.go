@@ -32,7 +32,7 @@ type ExecRequest struct {
 }
 
 // Exec is the answer: where the node serves exec sessions, and a ticket
-// that runs the request's command there, once.
+// that runs the request's command there (and no other) until it expires.
 type Exec struct {
 	URL     string    `json:"url"`
 	Ticket  string    `json:"ticket"`
