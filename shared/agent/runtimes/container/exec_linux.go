@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 
-	"github.com/envlease/envlease/shared/agent/runtimes"
 	runc "github.com/envlease/envlease/shared/agent/container"
+	"github.com/envlease/envlease/shared/agent/runtimes"
 )
 
 // Exec runs a command inside the container (runtimes.Execer) with runc
