@@ -67,11 +67,12 @@ func awaitOutput(t *testing.T, out *syncBuffer, want string) {
 // a command the ticket does not name refused, and a shell in a terminal
 // driven like a person at it (a resize seen inside, Ctrl-C ending the
 // foreground command and not the shell, its exit code).
-func checkExec(t *testing.T, s *stack, id string) {
+func checkExec(t *testing.T, s *stack, id string, namespaced bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // a hang guard
 	defer cancel()
 	for _, tc := range []struct {
 		name, script, stdin string
+		skip                bool
 		code                int
 		stdout, stderr      string
 	}{
@@ -79,10 +80,13 @@ func checkExec(t *testing.T, s *stack, id string) {
 		{name: "input", script: `read x; echo "got $x"`, stdin: "hello\n", stdout: "got hello\n"},
 		{name: "output apart", script: "echo out; echo err >&2", stdout: "out\n", stderr: "err\n"},
 		{name: "its user and folder", script: `test "$(id -u)" = "$(cat .uid)" && echo user`, stdout: "user\n"},
-		{name: "its PID namespace", script: `test "$(cat /proc/1/cmdline | tr '\0' ' ')" != "" && ls /proc | grep -c '^[0-9]' | awk '$1 < 20 {print "few"}'`, stdout: "few\n"},
+		{name: "its PID namespace", skip: !namespaced, script: `test "$(cat /proc/1/cmdline | tr '\0' ' ')" != "" && ls /proc | grep -c '^[0-9]' | awk '$1 < 20 {print "few"}'`, stdout: "few\n"},
 		{name: "a signal", script: "kill -TERM $$", code: 143},
 		{name: "all of the input", script: "wc -c", stdin: strings.Repeat("x", 1<<20), stdout: "1048576"},
 	} {
+		if tc.skip {
+			continue
+		}
 		argv := []string{"sh", "-c", tc.script}
 		x := s.execTicket(t, id, argv, false)
 		var out, errs bytes.Buffer
@@ -179,7 +183,18 @@ func TestExecProcess(t *testing.T) {
 	s.runAgent(t, time.Second)
 	id := s.lease(t, "box")
 	s.wait(t, id, domain.StateReady)
-	checkExec(t, s, id)
+	checkExec(t, s, id, true)
+}
+
+// The same as a process of the node, where the agent cannot make
+// namespaces: in the environment's folder, as its user, in its cgroup.
+func TestExecProcessWithoutNamespaces(t *testing.T) {
+	s := newStack(t, domain.Template{Name: "box", Command: []string{"sh", "-c", "id -u > .uid; exec sleep 3600"}})
+	s.Clock.Set(time.Now())
+	s.runAgentWith(t, t.TempDir(), time.Second, agent.WithoutNamespaces)
+	id := s.lease(t, "box")
+	s.wait(t, id, domain.StateReady)
+	checkExec(t, s, id, false)
 }
 
 // Commands and a shell inside a container, with runc exec.
@@ -191,5 +206,5 @@ func TestExecContainer(t *testing.T) {
 	s.runAgentWith(t, t.TempDir(), time.Second, func(c *agent.Config) { c.ReadyTimeout = time.Minute })
 	id := s.lease(t, "box")
 	s.waitLong(t, id, domain.StateReady)
-	checkExec(t, s, id)
+	checkExec(t, s, id, true)
 }
