@@ -185,11 +185,12 @@ var Groups = []Group{
 		Table: readWrite(batchGetItem, updateItem, putItem, getItem, query)},
 	// Leasing from a snapshot only checks the artifact in the table; the
 	// node that runs the environment gets the signed link (nodes signs).
-	// Tunnel tickets are signed with a node's key read from the table, and
+	// Tunnel and exec tickets are signed with a node's key read from the table (an
+	// exec's event is one PutItem), and
 	// the tunnels themselves go to the nodes, never through the API.
 	// A lease wakes a node of its pool over the node protocol (and forgets
 	// a connection that is gone); leasing into a sandbox checks the sandbox.
-	{Name: "environments", Description: "leasing, reading, touching and releasing environments, and their tunnel tickets",
+	{Name: "environments", Description: "leasing, reading, touching and releasing environments, and their tunnel and exec tickets",
 		Routes:   []Route{{Path: "/v1/environments", Proxy: true}},
 		MemoryMB: apiMemoryMB, Timeout: apiTimeout, PostsToNodes: true,
 		Table:               readWrite(batchGetItem, updateItem, putItem, getItem, query, conditionCheckItem, deleteItem),

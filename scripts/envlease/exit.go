@@ -43,7 +43,9 @@ const exitCodesHelp = `Exit codes of every envlease command:
 'envlease run' exits with its command's exit code once the command ran (128
 plus the signal's number when a signal ended it), and with the codes above
 when it could not run it, when it was interrupted (130), and when the
-environment ended under the command (4).
+environment ended under the command (4). 'envlease exec' and 'envlease shell'
+exit with the code of the command they ran inside the environment, likewise, and
+with the codes above when it did not run.
 
 Errors are written to standard error; with -o json as one JSON object:
 {"error", "code", "status", "requestId", "exitCode"}.

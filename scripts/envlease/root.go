@@ -109,6 +109,10 @@ ENVLEASE_PROFILE selects a profile like --profile.`,
 		root.AddCommand(c)
 	}
 	root.AddCommand(a.portForwardCommand())
+	for _, c := range []*cobra.Command{a.execCommand(), a.shellCommand()} {
+		c.GroupID = "env"
+		root.AddCommand(c)
+	}
 	for _, c := range []*cobra.Command{a.loginCommand(), a.logoutCommand(), a.whoamiCommand(), a.tokensCommand()} {
 		c.GroupID = "account"
 		root.AddCommand(c)

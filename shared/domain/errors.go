@@ -13,9 +13,12 @@ type Code string
 
 // The codes of the API. httpapi maps each to one HTTP status.
 const (
-	CodeBadRequest       Code = "bad_request"
-	CodeUnauthorized     Code = "unauthorized"
-	CodeForbidden        Code = "forbidden"
+	CodeBadRequest   Code = "bad_request"
+	CodeUnauthorized Code = "unauthorized"
+	CodeForbidden    Code = "forbidden"
+	// CodeExecDisabled is 403 too: the environment's template turns exec
+	// off (exec: false), whoever asks.
+	CodeExecDisabled     Code = "exec_disabled"
 	CodeNotFound         Code = "not_found"
 	CodeMethodNotAllowed Code = "method_not_allowed"
 	CodeConflict         Code = "conflict"

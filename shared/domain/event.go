@@ -19,6 +19,7 @@ const (
 	EventEnvStopping  = "environment.stopping"
 	EventEnvStopped   = "environment.stopped"
 	EventEnvFailed    = "environment.failed"
+	EventEnvExec      = "environment.exec"
 	EventArtSealed    = "artifact.sealed"
 	EventArtExpired   = "artifact.expired"
 	EventKeyCreated   = "key.created"
@@ -37,7 +38,7 @@ const (
 
 // EventTypes are every type the service writes, in documentation order.
 var EventTypes = []string{
-	EventEnvLeased, EventEnvStarting, EventEnvReady, EventEnvStopping, EventEnvStopped, EventEnvFailed,
+	EventEnvLeased, EventEnvStarting, EventEnvReady, EventEnvStopping, EventEnvStopped, EventEnvFailed, EventEnvExec,
 	EventArtSealed, EventArtExpired, EventKeyCreated, EventKeyRevoked, EventSbxRegister, EventSbxJoined,
 	EventQuotaRefused, EventNodeRegister, EventNodeLost, EventNodeLeft, EventWebhookOff,
 	EventBudgetWarning, EventBudgetSpent,

@@ -36,6 +36,8 @@ type Store interface {
 	// GetNode reads the node an environment runs on, for its tunnel URL and key.
 	GetNode(ctx context.Context, org, id string) (domain.Node, error)
 	UsageStore
+	// PutEvent records an exec, which changes nothing else.
+	PutEvent(ctx context.Context, ev domain.Event) error
 }
 
 // Limits of a lease request and of listings.

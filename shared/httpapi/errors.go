@@ -15,6 +15,7 @@ var statusOf = map[domain.Code]int{
 	domain.CodeBadRequest:       http.StatusBadRequest,
 	domain.CodeUnauthorized:     http.StatusUnauthorized,
 	domain.CodeForbidden:        http.StatusForbidden,
+	domain.CodeExecDisabled:     http.StatusForbidden,
 	domain.CodeNotFound:         http.StatusNotFound,
 	domain.CodeMethodNotAllowed: http.StatusMethodNotAllowed,
 	domain.CodeConflict:         http.StatusConflict,
