@@ -30,6 +30,7 @@ import (
 	"github.com/envlease/envlease/shared/domain"
 	"github.com/envlease/envlease/shared/environments"
 	"github.com/envlease/envlease/shared/events"
+	"github.com/envlease/envlease/shared/federation"
 	"github.com/envlease/envlease/shared/httpapi"
 	"github.com/envlease/envlease/shared/keys"
 	"github.com/envlease/envlease/shared/nodes"
@@ -180,6 +181,7 @@ func newStack(t *testing.T) *stack {
 		nodes.Routes(nodes.NewService(e.Store, nil, e.Clock, nodes.Options{})),
 		events.Routes(events.NewService(e.Store, e.Clock)),
 		webhooks.Routes(webhooks.NewService(e.Store, e.Clock, webhooks.Guard{})),
+		federation.Routes(apitest.NewFederation(e)),
 		openapi.Routes(),
 	)
 	// lastUsed is written at most once a minute per key, and a failure of that
@@ -353,7 +355,7 @@ func endpoints(sbx string, key string) []endpoint {
 	get := func(path string) func(*stack) request {
 		return func(*stack) request { return request{method: http.MethodGet, path: path, token: apitest.BobToken} }
 	}
-	return []endpoint{
+	return append([]endpoint{
 		{name: "POST /v1/tokens", status: 201, prepare: func(*stack) request {
 			return request{method: "POST", path: "/v1/tokens", token: apitest.BobToken, body: map[string]any{"name": "laptop"}}
 		}},
@@ -489,7 +491,7 @@ func endpoints(sbx string, key string) []endpoint {
 			return request{method: "POST", path: "/v1/artifacts/" + s.artifact(true) + "/links", token: apitest.BobToken,
 				body: map[string]any{"expires": "1h"}}
 		}},
-	}
+	}, issuerEndpoints()...)
 }
 
 // deleteReported deletes the environment of a report's answer ({environment}).

@@ -13,7 +13,10 @@ import (
 // table needs the admin scope, so a route added without an entry is closed
 // to scoped tokens rather than open (TestEveryRouteHasAScope catches it).
 var routeScopes = map[string]string{
-	"GET /v1/whoami": "",
+	"GET /v1/whoami":          "",
+	"GET /v1/issuers":         domain.ScopeAdmin,
+	"POST /v1/issuers":        domain.ScopeAdmin,
+	"DELETE /v1/issuers/{id}": domain.ScopeAdmin,
 
 	"POST /v1/environments":                              domain.ScopeEnvLease,
 	"DELETE /v1/environments/{id}":                       domain.ScopeEnvLease,
