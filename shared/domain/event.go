@@ -30,6 +30,12 @@ const (
 	EventNodeLost     = "node.lost"
 	EventNodeLeft     = "node.left"
 	EventWebhookOff   = "webhook.disabled"
+	// A trusted OIDC issuer registered or removed, and a CI identity
+	// token of it that an exchange refused (the granted ones are the
+	// key.created of the token they bought).
+	EventIssuerTrusted = "issuer.trusted"
+	EventIssuerRemoved = "issuer.removed"
+	EventIssuerRefused = "issuer.refused"
 )
 
 // EventTypes are every type the service writes, in documentation order.
@@ -37,6 +43,7 @@ var EventTypes = []string{
 	EventEnvLeased, EventEnvStarting, EventEnvReady, EventEnvStopping, EventEnvStopped, EventEnvFailed,
 	EventArtSealed, EventArtExpired, EventKeyCreated, EventKeyRevoked, EventSbxRegister, EventSbxJoined,
 	EventQuotaRefused, EventNodeRegister, EventNodeLost, EventNodeLeft, EventWebhookOff,
+	EventIssuerTrusted, EventIssuerRemoved, EventIssuerRefused,
 }
 
 // EventKind is the first segment of an event type ("environment").

@@ -896,6 +896,8 @@ func (s *stack) eventsMatch(items []map[string]types.AttributeValue) {
 			case domain.NodeLeft:
 				need(id, domain.EventNodeLeft)
 			}
+		case strings.HasPrefix(sk, "ISSUER#"):
+			need("issuer/"+strings.TrimPrefix(sk, "ISSUER#"), domain.EventIssuerTrusted)
 		case strings.HasPrefix(sk, "ARTIFACT#"):
 			id := "artifact/" + strings.TrimPrefix(sk, "ARTIFACT#")
 			need(id)
@@ -919,6 +921,15 @@ func (s *stack) eventsMatch(items []map[string]types.AttributeValue) {
 		switch kind {
 		case "template", "webhook":
 			continue // quota refusals and disabled webhooks report no record of their own
+		case "issuer":
+			// A removed issuer's record is gone: its trust and its removal
+			// are both told, once each.
+			if want[subject] == nil && (types[domain.EventIssuerTrusted] != 1 || types[domain.EventIssuerRemoved] != 1) {
+				t.Fatalf("%s: events %v of an issuer without a record, want one issuer.trusted and one issuer.removed", subject, types)
+			}
+			if want[subject] == nil {
+				continue
+			}
 		}
 		for typ, n := range types {
 			if n > 1 {

@@ -262,6 +262,19 @@ func TestExchangeRefusals(t *testing.T) {
 			}
 		})
 	}
+	// Refusals of the trusted issuer's tokens are its organization's events
+	// (a token of another issuer, or an unknown one, is not).
+	var evs struct {
+		Events []domain.Event `json:"events"`
+	}
+	f.Do(http.MethodGet, "/v1/events?type=issuer.refused&limit=100", apitest.AliceToken, nil).JSON(t, &evs)
+	reasons := map[string]bool{}
+	for _, ev := range evs.Events {
+		reasons[ev.Data["reason"].(string)] = true
+	}
+	if len(evs.Events) != len(cases)-3 || !reasons["the identity token's audience is not accepted"] {
+		t.Fatalf("%d issuer.refused events for %d refusals of its tokens: %v", len(evs.Events), len(cases)-3, reasons)
+	}
 	// An unknown organization is refused as an untrusted issuer.
 	f.RemoteAddr = "192.0.2.200:1"
 	r := f.Do(http.MethodPost, "/v1/tokens/exchange", "", map[string]any{"organization": "nobody", "token": sign(t, f.k1, f.claims())})
@@ -364,6 +377,17 @@ func TestRegisterIssuer(t *testing.T) {
 	}
 	if r := f.Do(http.MethodDelete, "/v1/issuers/"+listed.Issuers[0].ID, apitest.AliceToken, nil); r.Status != http.StatusNotFound {
 		t.Fatalf("delete again: %d %s", r.Status, r.Body)
+	}
+	var evs struct {
+		Events []domain.Event `json:"events"`
+	}
+	f.Do(http.MethodGet, "/v1/events?type=issuer.", apitest.AliceToken, nil).JSON(t, &evs)
+	kinds := map[string]int{}
+	for _, ev := range evs.Events {
+		kinds[ev.Type]++
+	}
+	if kinds["issuer.trusted"] != 2 || kinds["issuer.removed"] != 2 {
+		t.Fatalf("issuer events %v", kinds)
 	}
 	// Without a trusted issuer, its tokens buy nothing.
 	if r := f.exchange(sign(t, f.k1, f.claims())); r.Status != http.StatusUnauthorized {

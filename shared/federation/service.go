@@ -33,7 +33,8 @@ type Store interface {
 	auth.Store
 	PutIssuer(ctx context.Context, is domain.TrustedIssuer) error
 	ListIssuers(ctx context.Context, org string) ([]domain.TrustedIssuer, error)
-	DeleteIssuer(ctx context.Context, org, id string) error
+	DeleteIssuer(ctx context.Context, org, id string, now time.Time) error
+	PutEvent(ctx context.Context, ev domain.Event) error
 	PutKey(ctx context.Context, k domain.APIKey) error
 	GetOrg(ctx context.Context, id string) (domain.Org, error)
 }
@@ -148,7 +149,7 @@ func (s *Service) List(ctx context.Context, p domain.Principal) ([]domain.Truste
 
 // Delete removes a trusted issuer.
 func (s *Service) Delete(ctx context.Context, p domain.Principal, id string) error {
-	return s.store.DeleteIssuer(ctx, p.OrgID, id)
+	return s.store.DeleteIssuer(ctx, p.OrgID, id, s.clock.Now().UTC())
 }
 
 // ExchangeRequest is the body of POST /v1/tokens/exchange.
@@ -168,36 +169,55 @@ func (s *Service) Exchange(ctx context.Context, req ExchangeRequest, addr string
 	if err := auth.CheckAddress(ctx, s.store, now, addr); err != nil {
 		return keys.Issued{}, err
 	}
-	out, refusal, err := s.exchange(ctx, req, now)
+	o, err := s.exchange(ctx, req, now)
 	if err != nil {
 		return keys.Issued{}, err
 	}
-	if refusal != nil {
-		s.log.InfoContext(ctx, "token exchange refused", "org", req.Organization, "reason", refusal.Error())
+	if o.refusal != nil {
+		s.log.InfoContext(ctx, "token exchange refused", "org", req.Organization, "reason", o.refusal.Error())
+		if o.issuer != nil {
+			// Refusals of a token of an issuer the organization trusts are
+			// its business (a misconfigured workflow, or someone trying):
+			// an event, besides the address's failure count.
+			ev := domain.NewEvent(ctx, domain.EventIssuerRefused, o.issuer.OrgID, domain.Subject{Kind: "issuer", ID: o.issuer.ID}, now,
+				map[string]any{"name": o.issuer.Name, "reason": o.refusal.Error(), "addr": addr})
+			if err := s.store.PutEvent(ctx, ev); err != nil {
+				return keys.Issued{}, err
+			}
+		}
 		if err := auth.RecordFailure(ctx, s.store, now, addr); err != nil {
 			return keys.Issued{}, err
 		}
-		return keys.Issued{}, domain.Errorf(domain.CodeUnauthorized, "%s", refusal.Error())
+		return keys.Issued{}, domain.Errorf(domain.CodeUnauthorized, "%s", o.refusal.Error())
 	}
-	return out, nil
+	return o.issued, nil
 }
 
-// exchange returns the issued token, or the refusal to answer with, or an
-// error of the service itself (the table, an issuer that cannot be reached).
-func (s *Service) exchange(ctx context.Context, req ExchangeRequest, now time.Time) (keys.Issued, error, error) {
+// outcome is an exchange's answer: the issued token, or the refusal to
+// answer with and the registration it concerns (nil when no issuer of the
+// organization's matches the token).
+type outcome struct {
+	issued  keys.Issued
+	refusal error
+	issuer  *domain.TrustedIssuer
+}
+
+// exchange returns the outcome, or an error of the service itself (the
+// table, an issuer that cannot be reached).
+func (s *Service) exchange(ctx context.Context, req ExchangeRequest, now time.Time) (outcome, error) {
 	if req.Organization == "" || len(req.Organization) > 63 {
-		return keys.Issued{}, nil, domain.Invalid("organization", "organization is required")
+		return outcome{}, domain.Invalid("organization", "organization is required")
 	}
 	if req.Token == "" || len(req.Token) > maxIDTokenBytes {
-		return keys.Issued{}, nil, domain.Invalid("token", "token must be the CI job's OIDC identity token")
+		return outcome{}, domain.Invalid("token", "token must be the CI job's OIDC identity token")
 	}
 	iss, err := unverifiedIssuer(req.Token)
 	if err != nil {
-		return keys.Issued{}, err, nil
+		return outcome{refusal: err}, nil
 	}
 	all, err := s.store.ListIssuers(ctx, req.Organization)
 	if err != nil {
-		return keys.Issued{}, nil, err
+		return outcome{}, err
 	}
 	var candidates []domain.TrustedIssuer
 	for _, is := range all {
@@ -208,38 +228,40 @@ func (s *Service) exchange(ctx context.Context, req ExchangeRequest, now time.Ti
 	if len(candidates) == 0 {
 		// The same answer for an unknown organization: which ones exist is
 		// not told to someone without a token.
-		return keys.Issued{}, errIssuer, nil
+		return outcome{refusal: errIssuer}, nil
 	}
+	first := &candidates[0]
 	tok, err := s.verifiers.Verify(ctx, iss, req.Token)
 	var fetch errFetch
 	if errors.As(err, &fetch) {
-		return keys.Issued{}, nil, domain.Unavailable("the identity token's issuer", err)
+		return outcome{}, domain.Unavailable("the identity token's issuer", err)
 	}
 	if err != nil {
-		return keys.Issued{}, err, nil
+		return outcome{refusal: err, issuer: first}, nil
 	}
 	var claims map[string]any
 	if err := tok.Claims(&claims); err != nil {
-		return keys.Issued{}, errMalformed, nil
+		return outcome{refusal: errMalformed, issuer: first}, nil
 	}
 	// Of several registrations of one issuer (one per repository, say),
 	// the first whose audience and conditions the token meets grants.
-	var refusal error
-	for _, is := range candidates {
+	o := outcome{issuer: first}
+	for i, is := range candidates {
 		if !slices.Contains(tok.Audience, is.Audience) {
-			if refusal == nil {
-				refusal = errAudience
+			if o.refusal == nil {
+				o.refusal = errAudience
 			}
 			continue
 		}
 		if claim := unmet(is.Conditions, claims); claim != "" {
-			refusal = fmt.Errorf("the identity token's claim %q does not meet the issuer's conditions", claim)
+			o.refusal = fmt.Errorf("the identity token's claim %q does not meet the issuer's conditions", claim)
+			o.issuer = &candidates[i]
 			continue
 		}
-		out, err := s.issue(ctx, is, tok, claims, req.Name, now)
-		return out, nil, err
+		issued, err := s.issue(ctx, is, tok, claims, req.Name, now)
+		return outcome{issued: issued}, err
 	}
-	return keys.Issued{}, refusal, nil
+	return o, nil
 }
 
 // unmet returns the first claim (in name order) that does not meet its

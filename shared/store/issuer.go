@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/envlease/envlease/shared/domain"
 )
@@ -37,11 +37,14 @@ func issuerSK(id string) string { return "ISSUER#" + id }
 
 // PutIssuer writes a new trusted issuer.
 func (s *Store) PutIssuer(ctx context.Context, is domain.TrustedIssuer) error {
-	return s.putNew(ctx, "put issuer", issuerItem{
+	return s.putNewWithEvent(ctx, "put issuer", issuerItem{
 		PK: orgPK(is.OrgID), SK: issuerSK(is.ID), Org: is.OrgID, ID: is.ID, Name: is.Name, URL: is.URL,
 		Audience: is.Audience, Conditions: is.Conditions, Scopes: is.Scopes, Restrictions: is.Restrictions,
 		TokenLifetime: int64(is.TokenLifetime.Std() / time.Second), Created: is.Created, CreatedBy: is.CreatedBy,
-	}, "an issuer with this id already exists")
+	}, "an issuer with this id already exists", domain.NewEvent(ctx, domain.EventIssuerTrusted, is.OrgID,
+		domain.Subject{Kind: "issuer", ID: is.ID}, is.Created, map[string]any{
+			"name": is.Name, "url": is.URL, "audience": is.Audience, "conditions": is.Conditions, "scopes": is.Scopes,
+		}))
 }
 
 // ListIssuers returns an organization's trusted issuers, oldest first.
@@ -71,16 +74,19 @@ func (s *Store) ListIssuers(ctx context.Context, org string) ([]domain.TrustedIs
 
 // DeleteIssuer removes a trusted issuer; tokens it already issued keep
 // working until they expire (revoke them to end them sooner).
-func (s *Store) DeleteIssuer(ctx context.Context, org, id string) error {
+func (s *Store) DeleteIssuer(ctx context.Context, org, id string, now time.Time) error {
 	if !idOK(id) {
 		return domain.NotFound("issuer")
 	}
-	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+	reasons, err := s.transactWithEvent(ctx, "delete issuer", types.TransactWriteItem{Delete: &types.Delete{
 		TableName: aws.String(s.table), Key: key(orgPK(org), issuerSK(id)),
 		ConditionExpression: aws.String("attribute_exists(PK)"),
-	})
-	if IsConditionFailed(err) {
+	}}, domain.NewEvent(ctx, domain.EventIssuerRemoved, org, domain.Subject{Kind: "issuer", ID: id}, now, map[string]any{}))
+	if err != nil {
+		return err
+	}
+	if conditionFailed(reasons, 0) {
 		return domain.NotFound("issuer")
 	}
-	return dependencyError("delete issuer", err)
+	return nil
 }
