@@ -281,6 +281,11 @@ func TestExchangeRefusals(t *testing.T) {
 	if r.Status != http.StatusUnauthorized || !strings.Contains(string(r.Body), "issuer is not trusted") {
 		t.Fatalf("unknown organization: %d %s", r.Status, r.Body)
 	}
+	f.RemoteAddr = "192.0.2.201:1"
+	r = f.Do(http.MethodPost, "/v1/tokens/exchange", "", map[string]any{"organization": "acme#KEYS", "token": sign(t, f.k1, f.claims())})
+	if r.Status != http.StatusUnauthorized || !strings.Contains(string(r.Body), "issuer is not trusted") {
+		t.Fatalf("not an organization id: %d %s", r.Status, r.Body)
+	}
 }
 
 // Refused exchanges count towards the address's block like bad tokens.

@@ -74,6 +74,9 @@ type IssuerRequest struct {
 
 var claimName = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`)
 
+// orgID is the form of an organization id (fixture.ValidateID's).
+var orgID = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+
 // Register adds a trusted issuer. Admins only (the route says so).
 func (s *Service) Register(ctx context.Context, p domain.Principal, req IssuerRequest) (domain.TrustedIssuer, error) {
 	if err := keys.ValidateName(req.Name); err != nil {
@@ -210,6 +213,10 @@ func (s *Service) exchange(ctx context.Context, req ExchangeRequest, now time.Ti
 	}
 	if req.Token == "" || len(req.Token) > maxIDTokenBytes {
 		return outcome{}, domain.Invalid("token", "token must be the CI job's OIDC identity token")
+	}
+	if !orgID.MatchString(req.Organization) {
+		// Not an organization id at all: answered as an unknown one.
+		return outcome{refusal: errIssuer}, nil
 	}
 	iss, err := unverifiedIssuer(req.Token)
 	if err != nil {
