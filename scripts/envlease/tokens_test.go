@@ -87,8 +87,8 @@ func TestCIExchangesItsIdentity(t *testing.T) {
 	admin := newUser(t, s)
 	admin.login(clienttest.AliceToken)
 	out := admin.ok("issuers", "add", "local", "--url", issuer.URL, "--condition", "repository=acme/app",
-		"--condition", "ref=refs/heads/*", "--scope", "environments:read", "--lifetime", "10m")
-	contains(t, "issuers add", out, "local", issuer.URL, "ref=refs/heads/*,repository=acme/app", "environments:read", "10m")
+		"--condition", "ref=refs/heads/*", "--scope", "environments:read", "--scope", "environments:lease", "--lifetime", "10m")
+	contains(t, "issuers add", out, "local", issuer.URL, "ref=refs/heads/*,repository=acme/app", "environments:lease,environments:read", "10m")
 	var listed struct {
 		Issuers []domain.TrustedIssuer `json:"issuers"`
 	}
@@ -115,6 +115,9 @@ func TestCIExchangesItsIdentity(t *testing.T) {
 	if exchanged != 1 {
 		t.Fatalf("%d exchanges for two commands", exchanged)
 	}
+
+	// What a CI job does with it: a whole run, lease to delete.
+	ci.ok("run", "--template", "sleeper", "--", "true")
 
 	gh := newUser(t, s)
 	gh.env = []string{"ENVLEASE_URL=" + s.URL, "ENVLEASE_ORG=acme",
