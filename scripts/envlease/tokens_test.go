@@ -100,7 +100,7 @@ func TestCIExchangesItsIdentity(t *testing.T) {
 	ci := newUser(t, s)
 	ci.env = []string{"ENVLEASE_URL=" + s.URL, "ENVLEASE_ORG=acme", "ENVLEASE_OIDC=" + sign("envlease")}
 	ci.ok("ls")
-	contains(t, "whoami", ci.ok("whoami"), "acme")
+	contains(t, "whoami", ci.ok("whoami"), "acme", "SCOPES", "environments:lease,environments:read", "EXPIRES", "in ")
 	// The second command reused the first one's exchange.
 	exchanged := 0
 	var keys struct {
