@@ -168,10 +168,14 @@ var Groups = []Group{
 	// a CLI token and exchanged for a console token, in one transaction
 	// that deletes the code, checks the asking key is not revoked and puts
 	// the new key.
-	{Name: "tokens", Description: "CLI tokens and the console's sign-in codes",
-		Routes:   []Route{{Path: "/v1/tokens"}, {Path: "/v1/console", Proxy: true}},
+	// The exchange of CI identity tokens and the trusted issuers it reads
+	// (one query of the organization's partition) are tokens too; the
+	// exchange fetches issuers' keys over the internet (public addresses
+	// only, checked on every connection).
+	{Name: "tokens", Description: "CLI tokens, the console's sign-in codes, CI token exchange and trusted issuers",
+		Routes:   []Route{{Path: "/v1/tokens", Proxy: true}, {Path: "/v1/console", Proxy: true}, {Path: "/v1/issuers", Proxy: true}},
 		MemoryMB: apiMemoryMB, Timeout: apiTimeout,
-		Table: readWrite(batchGetItem, updateItem, putItem, getItem, conditionCheckItem, deleteItem)},
+		Table: readWrite(batchGetItem, updateItem, putItem, getItem, conditionCheckItem, deleteItem, query)},
 	// Revoking a node credential ends its nodes as a lost node is ended
 	// (what they ran fails: the lost-node sweep's actions), deletes the
 	// records of its node protocol connections and closes them.

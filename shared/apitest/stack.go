@@ -1,11 +1,14 @@
 package apitest
 
 import (
+	"time"
+
 	"github.com/envlease/envlease/shared/artifacts"
 	"github.com/envlease/envlease/shared/blob"
 	"github.com/envlease/envlease/shared/budgets"
 	"github.com/envlease/envlease/shared/environments"
 	"github.com/envlease/envlease/shared/events"
+	"github.com/envlease/envlease/shared/federation"
 	"github.com/envlease/envlease/shared/httpapi"
 	"github.com/envlease/envlease/shared/keys"
 	"github.com/envlease/envlease/shared/nodes"
@@ -34,5 +37,13 @@ func AllRoutes(e *Env, blobs *blob.Store) [][]httpapi.Route {
 		nodes.Routes(nodeSvc),
 		events.Routes(events.NewService(e.Store, e.Clock)),
 		webhooks.Routes(webhooks.NewService(e.Store, e.Clock, webhooks.Guard{})),
+		federation.Routes(NewFederation(e)),
 	}
+}
+
+// NewFederation is the token exchange over e's store and clock, allowed to
+// fetch from loopback issuers (a test's local issuer), as a local stack is.
+func NewFederation(e *Env) *federation.Service {
+	guard := webhooks.Guard{AllowLocal: true}
+	return federation.NewService(e.Store, e.Clock, guard, federation.NewVerifiers(guard.Client(10*time.Second, nil), e.Clock), e.Log)
 }

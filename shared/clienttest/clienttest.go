@@ -29,6 +29,7 @@ import (
 	"github.com/envlease/envlease/shared/domain"
 	"github.com/envlease/envlease/shared/environments"
 	"github.com/envlease/envlease/shared/events"
+	"github.com/envlease/envlease/shared/federation"
 	"github.com/envlease/envlease/shared/fixture"
 	"github.com/envlease/envlease/shared/httpapi"
 	"github.com/envlease/envlease/shared/keys"
@@ -123,6 +124,9 @@ func Start(t testing.TB, opts ...Option) *Stack {
 		console.Routes(console.Options{S3Origin: devstack.Origin(s3.Endpoint)}),
 		events.Routes(events.NewService(st, clk)),
 		webhooks.Routes(webhooks.NewService(st, clk, webhooks.Guard{})),
+		// Trusted issuers may be on loopback: a test's local OIDC issuer.
+		federation.Routes(federation.NewService(st, clk, webhooks.Guard{AllowLocal: true},
+			federation.NewVerifiers(webhooks.Guard{AllowLocal: true}.Client(10*time.Second, nil), clk), log)),
 	)
 	// The console's files are not the API: the API description does not
 	// hold them, so only API answers are checked against it.
