@@ -170,6 +170,8 @@ func (h *TunnelHandler) authorize(r *http.Request) (ticket.Claims, *refusal) {
 		return c, &refusal{http.StatusUnauthorized, err.Error()}
 	}
 	switch {
+	case c.Kind != ticket.KindTunnel:
+		return c, &refusal{http.StatusForbidden, "the ticket opens " + c.Kind + ", not a tunnel"}
 	case c.Org != id.Org:
 		return c, &refusal{http.StatusForbidden, "the ticket is for another organization"}
 	case c.Node != id.Node:

@@ -7,7 +7,7 @@
 //	base64url(payload) "." base64url(HMAC-SHA256(key, payload))
 //
 // payload being the JSON {"org", "env", "node", "targets": ["host:port"...],
-// "exp": <Unix seconds>}, base64url without padding. It depends on nothing
+// "exp": <Unix seconds>, "kind"}, base64url without padding. It depends on nothing
 // but the standard library, so the environments function that signs and the
 // agent that checks share it without pulling in each other's code.
 package ticket
@@ -45,7 +45,18 @@ type Claims struct {
 	Targets []string `json:"targets"`
 	// Exp is when the ticket ends, in Unix seconds.
 	Exp int64 `json:"exp"`
+	// Kind is what the ticket opens: "" (KindTunnel) for a tunnel to the
+	// targets, another kind (KindLogs...) for that alone. An endpoint
+	// refuses a ticket of any kind but its own.
+	Kind string `json:"kind,omitempty"`
 }
+
+// Kinds of tickets.
+const (
+	KindTunnel = ""
+	// KindLogs reads the environment's log on the node (no targets).
+	KindLogs = "logs"
+)
 
 // Expires is Exp as a time.
 func (c Claims) Expires() time.Time { return time.Unix(c.Exp, 0).UTC() }
