@@ -41,6 +41,9 @@ const (
 	// BucketDelete: list and delete objects and abort unfinished uploads
 	// (expiry of artifacts).
 	BucketDelete
+	// BucketKeptLogs: the one-part uploads of the logs nodes keep, and
+	// their sealing.
+	BucketKeptLogs
 )
 
 // Route is an HTTP API route prefix owned by one function. Every prefix is
@@ -219,7 +222,7 @@ var Groups = []Group{
 	// environment's log as an artifact: presigned upload, then seal.
 	{Name: "nodes", Description: "node agents: registration, heartbeats, claims, state reports, kept logs",
 		Routes:   []Route{{Path: "/v1/nodes", Proxy: true}},
-		MemoryMB: apiMemoryMB, Timeout: 28 * time.Second, Bucket: BucketArtifacts, SignsLinks: true, NamesSocket: true,
+		MemoryMB: apiMemoryMB, Timeout: 28 * time.Second, Bucket: BucketKeptLogs, SignsLinks: true, NamesSocket: true,
 		Table:               readWrite(batchGetItem, updateItem, putItem, getItem, query, conditionCheckItem, deleteItem),
 		ReservedConcurrency: nodesReserved, Throttle: nodesThrottle},
 	// The node protocol's WebSocket API (websocket.go): every message is a
