@@ -18,7 +18,7 @@ func TestLogsOfAFailedEnvironment(t *testing.T) {
 	u.login(clienttest.BobToken)
 
 	r := u.fails(exitError, "", "run", "-t", "broken", "--", "sh", "-c", "echo ran")
-	contains(t, "failed run", r.stderr, "The log of env_", "the database is missing", "] exited: ")
+	contains(t, "failed run", r.stderr, "The log of env_", "the database is missing", "] failed: process exited with status 3")
 	m := regexp.MustCompile(`The log of (env_\S+?):`).FindStringSubmatch(r.stderr)
 	if m == nil {
 		t.Fatalf("run's stderr names no log:\n%s", r.stderr)
@@ -26,7 +26,7 @@ func TestLogsOfAFailedEnvironment(t *testing.T) {
 	id := m[1]
 
 	out := u.ok("logs", id)
-	contains(t, "logs", out, "the database is missing\n", "] started", "] exited: ")
+	contains(t, "logs", out, "the database is missing\n", "] started", "] failed: process exited with status 3")
 	var where client.Logs
 	u.json(&where, "logs", id)
 	if where.Kept == nil || !strings.HasPrefix(where.Kept.Artifact, "art_") || where.Live != nil {

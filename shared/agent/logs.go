@@ -11,10 +11,12 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/envlease/envlease/shared/agent/envlog"
+	"github.com/envlease/envlease/shared/agent/runtimes"
 	"github.com/envlease/envlease/shared/artifacts"
 	"github.com/envlease/envlease/shared/domain"
 	"github.com/envlease/envlease/shared/nodes"
@@ -31,6 +33,9 @@ type envLogs struct {
 	once  sync.Once
 	mu    sync.Mutex
 	byEnv map[string]*envlog.Log
+	// warm maps a warm environment's handle to the id its log has until
+	// a lease adopts it.
+	warm map[runtimes.Handle]string
 }
 
 func (a *Agent) logsDir() string { return filepath.Join(a.cfg.WorkDir, "logs") }
@@ -149,4 +154,90 @@ func (a *Agent) uploadLog(ctx context.Context, node, id string, l *envlog.Log) e
 	}
 	a.log.Info("log kept", "environment", id, "artifact", done.Artifact.ID, "bytes", size)
 	return nil
+}
+
+// warmLog makes the log of a warm environment, which it adopts if it is
+// handed to a lease (adoptWarmLog).
+func (a *Agent) warmLog(id string) io.Writer {
+	if l := a.openLog(id); l != nil {
+		return l
+	}
+	return io.Discard
+}
+
+// warmPrepared remembers which log a warm environment's handle writes to.
+func (a *Agent) warmPrepared(id string, h runtimes.Handle) {
+	if h == nil {
+		return
+	}
+	a.logs.mu.Lock()
+	defer a.logs.mu.Unlock()
+	if a.logs.warm == nil {
+		a.logs.warm = map[runtimes.Handle]string{}
+	}
+	a.logs.warm[h] = id
+}
+
+// adoptWarmLog makes the log of the warm environment h the log of the
+// environment id it was handed to.
+func (a *Agent) adoptWarmLog(h runtimes.Handle, id string) {
+	a.logs.mu.Lock()
+	warm, ok := a.logs.warm[h]
+	delete(a.logs.warm, h)
+	if l := a.logs.byEnv[warm]; ok && l != nil {
+		delete(a.logs.byEnv, warm)
+		a.logs.byEnv[id] = l
+	}
+	a.logs.mu.Unlock()
+	if _, ok := a.envLog(id); !ok {
+		a.openLog(id)
+	}
+}
+
+// dropWarmLog removes the log of a warm environment that served no lease.
+func (a *Agent) dropWarmLog(h runtimes.Handle) {
+	if h == nil {
+		return
+	}
+	a.logs.mu.Lock()
+	id, ok := a.logs.warm[h]
+	delete(a.logs.warm, h)
+	a.logs.mu.Unlock()
+	if ok {
+		a.dropLog(id)
+	}
+}
+
+// dropLog removes a log without keeping it.
+func (a *Agent) dropLog(id string) {
+	a.logs.mu.Lock()
+	l := a.logs.byEnv[id]
+	delete(a.logs.byEnv, id)
+	a.logs.mu.Unlock()
+	if l != nil {
+		l.Remove()
+	}
+}
+
+// noteFailure says in environment id's log why it failed (the first line
+// of err: the rest, such as its last lines of stderr, is in the log
+// already), making the log if the environment failed before it had one.
+func (a *Agent) noteFailure(id string, err error) {
+	if _, ok := a.envLog(id); !ok {
+		a.openLog(id)
+	}
+	first, _, _ := strings.Cut(err.Error(), "\n")
+	a.logf(id, "failed: %s", strings.TrimSuffix(first, "; last lines of stderr:"))
+}
+
+// exportsText lists exports for the log: " (web at 127.0.0.1:8080, ...)".
+func exportsText(exports []nodes.ExportTarget) string {
+	if len(exports) == 0 {
+		return ""
+	}
+	parts := make([]string, len(exports))
+	for i, x := range exports {
+		parts[i] = x.Service + " at " + x.Target
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
 }
