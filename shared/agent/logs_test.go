@@ -293,3 +293,43 @@ func TestLogOverTheBoundIsCut(t *testing.T) {
 		t.Fatalf("kept log of %d bytes begins %q, ends %q", len(body), first, body[max(0, len(body)-200):])
 	}
 }
+
+// A container's output reaches its log as the process runtime's does, with
+// the node's lines about its image and how it ended (out of memory).
+func TestContainerLogKept(t *testing.T) {
+	ref := busyboxRef(t)
+	k := newKeptLogs(t)
+	s := newLogStack(t, k,
+		domain.Template{Name: "speaker", Runtime: agent.RuntimeContainer, Image: &domain.Image{Ref: ref},
+			Command: []string{"sh", "-c", "echo from the container; echo to its stderr >&2; sleep 1; exit 5"}},
+		domain.Template{Name: "hog", Runtime: agent.RuntimeContainer, Image: &domain.Image{Ref: ref},
+			Command: []string{"dd", "if=/dev/zero", "of=/dev/null", "bs=64M", "count=1"}, Resources: domain.Resources{Memory: "16Mi"}},
+	)
+	s.runAgentWith(t, t.TempDir(), time.Second, func(c *agent.Config) { c.ReadyTimeout = time.Minute })
+	cases := []struct {
+		template string
+		want     []string
+	}{
+		{"speaker", []string{"] image ", "from the container\n", "to its stderr\n", "] failed: container process exit 5"}},
+		{"hog", []string{"] failed: container process killed: out of memory"}},
+	}
+	for _, c := range cases {
+		id := s.lease(t, c.template)
+		e := s.waitLong(t, id, domain.StateFailed)
+		deadline := time.Now().Add(time.Minute)
+		for e.Log == "" && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+			e = s.waitLong(t, id, domain.StateFailed)
+		}
+		_, kept := s.logsOf(t, apitest.BobToken, id)
+		if kept.Kept == nil {
+			t.Fatalf("%s: no kept log (%q)", c.template, e.Error)
+		}
+		body := getURL(t, kept.Kept.URL)
+		for _, w := range c.want {
+			if !strings.Contains(body, w) {
+				t.Errorf("%s: the kept log lacks %q:\n%s", c.template, w, body)
+			}
+		}
+	}
+}
