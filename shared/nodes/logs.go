@@ -11,8 +11,9 @@ import (
 )
 
 // MaxLogSize bounds a kept log: one upload of one part, whatever the
-// artifacts' part size, and far more than a node keeps (envlog.DefaultMax).
-const MaxLogSize = 32 << 20
+// artifacts' part size: the most an agent keeps (its -log-max, at most
+// 32 MiB; 16 MiB by default) and the lines that say where it was cut.
+const MaxLogSize = 32<<20 + 64<<10
 
 // LogArtifacts makes the artifacts that keep environments' logs
 // (artifacts.Service). The service's Linker is asked for it, so every
