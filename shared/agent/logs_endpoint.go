@@ -68,11 +68,15 @@ func (h *LogsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	env := q.Get("env")
 	l, ref := h.authorize(r, env)
+	if ref == nil && !l.Hold() {
+		ref = &refusal{http.StatusNotFound, "the environment's log is no longer on this node: read its kept log"}
+	}
 	if ref != nil {
 		h.cfg.Log.Info("live log refused", "status", ref.status, "reason", ref.msg, "from", r.RemoteAddr)
 		writeRefusal(w, *ref)
 		return
 	}
+	defer l.Release()
 	start, end := l.Bounds()
 	off := start
 	follow := false

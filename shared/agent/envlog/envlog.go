@@ -37,6 +37,10 @@ type Log struct {
 	now    func() time.Time
 	// lost counts bytes a failing disk did not take, said in the kept log.
 	lost int64
+	// readers hold the file open past Remove (Hold), so a follower reads
+	// to the end of a log removed under it.
+	readers int
+	removed bool
 }
 
 // mark says that the byte at off was written at t (at most one a second).
@@ -124,14 +128,42 @@ func (l *Log) Close() {
 	}
 }
 
-// Remove closes the log and deletes its file; readers holding it get
-// errors from then on.
+// Remove closes the log and deletes its file; the file stays readable for
+// the readers that hold it (Hold) until the last lets go.
 func (l *Log) Remove() {
 	l.Close()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	_ = l.f.Close()
+	if l.removed {
+		return
+	}
+	l.removed = true
 	_ = os.Remove(l.path)
+	if l.readers == 0 {
+		_ = l.f.Close()
+	}
+}
+
+// Hold keeps the log readable until Release, even if it is removed
+// meanwhile; false when it was removed already.
+func (l *Log) Hold() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.removed {
+		return false
+	}
+	l.readers++
+	return true
+}
+
+// Release lets go of a Hold.
+func (l *Log) Release() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.readers--
+	if l.readers == 0 && l.removed {
+		_ = l.f.Close()
+	}
 }
 
 // Bounds are the offsets of the first byte still kept and of the next byte

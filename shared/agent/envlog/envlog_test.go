@@ -144,3 +144,27 @@ func TestOffsetSince(t *testing.T) {
 		t.Fatalf("since later: %d", off)
 	}
 }
+
+// A reader that holds the log reads it to its end after it was removed;
+// no one can hold it after that.
+func TestHoldOutlivesRemove(t *testing.T) {
+	l, err := Create(filepath.Join(t.TempDir(), "env.log"), 64, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = l.Write([]byte("kept for the reader\n"))
+	if !l.Hold() {
+		t.Fatal("no hold")
+	}
+	l.Remove()
+	if got, _ := readAll(t, l, 0); got != "kept for the reader\n" {
+		t.Fatalf("read after remove: %q", got)
+	}
+	l.Release()
+	if l.Hold() {
+		t.Fatal("held after remove")
+	}
+	if _, err := os.Stat(l.path); !os.IsNotExist(err) {
+		t.Fatalf("file left: %v", err)
+	}
+}
