@@ -168,16 +168,18 @@ func newStack(t *testing.T) *stack {
 	blobs := blob.New(blob.Options{Client: s3c, Bucket: st.s3srv.Bucket, Clock: e.Clock})
 	keySvc := keys.NewService(e.Store, e.Clock)
 	tplSvc := templates.NewService(e.Store)
+	artSvc := artifacts.NewService(e.Store, blobs, e.Clock, artifacts.Options{PartSize: blob.MinPartSize})
 	e.Handler = httpapi.New(httpapi.Config{Logger: e.Log, Auth: e.Auth},
 		keys.TokenRoutes(keySvc), keys.KeyRoutes(keySvc),
 		sandboxes.Routes(sandboxes.NewService(e.Store, e.Clock)),
 		// No template cache: every lease reads its template, one more call to fail.
-		environments.Routes(environments.NewService(e.Store, e.Clock, environments.WithTemplateTTL(0))),
+		environments.Routes(environments.NewService(e.Store, e.Clock, environments.WithTemplateTTL(0), environments.WithLinks(artSvc))),
 		templates.Routes(tplSvc), templates.QuotaRoutes(tplSvc),
-		artifacts.Routes(artifacts.NewService(e.Store, blobs, e.Clock, artifacts.Options{PartSize: blob.MinPartSize})),
+		artifacts.Routes(artSvc),
 		usage.Routes(usage.NewService(e.Store, e.Clock)),
-		// The admin's node operations and the node agent's own calls.
-		nodes.Routes(nodes.NewService(e.Store, nil, e.Clock, nodes.Options{})),
+		// The admin's node operations and the node agent's own calls (which
+		// keep logs as artifacts).
+		nodes.Routes(nodes.NewService(e.Store, artSvc, e.Clock, nodes.Options{})),
 		events.Routes(events.NewService(e.Store, e.Clock)),
 		webhooks.Routes(webhooks.NewService(e.Store, e.Clock, webhooks.Guard{})),
 		openapi.Routes(),
@@ -419,6 +421,9 @@ func endpoints(sbx string, key string) []endpoint {
 		}, cleanup: deleteHeartbeatEnvs},
 		claimEndpoint(),
 		tunnelEndpoint(),
+		keepLogEndpoint(),
+		completeLogEndpoint(),
+		logsEndpoint(),
 		{name: "POST /v1/nodes/{id}/environments/{env}/report (ready)", status: 200, cleanup: deleteReported, prepare: func(s *stack) request {
 			node, env := s.claimed()
 			return request{method: "POST", path: "/v1/nodes/" + node + "/environments/" + env + "/report", token: s.nodeToken, body: map[string]any{"state": "ready"}}
