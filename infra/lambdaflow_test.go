@@ -198,7 +198,13 @@ var justifiedUnused = map[string]string{
 	"artifacts s3:ListBucket":               "makes a missing object a 404 rather than a 403 (limited to orgs/ by its condition)",
 	"nodes secretsmanager:GetSecretValue":   "a claim of an environment leased from a snapshot gets a link signed with the link signer's key",
 	"nodesws secretsmanager:GetSecretValue": "as nodes: snapshot links in claims over the WebSocket",
-	"expiry s3:AbortMultipartUpload":        "expiring an artifact aborts an upload left unfinished under it; the run's expiring artifact has none",
+	"nodes s3:PutObject":                    "a node keeping an environment's log gets a presigned upload (nodes.KeepLog); the run's agent keeps none",
+	"nodes s3:GetObject":                    "sealing a kept log heads its object (nodes.CompleteLog, artifacts.Complete); the run's agent keeps none",
+	"nodes s3:DeleteObject":                 "sealing a kept log whose bytes do not match deletes them (artifacts.Complete)",
+	"nodes s3:ListBucket":                   "makes a kept log's missing object a 404 rather than a 403 when it is sealed (limited to orgs/ by its condition)",
+	"environments secretsmanager:GetSecretValue": "an ended environment's kept log is answered with a link signed with the link signer's key " +
+		"(GET /v1/environments/{id}/logs); the run reads no log",
+	"expiry s3:AbortMultipartUpload": "expiring an artifact aborts an upload left unfinished under it; the run's expiring artifact has none",
 }
 
 // authUnused justifies, for every function that authenticates requests,

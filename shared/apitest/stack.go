@@ -21,6 +21,7 @@ import (
 // AllRoutes is every endpoint group of the API over e's store and clock, with
 // artifacts kept in blobs, as the deployed functions wire them.
 func AllRoutes(e *Env, blobs *blob.Store) [][]httpapi.Route {
+	artifactSvc := artifacts.NewService(e.Store, blobs, e.Clock, artifacts.Options{})
 	nodeSvc := nodes.NewService(e.Store, nil, e.Clock, nodes.Options{})
 	// Revoking a node credential ends its nodes, as the keys function does
 	// (there are no node protocol connections to close here).
@@ -29,9 +30,9 @@ func AllRoutes(e *Env, blobs *blob.Store) [][]httpapi.Route {
 	return [][]httpapi.Route{
 		keys.TokenRoutes(keySvc), keys.KeyRoutes(keySvc),
 		sandboxes.Routes(sandboxes.NewService(e.Store, e.Clock)),
-		environments.Routes(environments.NewService(e.Store, e.Clock)),
+		environments.Routes(environments.NewService(e.Store, e.Clock, environments.WithLinks(artifactSvc))),
 		templates.Routes(tplSvc), templates.QuotaRoutes(tplSvc),
-		artifacts.Routes(artifacts.NewService(e.Store, blobs, e.Clock, artifacts.Options{})),
+		artifacts.Routes(artifactSvc),
 		usage.Routes(usage.NewService(e.Store, e.Clock)),
 		budgets.Routes(budgets.NewService(e.Store, e.Clock)),
 		nodes.Routes(nodeSvc),

@@ -76,7 +76,9 @@ type Service struct {
 	offerer Offerer
 	// stopper, when set, tells a node that an environment it runs is
 	// stopping.
-	stopper   Stopper
+	stopper Stopper
+	// links, when set, signs the links of kept logs (logs.go).
+	links     Linker
 	mu        sync.Mutex
 	templates map[string]cachedTemplate
 	// images are sealed image artifacts of container templates, kept like

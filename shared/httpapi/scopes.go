@@ -27,6 +27,7 @@ var routeScopes = map[string]string{
 	"POST /v1/environments/{id}/exec":                    domain.ScopeEnvExec,
 	"GET /v1/environments":                               domain.ScopeEnvRead,
 	"GET /v1/environments/{id}":                          domain.ScopeEnvRead,
+	"GET /v1/environments/{id}/logs":                     domain.ScopeEnvRead,
 	"GET /v1/sandboxes":                                  domain.ScopeEnvRead,
 	"GET /v1/sandboxes/{id}":                             domain.ScopeEnvRead,
 	"GET /v1/templates":                                  domain.ScopeEnvRead,

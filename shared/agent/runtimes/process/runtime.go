@@ -8,6 +8,7 @@ package process
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"path/filepath"
@@ -61,7 +62,7 @@ func (rt *Runtime) Prepare(_ context.Context, e runtimes.Env) (runtimes.Handle, 
 	if err != nil {
 		return nil, err
 	}
-	return &handle{rt: rt, t: e.Template, b: b}, nil
+	return &handle{rt: rt, t: e.Template, b: b, out: runtimes.Output(e)}, nil
 }
 
 // Recover clears what an earlier run left under envs/ (reclaim).
@@ -73,6 +74,8 @@ type handle struct {
 	t  domain.Template
 	b  *confine.Box
 	p  *proc
+	// out is where the command's output goes besides its folder's log.
+	out io.Writer
 }
 
 func (h *handle) Files() runtimes.Files {
@@ -80,7 +83,7 @@ func (h *handle) Files() runtimes.Files {
 }
 
 func (h *handle) Start(context.Context) error {
-	p, err := h.rt.startProcess(h.t, h.b)
+	p, err := h.rt.startProcess(h.t, h.b, h.out)
 	if err != nil {
 		return err
 	}
