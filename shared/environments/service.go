@@ -76,7 +76,9 @@ type Service struct {
 	offerer Offerer
 	// stopper, when set, tells a node that an environment it runs is
 	// stopping.
-	stopper   Stopper
+	stopper Stopper
+	// changes, when set, wakes a wait as soon as its environment changes.
+	changes   Watcher
 	mu        sync.Mutex
 	templates map[string]cachedTemplate
 	// images are sealed image artifacts of container templates, kept like
