@@ -118,6 +118,11 @@ func BenchmarkRun(b *testing.B) {
 			b.ReportMetric(quantile(cliExit, 0.99), "cli-exit-p99-ms")
 			// Printed, not logged: a benchmark's log is cut after a few lines.
 			fmt.Printf("--- %s: %d runs\n%s", b.Name(), len(runs), stepTable(runs))
+			if n := len(cmdExit); n >= 40 {
+				// Whether the stack slows down as its table grows.
+				fmt.Printf("command exit, median of the first 20 runs %.1f ms, of the last 20 %.1f ms\n",
+					quantile(cmdExit[:20], 0.5), quantile(cmdExit[n-20:], 0.5))
+			}
 		})
 	}
 }
