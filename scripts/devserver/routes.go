@@ -48,7 +48,7 @@ func routes(d deps) [][]httpapi.Route {
 		templates.Routes(templateSvc),
 		templates.QuotaRoutes(templateSvc),
 		sandboxes.Routes(sandboxes.NewService(d.store, d.clock)),
-		environments.Routes(environments.NewService(d.store, d.clock, environments.WithOfferer(d.offerer), environments.WithStopper(d.stopper), environments.WithLinks(artifactSvc))),
+		environments.Routes(environments.NewService(d.store, d.clock, environments.WithOfferer(d.offerer), environments.WithStopper(d.stopper), environments.WithLinks(artifactSvc), environments.WithChanges(d.store))),
 		openapi.Routes(),
 		usage.Routes(usage.NewService(d.store, d.clock)),
 		budgets.Routes(budgets.NewService(d.store, d.clock)),

@@ -18,13 +18,9 @@ import (
 // defaultWait bounds `lease --wait` when --timeout is not given.
 const defaultWait = 5 * time.Minute
 
-// pollFirst and pollEvery pace the reads of a wait for ready: the first
-// soon, as a warm environment is ready within a tenth of a second, then
-// doubling up to every half second.
-const (
-	pollFirst = 25 * time.Millisecond
-	pollEvery = 500 * time.Millisecond
-)
+// unheldWaitPause paces the waits for ready only against a service that
+// answers them at once without holding them.
+const unheldWaitPause = 500 * time.Millisecond
 
 func (a *app) leaseCommand() *cobra.Command {
 	var (
@@ -169,19 +165,18 @@ func newIdempotencyKey() string {
 	return "envlease-cli-" + hex.EncodeToString(b)
 }
 
-// waitReady reads the environment until it is ready, failed or ended, or the
-// wait runs out (--timeout, or defaultWait without one). changed, when set,
-// is told every state the environment is read in that differs from the one
-// before.
+// waitReady waits until the environment is ready, failed or ended, or the
+// wait runs out (--timeout, or defaultWait without one). Each wait is one
+// request the service holds until the state changes (up to
+// client.MaxWait), so nothing here sleeps. changed, when set, is told every
+// state the environment is read in that differs from the one before.
 func (a *app) waitReady(ctx context.Context, c *client.Client, env domain.Environment, changed func(domain.Environment)) (domain.Environment, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, defaultWait)
 		defer cancel()
 	}
-	wait := pollFirst
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
+	deadline, _ := ctx.Deadline()
 	for {
 		switch env.State {
 		case domain.StateReady:
@@ -191,22 +186,28 @@ func (a *app) waitReady(ctx context.Context, c *client.Client, env domain.Enviro
 		case domain.StateStopping, domain.StateStopped:
 			return env, fmt.Errorf("%s ended before it was ready (%s)", env.ID, orDash(env.StopReason))
 		}
-		select {
-		case <-ctx.Done():
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return env, fmt.Errorf("%w waiting for %s to be ready; it is %s", errTimedOut, env.ID, env.State)
+		left := time.Until(deadline)
+		if left <= 0 || ctx.Err() != nil {
+			if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return env, ctx.Err()
 			}
-			return env, ctx.Err()
-		case <-timer.C:
+			return env, fmt.Errorf("%w waiting for %s to be ready; it is %s", errTimedOut, env.ID, env.State)
 		}
-		wait = min(2*wait, pollEvery)
-		timer.Reset(wait)
-		next, err := c.GetEnvironment(ctx, env.ID)
+		asked := time.Now()
+		next, err := c.WaitReady(ctx, env.ID, min(left, client.MaxWait))
 		if err != nil {
 			if ctx.Err() != nil {
-				continue // reported by the select above
+				continue // said by the checks above
 			}
 			return env, err
+		}
+		if next.State == env.State && time.Since(asked) < min(left, client.MaxWait)/2 {
+			// A service that answers at once without a change does not
+			// hold waits (an older one): do not ask it in a tight loop.
+			select {
+			case <-ctx.Done():
+			case <-time.After(unheldWaitPause):
+			}
 		}
 		if changed != nil && next.State != env.State {
 			changed(next)

@@ -39,6 +39,7 @@ type app struct {
 // run executes one command line and returns the process's exit code.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
 	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv, output: "table"}
+	defer writeTimings(getenv, stderr)
 	root := a.rootCommand()
 	root.SetArgs(args)
 	root.SetIn(stdin)

@@ -109,6 +109,7 @@ func (a *app) runWith(ctx context.Context, o runOptions, argv []string) error {
 	if err != nil {
 		return err
 	}
+	markStep("session")
 	sandbox := s.profile.Sandbox
 	if !s.ownSandbox {
 		a.say("Profile %q has no sandbox: registering this machine.", s.name)
@@ -118,19 +119,27 @@ func (a *app) runWith(ctx context.Context, o runOptions, argv []string) error {
 		}
 		sandbox = sb.ID
 	}
-	t, err := findTemplate(ctx, s.client, o.template)
-	if err != nil {
-		return err
-	}
-	req := client.LeaseRequest{Template: t.Name, Name: o.name, Labels: labels, Sandbox: sandbox, Idle: o.idle, Hard: o.hard}
-	if req.Shares, err = a.uploadShares(ctx, s.client, t, o.hard, shares, o.excludes); err != nil {
-		return err
+	req := client.LeaseRequest{Template: o.template, Name: o.name, Labels: labels, Sandbox: sandbox, Idle: o.idle, Hard: o.hard}
+	// The template is read only when the lease needs it: to pick the only
+	// one, or for the shares' excludes. A named template the organization
+	// lacks is refused by the lease itself.
+	if o.template == "" || len(shares) > 0 {
+		t, err := findTemplate(ctx, s.client, o.template)
+		if err != nil {
+			return err
+		}
+		markStep("template")
+		req.Template = t.Name
+		if req.Shares, err = a.uploadShares(ctx, s.client, t, o.hard, shares, o.excludes); err != nil {
+			return err
+		}
 	}
 	req.IdempotencyKey = newIdempotencyKey()
 	leased, err := s.client.Lease(ctx, req)
 	if err != nil {
 		return err
 	}
+	markStep("lease")
 	env := leased.Environment
 	defer a.release(ctx, s.client, env)
 	return a.runIn(ctx, s.client, env, argv, sigs)
@@ -150,6 +159,7 @@ func (a *app) runIn(ctx context.Context, c *client.Client, env domain.Environmen
 		a.sayFailedLog(ctx, c, env)
 		return err
 	}
+	markStep("wait")
 	a.say("%s is ready (%s after the lease).", env.ID, time.Since(leasedAt).Round(time.Millisecond))
 	stopForwarding, err := a.forwardExports(ctx, c, env)
 	if err != nil {
@@ -175,12 +185,12 @@ func (a *app) forwardExports(ctx context.Context, c *client.Client, env domain.E
 	var upOnce sync.Once
 	done := make(chan error, 1)
 	go func() {
-		done <- tunnel.Forward(fctx, c, env.ID, func(e tunnel.Event) {
+		done <- tunnel.Forward(fctx, &readyAPI{Client: c, env: env}, env.ID, func(e tunnel.Event) {
 			switch e.Kind {
 			case tunnel.Listening:
 				a.say("  %s -> %s (%s)", e.Listen, e.Service, e.Target)
 			case tunnel.Forwarding:
-				upOnce.Do(func() { close(up) })
+				upOnce.Do(func() { markStep("dial"); close(up) })
 			case tunnel.Retrying:
 				a.say("tunnel to %s: %v; trying again", env.ID, e.Err)
 			case tunnel.StreamFailed:
@@ -247,9 +257,11 @@ func (a *app) runLocal(ctx context.Context, c *client.Client, env domain.Environ
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("run %s: %w", argv[0], err)
 	}
+	markStep("command-start")
 	exited := make(chan struct{})
 	go func() {
 		_ = cmd.Wait() // the exit status is read from ProcessState
+		markStep("command-exit")
 		close(exited)
 	}()
 	// API calls made while the command runs must outlive an interrupt: the
@@ -404,6 +416,7 @@ func (a *app) release(ctx context.Context, c *client.Client, env domain.Environm
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseWait)
 	defer cancel()
 	e, err := c.DeleteEnvironment(ctx, env.ID)
+	markStep("release")
 	switch {
 	case err != nil:
 		a.say("envlease: %s was not deleted: %v; it stops after %s idle, or run 'envlease rm %s'", env.ID, err, env.Idle, env.ID)

@@ -68,7 +68,8 @@ func (a *Agent) runEnv(ctx context.Context, node string, r *runningEnv, c *nodes
 	if c.Snapshot == nil && len(c.Shares) == 0 {
 		h = a.warm.take(c.Template)
 	}
-	if h != nil {
+	warm := h != nil
+	if warm {
 		a.adoptWarmLog(h, r.id)
 		a.logf(r.id, "claimed by node %s: template %s, handed a warm environment (runtime %s) started before", node, c.Template.Name, rt.Name())
 		log.Info("handed a warm environment", append([]any{"runtime", rt.Name()}, h.LogAttrs()...)...)
@@ -86,7 +87,12 @@ func (a *Agent) runEnv(ctx context.Context, node string, r *runningEnv, c *nodes
 	defer func() { h.Remove() }() // h may be replaced below
 	r.h.Store(&h)
 
-	err = a.waitReady(ctx, h, r.stop)
+	// A warm environment's pool waited for it to be ready (its ports,
+	// who listens on them) and take found it alive: checking again would
+	// only put the port checks' round trips before the ready report.
+	if !warm {
+		err = a.waitReady(ctx, h, r.stop)
+	}
 	if pr, ok := h.(runtimes.PortRacer); err != nil && c.Snapshot == nil && ok && pr.LostPortRace() {
 		// A template's port was free when it was chosen and someone else
 		// bound it before the command did: start once more, afresh, on

@@ -287,8 +287,8 @@ func (c *Client) GetSandbox(ctx context.Context, id string) (domain.Sandbox, err
 }
 
 // Lease leases an environment. It answers at once with the environment
-// pending; a node then claims and starts it, so poll GetEnvironment until its
-// state is ready, or no longer live (failed, stopped). With an
+// pending; a node then claims and starts it: WaitReady until its state is
+// ready, or no longer live (failed, stopped). With an
 // IdempotencyKey the lease is retried after a 502 or 503, and a repeat gets
 // the first answer.
 func (c *Client) Lease(ctx context.Context, r LeaseRequest) (Leased, error) {

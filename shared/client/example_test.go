@@ -42,13 +42,13 @@ func Example() {
 	fmt.Println("leased:", env.State)
 
 	// The lease answers at once; a node then claims and starts the
-	// environment.
+	// environment. WaitReady is answered as soon as it is ready (or can no
+	// longer be), or after the wait asked for.
 	for env.State != domain.StateReady {
 		if !env.State.Live() {
 			log.Fatalf("%s is %s: %s", env.ID, env.State, env.Error)
 		}
-		time.Sleep(250 * time.Millisecond)
-		if env, err = c.GetEnvironment(ctx, env.ID); err != nil {
+		if env, err = c.WaitReady(ctx, env.ID, client.MaxWait); err != nil {
 			log.Fatal(err)
 		}
 	}
@@ -121,8 +121,7 @@ func Example_run() {
 		if !env.State.Live() {
 			log.Fatalf("%s is %s: %s", env.ID, env.State, env.Error)
 		}
-		time.Sleep(250 * time.Millisecond)
-		if env, err = c.GetEnvironment(ctx, env.ID); err != nil {
+		if env, err = c.WaitReady(ctx, env.ID, client.MaxWait); err != nil {
 			log.Fatal(err)
 		}
 	}

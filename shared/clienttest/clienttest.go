@@ -114,7 +114,7 @@ func Start(t testing.TB, opts ...Option) *Stack {
 	h := httpapi.New(httpapi.Config{Logger: log, Auth: auth.New(st, clk, log)},
 		keys.TokenRoutes(keySvc), keys.KeyRoutes(keySvc),
 		sandboxes.Routes(sandboxes.NewService(st, clk)),
-		environments.Routes(environments.NewService(st, clk, environments.WithLinks(artifactSvc))),
+		environments.Routes(environments.NewService(st, clk, environments.WithLinks(artifactSvc), environments.WithChanges(st))),
 		templates.Routes(tplSvc), templates.QuotaRoutes(tplSvc),
 		artifacts.Routes(artifactSvc),
 		usage.Routes(usage.NewService(st, clk)),

@@ -62,7 +62,11 @@ func (s *Service) handleList(w http.ResponseWriter, r *http.Request, p domain.Pr
 }
 
 func (s *Service) handleGet(w http.ResponseWriter, r *http.Request, p domain.Principal) error {
-	e, err := s.Get(r.Context(), p, r.PathValue("id"))
+	wq, err := parseWait(r)
+	if err != nil {
+		return err
+	}
+	e, err := s.Wait(r.Context(), p, r.PathValue("id"), wq)
 	if err != nil {
 		return err
 	}

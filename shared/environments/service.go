@@ -79,6 +79,8 @@ type Service struct {
 	stopper Stopper
 	// links, when set, signs the links of kept logs (logs.go).
 	links     Linker
+	// changes, when set, wakes a wait as soon as its environment changes.
+	changes   Watcher
 	mu        sync.Mutex
 	templates map[string]cachedTemplate
 	// images are sealed image artifacts of container templates, kept like

@@ -41,12 +41,15 @@ type Store struct {
 	shards int
 	// clock stamps the events of the few writes not given a time (see SetClock).
 	clock clock.Clock
+	// changes signals, inside this process, environments whose state a
+	// transaction of this store (or of a WithClient copy) changed.
+	changes *changeSignal
 }
 
 // New returns a store over table. Every call it makes is counted against the
 // request in its context (see package metrics), for the request log.
 func New(db *dynamodb.Client, table string) *Store {
-	return &Store{db: dynamodb.New(db.Options(), countRequestCalls), table: table, shards: Schema.DueShards}
+	return &Store{db: dynamodb.New(db.Options(), countRequestCalls), table: table, shards: Schema.DueShards, changes: newChangeSignal()}
 }
 
 func countRequestCalls(o *dynamodb.Options) {

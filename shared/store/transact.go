@@ -25,6 +25,7 @@ func (s *Store) transact(ctx context.Context, op string, items []types.TransactW
 	for attempt := 0; ; attempt++ {
 		_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 		if err == nil {
+			s.changes.committed(items)
 			return nil, nil
 		}
 		var tce *types.TransactionCanceledException
