@@ -200,6 +200,8 @@ type runningEnv struct {
 	report   atomic.Bool
 	// targets are the export targets once ready, which tunnels may reach.
 	targets atomic.Pointer[[]string]
+	// checkpoints are the ids of the checkpoints ordered (checkpoint.go).
+	checkpoints sync.Map
 }
 
 func (r *runningEnv) requestStop(report bool) {
@@ -571,6 +573,9 @@ func (a *Agent) applyStates(ctx context.Context, node string, sent []string, sta
 	for _, st := range states {
 		known[st.ID] = true
 		r := a.env(st.ID)
+		if r != nil && st.State == domain.StateReady && st.Checkpoint != nil {
+			a.checkpointOrdered(ctx, node, st.ID, st.Checkpoint)
+		}
 		switch {
 		case r != nil && st.State == domain.StateStopping:
 			r.requestStop(true)

@@ -112,6 +112,9 @@ type Environment struct {
 	// StopReason is added to the spec's record: why it left the live states
 	// (deleted, idle, expired, or a node's report); empty while live.
 	StopReason string `json:"stopReason"`
+	// Checkpoint is added to the spec's record: the latest checkpoint asked
+	// of it (POST /v1/environments/{id}/checkpoints); absent if none.
+	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
 
 	OrgID string `json:"-"`
 	// Ports are the sandbox listen ports this environment holds; the stop

@@ -9,14 +9,14 @@ import (
 
 // Routes is the environments group.
 func Routes(s *Service) []httpapi.Route {
-	return []httpapi.Route{
+	return append([]httpapi.Route{
 		{Method: http.MethodPost, Path: "/v1/environments", Access: httpapi.Member, Handler: s.handleLease},
 		{Method: http.MethodGet, Path: "/v1/environments", Access: httpapi.Member, Handler: s.handleList},
 		{Method: http.MethodGet, Path: "/v1/environments/{id}", Access: httpapi.Member, Handler: s.handleGet},
 		{Method: http.MethodDelete, Path: "/v1/environments/{id}", Access: httpapi.Member, Handler: s.handleDelete},
 		{Method: http.MethodPost, Path: "/v1/environments/{id}/touch", Access: httpapi.Member, Handler: s.handleTouch},
 		{Method: http.MethodPost, Path: "/v1/environments/{id}/tunnel", Access: httpapi.Member, Handler: s.handleTunnel},
-	}
+	}, checkpointRoutes(s)...)
 }
 
 func (s *Service) handleLease(w http.ResponseWriter, r *http.Request, p domain.Principal) error {
