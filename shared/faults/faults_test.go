@@ -168,16 +168,18 @@ func newStack(t *testing.T) *stack {
 	blobs := blob.New(blob.Options{Client: s3c, Bucket: st.s3srv.Bucket, Clock: e.Clock})
 	keySvc := keys.NewService(e.Store, e.Clock)
 	tplSvc := templates.NewService(e.Store)
+	// Nodes keep checkpoints as artifacts (and sign snapshot links) through it.
+	artSvc := artifacts.NewService(e.Store, blobs, e.Clock, artifacts.Options{PartSize: blob.MinPartSize})
 	e.Handler = httpapi.New(httpapi.Config{Logger: e.Log, Auth: e.Auth},
 		keys.TokenRoutes(keySvc), keys.KeyRoutes(keySvc),
 		sandboxes.Routes(sandboxes.NewService(e.Store, e.Clock)),
 		// No template cache: every lease reads its template, one more call to fail.
 		environments.Routes(environments.NewService(e.Store, e.Clock, environments.WithTemplateTTL(0))),
 		templates.Routes(tplSvc), templates.QuotaRoutes(tplSvc),
-		artifacts.Routes(artifacts.NewService(e.Store, blobs, e.Clock, artifacts.Options{PartSize: blob.MinPartSize})),
+		artifacts.Routes(artSvc),
 		usage.Routes(usage.NewService(e.Store, e.Clock)),
 		// The admin's node operations and the node agent's own calls.
-		nodes.Routes(nodes.NewService(e.Store, nil, e.Clock, nodes.Options{})),
+		nodes.Routes(nodes.NewService(e.Store, artSvc, e.Clock, nodes.Options{})),
 		events.Routes(events.NewService(e.Store, e.Clock)),
 		webhooks.Routes(webhooks.NewService(e.Store, e.Clock, webhooks.Guard{})),
 		openapi.Routes(),
@@ -353,7 +355,7 @@ func endpoints(sbx string, key string) []endpoint {
 	get := func(path string) func(*stack) request {
 		return func(*stack) request { return request{method: http.MethodGet, path: path, token: apitest.BobToken} }
 	}
-	return []endpoint{
+	return append([]endpoint{
 		{name: "POST /v1/tokens", status: 201, prepare: func(*stack) request {
 			return request{method: "POST", path: "/v1/tokens", token: apitest.BobToken, body: map[string]any{"name": "laptop"}}
 		}},
@@ -489,7 +491,7 @@ func endpoints(sbx string, key string) []endpoint {
 			return request{method: "POST", path: "/v1/artifacts/" + s.artifact(true) + "/links", token: apitest.BobToken,
 				body: map[string]any{"expires": "1h"}}
 		}},
-	}
+	}, checkpointEndpoints()...)
 }
 
 // deleteReported deletes the environment of a report's answer ({environment}).
