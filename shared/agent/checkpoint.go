@@ -72,6 +72,10 @@ func (a *Agent) checkpoint(ctx context.Context, node string, r *runningEnv, o *n
 	if !ok {
 		return nodes.CheckpointPacked{}, errors.New("its runtime cannot checkpoint")
 	}
+	// The archive goes to the node's disk first: not below its floor.
+	if err := a.noRoom(); err != nil {
+		return nodes.CheckpointPacked{}, err
+	}
 	tmp, err := os.CreateTemp(a.cfg.WorkDir, "checkpoint-*")
 	if err != nil {
 		return nodes.CheckpointPacked{}, err
@@ -81,7 +85,7 @@ func (a *Agent) checkpoint(ctx context.Context, node string, r *runningEnv, o *n
 
 	began := time.Now()
 	m, err := packFrozen(ctx, cp, tmp, domain.CheckpointManifest{
-		Version: 1, Environment: r.id, Template: r.env.Template, Runtime: r.env.Needs.Runtime, Created: began.UTC(),
+		Version: checkpointVersion, Environment: r.id, Template: r.env.Template, Runtime: r.env.Needs.Runtime, Created: began.UTC(),
 	})
 	if err != nil {
 		return nodes.CheckpointPacked{}, err

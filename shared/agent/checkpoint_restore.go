@@ -19,6 +19,9 @@ import (
 	"github.com/envlease/envlease/shared/nodes"
 )
 
+// checkpointVersion is the manifest's version this agent writes and reads.
+const checkpointVersion = 1
+
 // maxManifestBytes bounds a checkpoint's manifest (about 200 bytes a file).
 const maxManifestBytes = 64 << 20
 
@@ -99,6 +102,9 @@ func readCheckpointManifest(r io.Reader) (*domain.CheckpointManifest, error) {
 	}
 	if m == nil {
 		return nil, errors.New("it has no manifest: not a checkpoint")
+	}
+	if m.Version != checkpointVersion {
+		return nil, fmt.Errorf("its manifest is of version %d; this node reads version %d", m.Version, checkpointVersion)
 	}
 	listed := make(map[string]bool, len(m.Files))
 	for _, f := range m.Files {

@@ -184,7 +184,7 @@ func (k *Socket) handle(ctx context.Context, c Conn, m Message) (*Message, error
 	case MsgCheckpointUpload, MsgCheckpointDone:
 		return k.socketCheckpoint(ctx, p, m)
 	}
-	return nil, domain.BadRequest("type", "unknown message type %q; one of hello, heartbeat, claim, report", m.Type)
+	return nil, domain.BadRequest("type", "unknown message type %q; one of hello, heartbeat, claim, report, checkpointUpload, checkpointDone", m.Type)
 }
 
 // hello registers a node (with register) or resumes one on a new
