@@ -192,6 +192,18 @@ var justifiedUnused = map[string]string{
 	"artifacts s3:ListBucket":               "makes a missing object a 404 rather than a 403 (limited to orgs/ by its condition)",
 	"nodes secretsmanager:GetSecretValue":   "a claim of an environment leased from a snapshot gets a link signed with the link signer's key",
 	"nodesws secretsmanager:GetSecretValue": "as nodes: snapshot links in claims over the WebSocket",
+	"nodes s3:PutObject":                    "a checkpoint a node packed is uploaded through URLs presigned here, over HTTP (nodes.CheckpointUpload); the run takes no checkpoint",
+	"nodes s3:GetObject":                    "sealing a checkpoint reads its object's checksum (nodes.CheckpointDone, HeadObject); the run takes no checkpoint",
+	"nodes s3:DeleteObject":                 "a checkpoint upload whose checksum does not match is deleted; the run takes no checkpoint",
+	"nodes s3:AbortMultipartUpload":         "a mismatched multipart checkpoint upload is aborted; the run takes no checkpoint",
+	"nodes s3:ListMultipartUploadParts":     "sealing a checkpoint of more than one part reads its parts' checksums; the run takes no checkpoint",
+	"nodes s3:ListBucket":                   "makes a missing checkpoint object a 404 rather than a 403 (limited to orgs/ by its condition)",
+	"nodesws s3:PutObject":                  "a checkpoint a node packed is uploaded through URLs presigned here, over the WebSocket (nodes.CheckpointUpload); the run takes no checkpoint",
+	"nodesws s3:GetObject":                  "sealing a checkpoint reads its object's checksum (nodes.CheckpointDone, HeadObject); the run takes no checkpoint",
+	"nodesws s3:DeleteObject":               "a checkpoint upload whose checksum does not match is deleted; the run takes no checkpoint",
+	"nodesws s3:AbortMultipartUpload":       "a mismatched multipart checkpoint upload is aborted; the run takes no checkpoint",
+	"nodesws s3:ListMultipartUploadParts":   "sealing a checkpoint of more than one part reads its parts' checksums; the run takes no checkpoint",
+	"nodesws s3:ListBucket":                 "makes a missing checkpoint object a 404 rather than a 403 (limited to orgs/ by its condition)",
 	"expiry s3:AbortMultipartUpload":        "expiring an artifact aborts an upload left unfinished under it; the run's expiring artifact has none",
 }
 
