@@ -13,21 +13,11 @@ import (
 	"os"
 	"time"
 
+	"github.com/envlease/envlease/shared/agent/runtimes"
 	"github.com/envlease/envlease/shared/artifacts"
 	"github.com/envlease/envlease/shared/domain"
 	"github.com/envlease/envlease/shared/nodes"
 )
-
-// checkpointable is what a runtime's handle implements when its
-// environments can be checkpointed.
-type checkpointable interface {
-	// CheckpointDir is the folder of the node that holds the environment's
-	// changes: a process's folder, a container's overlay upper layer.
-	CheckpointDir() string
-	// Freeze stops every process of the environment until thaw is called;
-	// how says by what (docs/nodes.md, "Checkpoints").
-	Freeze(ctx context.Context) (thaw func() error, how string, err error)
-}
 
 // checkpointTimeout bounds one checkpoint from its order to its upload.
 const checkpointTimeout = 30 * time.Minute
@@ -68,7 +58,7 @@ func (a *Agent) checkpoint(ctx context.Context, node string, r *runningEnv, o *n
 	if hp == nil {
 		return nodes.CheckpointPacked{}, errors.New("the environment is not running")
 	}
-	cp, ok := (*hp).(checkpointable)
+	cp, ok := (*hp).(runtimes.Checkpointer)
 	if !ok {
 		return nodes.CheckpointPacked{}, errors.New("its runtime cannot checkpoint")
 	}
@@ -130,7 +120,7 @@ func (a *Agent) checkpoint(ctx context.Context, node string, r *runningEnv, o *n
 
 // packFrozen packs the environment's changes with its processes frozen,
 // and thaws them however packing went.
-func packFrozen(ctx context.Context, cp checkpointable, w io.Writer, m domain.CheckpointManifest) (*domain.CheckpointManifest, error) {
+func packFrozen(ctx context.Context, cp runtimes.Checkpointer, w io.Writer, m domain.CheckpointManifest) (*domain.CheckpointManifest, error) {
 	thaw, how, err := cp.Freeze(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("freeze: %w", err)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/envlease/envlease/shared/agent/bytesize"
 )
 
 // DiskSpace is what the filesystem holding the agent's work dir has.
@@ -52,7 +54,7 @@ func ParseThreshold(s string, size bool) (Threshold, error) {
 		return Threshold{set: true}, nil
 	}
 	if size {
-		n, err := parseSize(s)
+		n, err := bytesize.Parse(s)
 		if err != nil {
 			return Threshold{}, fmt.Errorf("%q: %v, or a percentage such as 5%%", s, err)
 		}
@@ -138,7 +140,7 @@ func (a *Agent) noRoom() error {
 // ParseSize reads a size such as 8Gi, 500M or 1048576 (K, M, G, T are
 // powers of 1000; Ki, Mi, Gi, Ti of 1024).
 func ParseSize(s string) (int64, error) {
-	n, err := parseSize(s)
+	n, err := bytesize.Parse(s)
 	if err != nil {
 		return 0, fmt.Errorf("%q: %v", s, err)
 	}

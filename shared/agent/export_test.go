@@ -3,6 +3,8 @@ package agent
 import (
 	"io"
 	"net/netip"
+
+	"github.com/envlease/envlease/shared/agent/confine"
 )
 
 // Unpack exposes unpack to the external tests.
@@ -25,13 +27,13 @@ func CannotMakeNamespaces(c *Config) { c.noNamespaces = true }
 
 // CgroupsWritable says whether this node lets the agent make cgroups.
 func CgroupsWritable() bool {
-	_, err := cgroupParent()
+	_, err := confine.CgroupParent()
 	return err == nil
 }
 
 // NamespacesWork says why this node cannot run environments in namespaces
 // of their own, or nil when it can.
-func NamespacesWork() error { return probeNamespaces() }
+func NamespacesWork() error { return confine.ProbeNamespaces() }
 
 // AllowEgressTo lets environments' egress proxies reach these addresses,
 // which they would refuse: the tests' "outside" servers on the loopback.

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/envlease/envlease/shared/agent/runtimes"
+	"github.com/envlease/envlease/shared/agent/runtimes/container"
+	"github.com/envlease/envlease/shared/agent/runtimes/process"
 	"github.com/envlease/envlease/shared/domain"
 	"github.com/envlease/envlease/shared/nodes"
 )
@@ -17,14 +19,21 @@ import (
 // with namespaces; noContainer says why not. A -runc the operator named
 // that cannot be used is an error.
 func (a *Agent) setupRuntimes() error {
-	a.runtimes = map[string]runtimes.Runtime{RuntimeProcess: processRuntime{a}}
+	a.runtimes = map[string]runtimes.Runtime{RuntimeProcess: process.New(process.Config{
+		Node: a.confinement, WorkDir: a.cfg.WorkDir, Address: a.cfg.Address, Log: a.log,
+	})}
 	if a.cfg.Runc == RuntimeNone {
 		a.noContainer = errors.New("turned off (-runc none)")
 		return nil
 	}
-	cr, err := a.newContainerRuntime()
+	cr, err := container.New(container.Config{
+		Node: a.confinement, NoNamespaces: a.noNamespaces, WorkDir: a.cfg.WorkDir, Runc: a.cfg.Runc,
+		ImageCacheDir: a.cfg.ImageCacheDir, ImageCacheBytes: a.cfg.ImageCacheBytes,
+		RegistryCredentials: a.cfg.RegistryCredentials, IDBase: a.cfg.ContainerIDBase,
+		NoUserNS: a.cfg.ContainerNoUserNS, UIDs: a.cfg.UIDs, Log: a.log,
+	})
 	if err != nil {
-		if a.cfg.Runc != "" && a.users != nil && a.namespaces {
+		if a.cfg.Runc != "" && a.confinement.Users != nil && a.confinement.Namespaces {
 			return fmt.Errorf("agent: container runtime: %w", err)
 		}
 		a.noContainer = err
@@ -50,8 +59,8 @@ func (a *Agent) runtimeText() string { return strings.Join(a.runtimeNames(), ", 
 // line why not container when it does not.
 func (a *Agent) logRuntimes() {
 	attrs := []any{"runtimes", a.runtimeNames()}
-	if cr, ok := a.runtimes[RuntimeContainer].(interface{ describe() []any }); ok {
-		attrs = append(attrs, cr.describe()...)
+	if cr, ok := a.runtimes[RuntimeContainer].(interface{ Describe() []any }); ok {
+		attrs = append(attrs, cr.Describe()...)
 	}
 	a.log.Info("runtimes offered", attrs...)
 	if a.noContainer != nil {
@@ -102,3 +111,28 @@ func (a *Agent) imageArtifact(c *nodes.Claimed) *runtimes.ImageArtifact {
 
 // RuntimeNone as Config.Runc offers no container runtime.
 const RuntimeNone = "none"
+
+// RuntimeProcess is the runtime every node offers: the template's command
+// as a local process (package runtimes/process). An empty runtime means
+// process too.
+const RuntimeProcess = domain.RuntimeProcess
+
+// RuntimeContainer runs the template's command in an OCI container under
+// runc, from the template's image (package runtimes/container).
+const RuntimeContainer = domain.RuntimeContainer
+
+// DefaultContainerIDBase is the first id of the node that a container's
+// user namespace maps its ids 0-65535 to (container.DefaultIDBase).
+const DefaultContainerIDBase = container.DefaultIDBase
+
+// withAnyPorts is t with no preferred export ports, so each export gets a
+// port the node picks.
+func withAnyPorts(t domain.Template) domain.Template {
+	ex := make(map[string]domain.Export, len(t.Exports))
+	for s, e := range t.Exports {
+		e.Port = 0
+		ex[s] = e
+	}
+	t.Exports = ex
+	return t
+}

@@ -39,7 +39,7 @@ func (a *Agent) unpackShare(ctx context.Context, sh nodes.ClaimedShare, fs runti
 	if !path.IsAbs(p) {
 		p = path.Join("/", fs.Home, p)
 	}
-	dir, err := workdirIn(fs.Root, p)
+	dir, err := runtimes.WorkdirIn(fs.Root, p)
 	if err != nil {
 		return fmt.Errorf("%s: path: %w", what, err)
 	}

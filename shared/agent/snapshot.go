@@ -10,7 +10,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"strconv"
 	"strings"
 
 	"github.com/klauspost/compress/zstd"
@@ -32,7 +31,7 @@ func (a *Agent) restore(ctx context.Context, s *nodes.Snapshot, fs runtimes.File
 	if s.ContentType == domain.CheckpointContentType {
 		return a.restoreCheckpoint(ctx, s, fs, budget)
 	}
-	dir, err := workdirIn(fs.Root, fs.Home)
+	dir, err := runtimes.WorkdirIn(fs.Root, fs.Home)
 	if err != nil {
 		return nil, err
 	}
@@ -146,26 +145,4 @@ func decompressed(r io.Reader) (src io.Reader, done func(), err error) {
 		return zr, zr.Close, nil
 	}
 	return br, func() {}, nil
-}
-
-// parseSize reads a size: plain bytes, or with K, M, G, T (powers of 1000)
-// or Ki, Mi, Gi, Ti (powers of 1024), as Kubernetes writes them.
-func parseSize(s string) (uint64, error) {
-	units := []struct {
-		suffix string
-		mult   uint64
-	}{{"Ki", 1 << 10}, {"Mi", 1 << 20}, {"Gi", 1 << 30}, {"Ti", 1 << 40}, {"K", 1e3}, {"M", 1e6}, {"G", 1e9}, {"T", 1e12}}
-	mult := uint64(1)
-	num := s
-	for _, u := range units {
-		if strings.HasSuffix(s, u.suffix) {
-			num, mult = strings.TrimSuffix(s, u.suffix), u.mult
-			break
-		}
-	}
-	n, err := strconv.ParseUint(num, 10, 64)
-	if err != nil || n == 0 {
-		return 0, fmt.Errorf("not a size such as 512Mi or 2G")
-	}
-	return n * mult, nil
 }

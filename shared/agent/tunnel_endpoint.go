@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/envlease/envlease/shared/agent/confine"
 	"github.com/envlease/envlease/shared/nodes"
 	"github.com/envlease/envlease/shared/tunnel"
 )
@@ -125,7 +126,7 @@ func (a *Agent) readyTargets(env string) ([]string, bool) {
 func (a *Agent) dialTarget(ctx context.Context, env, target string) (net.Conn, error) {
 	r := a.env(env)
 	if r == nil {
-		return nil, errEnded
+		return nil, confine.ErrEnded
 	}
 	hp := r.h.Load()
 	if hp == nil || !(*hp).Namespaced() {

@@ -1,0 +1,108 @@
+package agent
+
+import (
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"time"
+)
+
+// Version is what the agent calls itself when it registers.
+const Version = "envlease-agent/1"
+
+// Config configures an agent.
+type Config struct {
+	// API is the service's base URL; Token a node credential of the pool.
+	API, Token string
+	// Address is the host clients reach this node's environments at; the
+	// export targets are Address:port. In namespaces of their own (as
+	// root) nothing of an environment listens there: a target names an
+	// export, which the agent's tunnel reaches inside the environment's
+	// network namespace.
+	Address string
+	// WorkDir holds a folder per environment (envs/<id>) and per warm process.
+	WorkDir string
+	// Name is the node's name (default: the host name); Capacity how many
+	// environments it runs at once (default 8). Warm processes are not counted.
+	Name     string
+	Capacity int
+	// Grace is how long a stopped process has between SIGTERM and SIGKILL
+	// (default 10s).
+	Grace time.Duration
+	// ReadyTimeout bounds the wait for every export to accept connections
+	// (default 2m).
+	ReadyTimeout time.Duration
+	// Heartbeat overrides the interval the server asks for, when set.
+	Heartbeat time.Duration
+	// ClaimWait is how long one claim long-polls (default: the server's).
+	ClaimWait time.Duration
+	// Transport is how the node speaks to the service after registering:
+	// TransportAuto (default: the node protocol's WebSocket when the
+	// service names one and it opens, else HTTP), TransportWebSocket or
+	// TransportHTTP. SocketURL overrides the WebSocket's URL the
+	// registration gives.
+	Transport, SocketURL string
+	// NoWarm turns warm environments off.
+	NoWarm bool
+	// Runc is the runc binary the container runtime drives (default: runc
+	// on PATH); RuntimeNone ("none") offers no container runtime. Without
+	// runc, or when the agent is not root with namespaces, the node offers
+	// process alone.
+	Runc string
+	// ImageCacheDir holds the unpacked images (default <WorkDir>/images),
+	// ImageCacheBytes bounds them (default image.DefaultCacheBytes), least
+	// recently used evicted first.
+	ImageCacheDir   string
+	ImageCacheBytes int64
+	// RegistryCredentials is a Docker-style config file of registry
+	// credentials for pulling images; never taken from a template.
+	RegistryCredentials string
+	// ContainerIDBase is the first id of the node a container's user
+	// namespace maps its 65536 ids to (default DefaultContainerIDBase);
+	// ContainerNoUserNS runs containers without a user namespace (root in
+	// the container is then the node's root, less capabilities).
+	ContainerIDBase   uint32
+	ContainerNoUserNS bool
+	// AllowSharedNetwork lets an agent that runs as root start although the
+	// node cannot make namespaces (a container without the privilege, a
+	// systemd unit with RestrictNamespaces): its environments then share the
+	// node's network and process list. Without it such an agent refuses to
+	// start, rather than run every tenant's environment unconfined with
+	// only a warning.
+	AllowSharedNetwork bool
+	// KeepRoots leaves an environment's folder after it ends, for debugging.
+	KeepRoots bool
+	// TunnelAddr is where the tunnel endpoint listens (default: an
+	// ephemeral port of Address); TunnelURL is the URL clients are told to
+	// dial (default ws://Address:<that port>/tunnel), for a node behind a
+	// proxy or NAT; NoTunnel serves no tunnels (tickets are then refused by
+	// the API).
+	TunnelAddr, TunnelURL string
+	NoTunnel              bool
+	// UIDs is the range of user ids environments run as when the agent runs
+	// as root (default DefaultUIDRange). Every agent of the node may share
+	// one range; nothing else may use it.
+	UIDs UIDRange
+	// Archives bounds what each environment's archives, its snapshot and
+	// its shares' together, may unpack to (zero fields take the defaults).
+	Archives ArchiveLimits
+	// MinFreeDisk and MinFreeInodes are the floors of free space and free
+	// inodes in the work dir's filesystem below which the agent claims no
+	// environment, fails one it claimed, and stops an unpacking (defaults
+	// DefaultMinFreeDisk and DefaultMinFreeInodes).
+	MinFreeDisk, MinFreeInodes Threshold
+	// Statfs reads the work dir's filesystem (default: statfs(2) on Linux;
+	// elsewhere nothing, and the floors are not judged). Tests replace it to
+	// simulate a full disk.
+	Statfs Statfs
+	HTTP   *http.Client
+	Log    *slog.Logger
+
+	// assumeNotRoot, noCgroups and noNamespaces let tests take the paths of
+	// a node where the agent is not root, has no cgroup tree to write, or
+	// cannot make namespaces.
+	assumeNotRoot, noCgroups, noNamespaces bool
+	// egressAllow lets egress proxies reach these addresses whatever they
+	// are: tests' "outside" servers, which listen on the node's loopback.
+	egressAllow []netip.AddrPort
+}

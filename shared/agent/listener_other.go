@@ -1,7 +1,0 @@
-//go:build !linux
-
-package agent
-
-// listenerIsOurs cannot tell who holds a socket outside Linux: an accepted
-// connection counts as the environment's.
-func (p *proc) listenerIsOurs(port int) bool { return true }

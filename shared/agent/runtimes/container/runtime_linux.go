@@ -1,0 +1,329 @@
+//go:build linux
+
+package container
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/vishvananda/netns"
+
+	"github.com/envlease/envlease/shared/agent/bytesize"
+	"github.com/envlease/envlease/shared/agent/confine"
+	runc "github.com/envlease/envlease/shared/agent/container"
+	"github.com/envlease/envlease/shared/agent/image"
+	"github.com/envlease/envlease/shared/agent/runtimes"
+	"github.com/envlease/envlease/shared/domain"
+)
+
+// containerIDs is how many ids a container's user namespace maps.
+const containerIDs = 65536
+
+// Runtime is the runtime "container" behind the runtimes seam: the
+// image from a registry (with the node's credentials) or from an artifact
+// the claim links to, unpacked once into the node's image cache; a
+// container of its own for each environment (package container, the runc
+// driver: an overlay over the cached image, runc create and start), in a
+// user namespace and a network namespace of its own that the agent holds,
+// so readiness checks, tunnels and the egress proxy reach it as they reach
+// a process in namespaces of its own.
+type Runtime struct {
+	cfg    Config
+	rc     *runc.Runtime
+	cache  *image.Cache
+	puller image.Puller
+	userns *runc.IDMap
+	// archives maps an image archive's SHA-256 to the config digest of its
+	// image, so a cached artifact image is not downloaded again.
+	mu       sync.Mutex
+	archives map[string]string
+}
+
+// New makes the container runtime, or says why the node cannot offer it.
+func New(cfg Config) (*Runtime, error) {
+	if cfg.Node.Users == nil || !cfg.Node.Namespaces {
+		return nil, fmt.Errorf("containers need the agent to run as root with namespaces (%v)", cfg.NoNamespaces)
+	}
+	rc, err := runc.New(runc.Options{Runc: cfg.Runc, Dir: filepath.Join(cfg.WorkDir, "containers"), Log: cfg.Log})
+	if err != nil {
+		return nil, err
+	}
+	r := &Runtime{cfg: cfg, rc: rc, archives: map[string]string{}}
+	shift := 0
+	if !cfg.NoUserNS {
+		base := cfg.IDBase
+		if base == 0 {
+			base = DefaultIDBase
+		}
+		if uint64(base) <= uint64(cfg.UIDs.Last) && uint64(cfg.UIDs.First) < uint64(base)+containerIDs {
+			return nil, fmt.Errorf("the containers' ids %d-%d overlap the environments' user ids %s", base, uint64(base)+containerIDs-1, cfg.UIDs)
+		}
+		r.userns = &runc.IDMap{HostID: base, Size: containerIDs}
+		shift = int(base)
+	}
+	kc, err := image.KeychainFromFile(cfg.RegistryCredentials)
+	if err != nil {
+		return nil, err
+	}
+	r.puller = image.Puller{Keychain: kc}
+	dir := cfg.ImageCacheDir
+	if dir == "" {
+		dir = filepath.Join(cfg.WorkDir, "images")
+	}
+	r.cache, err = image.OpenCache(dir, image.CacheOptions{MaxBytes: cfg.ImageCacheBytes, Log: cfg.Log,
+		Apply: image.ApplyOptions{Owners: true, IDShift: shift, Devices: true}})
+	if err != nil {
+		return nil, fmt.Errorf("image cache: %w", err)
+	}
+	return r, nil
+}
+
+func (r *Runtime) Name() string { return domain.RuntimeContainer }
+
+// Describe says what the runtime runs, for the agent's start.
+func (r *Runtime) Describe() []any {
+	v, _ := r.rc.Version(context.Background())
+	attrs := []any{"runc", v, "imageCache", r.cache.Bytes()}
+	if r.userns != nil {
+		attrs = append(attrs, "userns", fmt.Sprintf("0-%d -> %d-%d", r.userns.Size-1, r.userns.HostID, r.userns.HostID+r.userns.Size-1))
+	}
+	return attrs
+}
+
+func (r *Runtime) Recover(ctx context.Context) (int, error) {
+	gone, err := r.rc.Recover(ctx)
+	if len(gone) > 0 {
+		r.cfg.Log.Warn("removed the containers an earlier run of the agent left", "containers", len(gone))
+	}
+	return len(gone), err
+}
+
+// image gives the root filesystem of e's image from the cache, which
+// pulls or reads it first unless it holds it.
+func (r *Runtime) image(ctx context.Context, e runtimes.Env) (*image.Rootfs, error) {
+	if art := e.ImageArtifact; art != nil {
+		r.mu.Lock()
+		digest := r.archives[art.SHA256]
+		r.mu.Unlock()
+		if digest != "" && art.SHA256 != "" {
+			if rf := r.cache.Lookup(digest); rf != nil {
+				return rf, nil
+			}
+		}
+		path, done, err := art.Fetch(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer done()
+		scratch, err := os.MkdirTemp(r.cfg.WorkDir, "image-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(scratch)
+		img, err := image.OpenArchive(path, scratch, nil)
+		if err != nil {
+			return nil, err
+		}
+		rf, err := r.cache.Get(ctx, img)
+		if err == nil && art.SHA256 != "" {
+			r.mu.Lock()
+			r.archives[art.SHA256] = rf.Digest
+			r.mu.Unlock()
+		}
+		return rf, err
+	}
+	if e.Template.Image == nil || e.Template.Image.Ref == "" {
+		return nil, errors.New("a container template needs an image (image.ref, or image.artifact with a link in the claim)")
+	}
+	img, err := r.puller.Pull(ctx, e.Template.Image.Ref)
+	if err != nil {
+		return nil, err
+	}
+	return r.cache.Get(ctx, img)
+}
+
+// Prepare gets the image, makes the network namespace (and the egress
+// proxy in it), and creates the container: its process waits for Start,
+// while the agent puts shares and a snapshot into its root filesystem.
+func (r *Runtime) Prepare(ctx context.Context, e runtimes.Env) (_ runtimes.Handle, err error) {
+	t := e.Template
+	rf, err := r.image(ctx, e)
+	if err != nil {
+		return nil, fmt.Errorf("image: %w", err)
+	}
+	h := &handle{r: r, id: e.ID, rf: rf}
+	defer func() {
+		if err != nil {
+			h.Remove()
+		}
+	}()
+	var mem int64
+	if t.Resources.Memory != "" {
+		n, err := bytesize.Parse(t.Resources.Memory)
+		if err != nil {
+			return nil, fmt.Errorf("resources.memory %q: %v", t.Resources.Memory, err)
+		}
+		mem = int64(n)
+	}
+	cfg, err := runc.FromTemplate(e.ID, t, rf.Config, mem)
+	if err != nil {
+		return nil, err
+	}
+	services := make([]string, 0, len(t.Exports))
+	for s := range t.Exports {
+		services = append(services, s)
+	}
+	sort.Strings(services)
+	h.ports = runtimes.NamespacePorts(t, services)
+	var extra []string
+	for i, s := range services {
+		if i == 0 {
+			extra = append(extra, "PORT="+strconv.Itoa(h.ports[s]))
+		}
+		extra = append(extra, runtimes.PortEnv(s)+"="+strconv.Itoa(h.ports[s]))
+	}
+	cfg.Env = append(cfg.Env, extra...)
+	egress := 0
+	if t.Egress() {
+		egress = confine.EgressPortFor(h.ports)
+		cfg.Env = withDefaults(cfg.Env, confine.EgressEnv(egress))
+	}
+	cfg.UserNS = r.userns
+	cfg.Tmpfs = []string{"/tmp"}
+	for _, w := range cfg.Writable {
+		if path.Clean(w) == "/tmp" {
+			cfg.Tmpfs = nil
+		}
+	}
+	h.home = strings.TrimPrefix(cfg.Cwd, "/")
+	h.uid, h.gid = int(cfg.UID), int(cfg.GID)
+	if r.userns != nil {
+		h.uid += int(r.userns.HostID)
+		h.gid += int(r.userns.HostID)
+	}
+	ctr, err := r.rc.Create(ctx, rf.Dir, cfg)
+	if err != nil {
+		return nil, err
+	}
+	h.ctr = ctr
+	// The container's network namespace is runc's, made with the
+	// container and owned by its user namespace (so that it may mount its
+	// own /sys); the agent holds it from the created process, before the
+	// command starts, and reaches exports and serves the egress proxy in
+	// it as for a process.
+	nsh, err := netns.GetFromPid(ctr.Pid)
+	if err != nil {
+		return nil, fmt.Errorf("open the container's network namespace: %w", err)
+	}
+	h.net = confine.NewNet(nsh, nil, nil)
+	if egress > 0 {
+		ln, err := confine.ListenIn(nsh, egress)
+		if err != nil {
+			return nil, fmt.Errorf("open the egress proxy in the environment's network namespace: %w", err)
+		}
+		h.net = confine.NewNet(nsh, nil, confine.ServeEgress(ln, r.cfg.Node.Guard, r.cfg.Log.With("container", e.ID, "egressPort", egress)))
+	}
+	return h, nil
+}
+
+// withDefaults adds each of defs to env unless env names it already (the
+// template's and the image's values win).
+func withDefaults(env, defs []string) []string {
+	have := map[string]bool{}
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		have[k] = true
+	}
+	for _, kv := range defs {
+		if k, _, _ := strings.Cut(kv, "="); !have[k] {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// handle is one environment of the container runtime.
+type handle struct {
+	r        *Runtime
+	id       string
+	rf       *image.Rootfs
+	ctr      *runc.Container
+	net      *confine.Net
+	ports    map[string]int
+	home     string
+	uid, gid int
+	once     sync.Once
+}
+
+func (h *handle) Files() runtimes.Files {
+	return runtimes.Files{Root: filepath.Join(h.ctr.Dir, "rootfs"), Home: h.home, Owner: &runtimes.Owner{UID: h.uid, GID: h.gid}}
+}
+
+func (h *handle) Start(ctx context.Context) error { return h.r.rc.Start(ctx, h.id) }
+
+func (h *handle) Ports() map[string]int { return h.ports }
+
+func (h *handle) Dial(ctx context.Context, port int) (net.Conn, error) {
+	return h.net.Dial(ctx, port)
+}
+
+func (h *handle) Namespaced() bool      { return true }
+func (h *handle) Done() <-chan struct{} { return h.ctr.Done() }
+
+// Err says how the container's process ended, with the last lines it
+// wrote to stderr.
+func (h *handle) Err() error {
+	how := "container process " + h.ctr.Exit().String()
+	if b, err := os.ReadFile(filepath.Join(h.ctr.Dir, "stderr.log")); err == nil && len(b) > 0 {
+		tail := runtimes.NewTail(16 << 10)
+		_, _ = tail.Write(b)
+		if s := tail.LastLines(20); s != "" {
+			how += "; last lines of stderr:\n" + s
+		}
+	}
+	return errors.New(how)
+}
+
+func (h *handle) Stop(grace time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), grace+time.Minute)
+	defer cancel()
+	if _, err := h.r.rc.Stop(ctx, h.id, grace); err != nil {
+		h.r.cfg.Log.Warn("container did not stop; it is removed by force", "container", h.id, "err", err)
+	}
+}
+
+// Remove deletes the container (its processes, cgroups, mounts, folder),
+// closes its network namespace and lets the cache evict its image again.
+func (h *handle) Remove() {
+	h.once.Do(func() {
+		if h.ctr != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			if err := h.r.rc.Delete(ctx, h.id); err != nil {
+				h.r.cfg.Log.Warn("container not fully removed; the agent's next start removes the rest", "container", h.id, "err", err)
+			}
+		}
+		if h.net != nil {
+			h.net.Ended()
+		}
+		h.rf.Release()
+	})
+}
+
+func (h *handle) LogAttrs() []any {
+	attrs := []any{"container", h.id, "image", h.rf.Digest, "imageCached", !h.rf.Pulled}
+	if h.ctr != nil {
+		attrs = append(attrs, "pid", h.ctr.Pid)
+	}
+	return attrs
+}

@@ -1,0 +1,134 @@
+package process
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/envlease/envlease/shared/agent/confine"
+	"github.com/envlease/envlease/shared/agent/runtimes"
+	"github.com/envlease/envlease/shared/domain"
+)
+
+// fallbackPath is the search path when the agent has none.
+const fallbackPath = "/usr/local/bin:/usr/bin:/bin"
+
+// processEnv is the whole environment of an environment's command, and
+// nothing of the agent's own but its search path:
+//
+//	PATH          the agent's (folders the environment's user cannot
+//	              search left out), else /usr/local/bin:/usr/bin:/bin
+//	HOME          the environment's folder
+//	HTTP_PROXY, HTTPS_PROXY, http_proxy, https_proxy, ALL_PROXY, NO_PROXY,
+//	no_proxy      an egress environment's proxy (egressEnv), when egress > 0
+//	<template env> the template's env, which may override all the above
+//	ENVLEASE_ROOT the environment's folder
+//	PORT, EXPORT_<SERVICE>_PORT the exports' ports
+func (rt *Runtime) processEnv(t domain.Template, b *confine.Box, services []string, ports map[string]int, egress int) []string {
+	env := []string{"PATH=" + rt.searchPath(b), "HOME=" + b.Root}
+	if egress > 0 {
+		for _, kv := range confine.EgressEnv(egress) {
+			// The template's own value wins; one of each name only, as the
+			// init hands the list to execve as is.
+			if k, _, _ := strings.Cut(kv, "="); !hasKey(t.Env, k) {
+				env = append(env, kv)
+			}
+		}
+	}
+	keys := make([]string, 0, len(t.Env))
+	for k := range t.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		env = append(env, k+"="+t.Env[k])
+	}
+	env = append(env, "ENVLEASE_ROOT="+b.Root)
+	for i, s := range services {
+		if i == 0 {
+			env = append(env, "PORT="+strconv.Itoa(ports[s]))
+		}
+		env = append(env, runtimes.PortEnv(s)+"="+strconv.Itoa(ports[s]))
+	}
+	return env
+}
+
+func hasKey(m map[string]string, k string) bool {
+	_, ok := m[k]
+	return ok
+}
+
+// searchPath is the PATH an environment gets: the agent's absolute entries,
+// without those its user could not search (root's PATH often starts in
+// /root, which others cannot enter).
+func (rt *Runtime) searchPath(b *confine.Box) string {
+	p := os.Getenv("PATH")
+	if p == "" {
+		return fallbackPath
+	}
+	var keep []string
+	for _, dir := range filepath.SplitList(p) {
+		if !filepath.IsAbs(dir) || b.User != nil && !othersCanSearch(dir) {
+			continue
+		}
+		keep = append(keep, dir)
+	}
+	if len(keep) == 0 {
+		return fallbackPath
+	}
+	return strings.Join(keep, string(filepath.ListSeparator))
+}
+
+// lookPath resolves a command's name as the environment's user would, in
+// the PATH it gets: exec.LookPath would search the agent's PATH, whose first
+// match may be one the environment's user cannot run.
+func lookPath(name, path string, b *confine.Box) (string, error) {
+	if strings.Contains(name, "/") {
+		return name, nil
+	}
+	for _, dir := range filepath.SplitList(path) {
+		p := filepath.Join(dir, name)
+		st, err := os.Stat(p)
+		if err != nil || !st.Mode().IsRegular() {
+			continue
+		}
+		if b.User == nil && st.Mode().Perm()&0o111 != 0 {
+			return p, nil
+		}
+		if b.User != nil && st.Mode().Perm()&0o001 != 0 && othersCanReach(p) {
+			return p, nil
+		}
+	}
+	return "", &exec.Error{Name: name, Err: exec.ErrNotFound}
+}
+
+// othersCanSearch says whether a user that owns nothing on the way (an
+// environment's) can enter dir: it and every folder above it, as written
+// and with links resolved, let others search them.
+func othersCanSearch(dir string) bool {
+	st, err := os.Stat(dir)
+	return err == nil && st.IsDir() && othersCanReach(dir)
+}
+
+// othersCanReach says whether the folders above p let others search them.
+func othersCanReach(p string) bool {
+	paths := []string{p}
+	if real, err := filepath.EvalSymlinks(p); err == nil && real != p {
+		paths = append(paths, real)
+	}
+	for _, q := range paths {
+		for d := filepath.Dir(q); ; d = filepath.Dir(d) {
+			st, err := os.Stat(d)
+			if err != nil || st.Mode().Perm()&0o001 == 0 {
+				return false
+			}
+			if d == filepath.Dir(d) {
+				break
+			}
+		}
+	}
+	return true
+}

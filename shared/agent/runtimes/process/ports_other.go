@@ -1,0 +1,5 @@
+//go:build !linux
+
+package process
+
+func unprivilegedPortStart() int { return 0 }

@@ -1,0 +1,136 @@
+// Package process is the runtime "process" behind the runtimes seam: the
+// template's command as a process of the node, in a box of its own
+// (package confine: a folder, and as root a user and cgroup of its own)
+// and, as root, network, PID, mount and IPC namespaces of its own under an
+// init (package nsinit), inside which the agent reaches its exports.
+package process
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/envlease/envlease/shared/agent/confine"
+	"github.com/envlease/envlease/shared/agent/runtimes"
+	"github.com/envlease/envlease/shared/domain"
+)
+
+// Config is what the runtime is given of the node.
+type Config struct {
+	// Node is how the node confines environments.
+	Node *confine.Node
+	// WorkDir holds a folder per environment, envs/<id>.
+	WorkDir string
+	// Address is the node's address, where an environment outside a
+	// network namespace of its own listens.
+	Address string
+	Log     *slog.Logger
+}
+
+// Runtime runs environments as processes of the node.
+type Runtime struct {
+	cfg   Config
+	ports portPool
+	cpu   atomic.Int64
+}
+
+// New makes the runtime.
+func New(cfg Config) *Runtime {
+	rt := &Runtime{cfg: cfg}
+	if cfg.Node.Users != nil {
+		// A port below this one would be given to a process that cannot
+		// bind it; the export gets another free port instead.
+		rt.ports.lowest = unprivilegedPortStart()
+	}
+	return rt
+}
+
+// cpuTurn spreads environments' CPU affinity over the node's CPUs.
+func (rt *Runtime) cpuTurn() int { return int(rt.cpu.Add(1) - 1) }
+
+func (rt *Runtime) Name() string { return domain.RuntimeProcess }
+
+// Prepare makes the environment's folder envs/<id>, its user and cgroup.
+func (rt *Runtime) Prepare(_ context.Context, e runtimes.Env) (runtimes.Handle, error) {
+	b, err := rt.cfg.Node.NewBox(filepath.Join(rt.cfg.WorkDir, "envs", e.ID))
+	if err != nil {
+		return nil, err
+	}
+	return &handle{rt: rt, t: e.Template, b: b}, nil
+}
+
+// Recover clears what an earlier run left under envs/ (reclaim).
+func (rt *Runtime) Recover(context.Context) (int, error) { return rt.reclaim(), nil }
+
+// handle is one environment of the process runtime.
+type handle struct {
+	rt *Runtime
+	t  domain.Template
+	b  *confine.Box
+	p  *proc
+}
+
+func (h *handle) Files() runtimes.Files {
+	return runtimes.Files{Root: h.b.Root, Owner: h.b.Owner()}
+}
+
+func (h *handle) Start(context.Context) error {
+	p, err := h.rt.startProcess(h.t, h.b)
+	if err != nil {
+		return err
+	}
+	h.p = p
+	return nil
+}
+
+func (h *handle) Ports() map[string]int { return h.p.ports }
+
+func (h *handle) Dial(ctx context.Context, port int) (net.Conn, error) {
+	if h.p.net != nil {
+		return h.p.net.Dial(ctx, port)
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, "tcp", net.JoinHostPort(h.rt.cfg.Address, strconv.Itoa(port)))
+}
+
+func (h *handle) Namespaced() bool      { return h.p != nil && h.p.net != nil }
+func (h *handle) Done() <-chan struct{} { return h.p.exited }
+func (h *handle) Err() error            { return h.p.exitError() }
+
+func (h *handle) Stop(grace time.Duration) {
+	if h.p != nil {
+		h.p.terminate(grace)
+	}
+}
+
+func (h *handle) Remove() { h.rt.cfg.Node.Cleanup(h.b) }
+
+func (h *handle) LogAttrs() []any {
+	if h.p == nil {
+		return []any{"root", h.b.Root}
+	}
+	return []any{"pid", h.p.cmd.Process.Pid, "root", h.b.Root, "uid", h.p.uid()}
+}
+
+// CheckListener: outside a namespace of its own, the port must be held by
+// the environment's own process, not another program of the node
+// (runtimes.ListenerChecker).
+func (h *handle) CheckListener(port int) error {
+	p := h.p
+	if p.net == nil && !p.verified.Load() && !p.listenerIsOurs(port) {
+		p.foreign.Store(true)
+		return fmt.Errorf("another program listens on port %d", port)
+	}
+	return nil
+}
+
+// AllReady records that every port was seen held by the process.
+func (h *handle) AllReady() { h.p.verified.Store(true) }
+
+// LostPortRace: see proc.lostPortRace (runtimes.PortRacer).
+func (h *handle) LostPortRace() bool { return h.p != nil && h.p.lostPortRace(h.t) }
