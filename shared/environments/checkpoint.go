@@ -24,6 +24,12 @@ import (
 // and API Gateway's 30 s.
 const MaxCheckpointWait = 20 * time.Second
 
+// CheckpointTimeout is how long a checkpoint may stay packing: one its
+// node never finished (it was lost, or runs an agent that does not take
+// checkpoints) is failed past it, and another may be asked for. A node
+// gives up on one after 30 minutes.
+const CheckpointTimeout = time.Hour
+
 // checkpointPoll is how often a waiting request reads the record again.
 const checkpointPoll = 250 * time.Millisecond
 
@@ -86,7 +92,7 @@ func (s *Service) Checkpoint(ctx context.Context, p domain.Principal, id string,
 		if e.State != domain.StateReady {
 			return domain.Checkpoint{}, domain.Errorf(domain.CodeConflict, "environment %s is %s; only a ready environment can be checkpointed", e.ID, e.State)
 		}
-		if c := e.Checkpoint; c != nil && !c.Done() {
+		if c := e.Checkpoint; c != nil && !c.Done() && now.Sub(c.Requested) < CheckpointTimeout {
 			return domain.Checkpoint{}, domain.Errorf(domain.CodeConflict, "checkpoint %s of environment %s is still %s; wait for it", c.ID, e.ID, c.State)
 		}
 		if try == 5 {
@@ -113,8 +119,13 @@ func (s *Service) Checkpoint(ctx context.Context, p domain.Principal, id string,
 
 // WaitCheckpoint reads checkpoint cid of environment id, waiting up to wait
 // for it to end; with its artifact once sealed.
+//
+// The wait is the request's, in real time (a timer, not the service's
+// clock): it bounds how long the caller is held.
 func (s *Service) WaitCheckpoint(ctx context.Context, p domain.Principal, id, cid string, wait time.Duration) (CheckpointAnswer, error) {
-	deadline := s.clock.Now().Add(wait)
+	bound := time.NewTimer(wait)
+	defer bound.Stop()
+	waited := wait <= 0
 	for {
 		e, err := s.Get(ctx, p, id)
 		if err != nil {
@@ -124,11 +135,14 @@ func (s *Service) WaitCheckpoint(ctx context.Context, p domain.Principal, id, ci
 		if c == nil || c.ID != cid {
 			return CheckpointAnswer{}, domain.NotFound("checkpoint")
 		}
-		if c.State == domain.CheckpointPacking && !e.State.Live() {
+		switch {
+		case c.State == domain.CheckpointPacking && !e.State.Live():
 			// The environment ended before its node finished.
 			c.State, c.Error = domain.CheckpointFailed, "the environment ended ("+string(e.State)+") before its checkpoint was sealed"
+		case c.State == domain.CheckpointPacking && s.clock.Now().Sub(c.Requested) >= CheckpointTimeout:
+			c.State, c.Error = domain.CheckpointFailed, "its node did not finish it within "+CheckpointTimeout.String()
 		}
-		if c.Done() || !s.clock.Now().Before(deadline) {
+		if c.Done() || waited {
 			out := CheckpointAnswer{Checkpoint: *c}
 			if c.State == domain.CheckpointSealed {
 				a, err := s.store.GetArtifact(ctx, p.OrgID, c.Artifact)
@@ -142,6 +156,8 @@ func (s *Service) WaitCheckpoint(ctx context.Context, p domain.Principal, id, ci
 		select {
 		case <-ctx.Done():
 			return CheckpointAnswer{}, ctx.Err()
+		case <-bound.C:
+			waited = true // read once more, then answer
 		case <-time.After(checkpointPoll):
 		}
 	}
