@@ -40,38 +40,38 @@ type envItem struct {
 	GSI3PK string `dynamodbav:"GSI3PK,omitempty"`
 	GSI3SK string `dynamodbav:"GSI3SK,omitempty"`
 
-	Org       string            `dynamodbav:"org"`
-	ID        string            `dynamodbav:"id"`
-	Name      string            `dynamodbav:"name"`
-	Template  string            `dynamodbav:"template"`
-	State     string            `dynamodbav:"state"`
-	Node      string            `dynamodbav:"node"`
-	Sandbox   string            `dynamodbav:"sandbox"`
-	Pool      string            `dynamodbav:"pool"`
-	Labels    map[string]string `dynamodbav:"labels,omitempty"`
-	Project   string            `dynamodbav:"project"`
-	ReadyMs   *int64            `dynamodbav:"readyMs,omitempty"`
-	Error     string            `dynamodbav:"error"`
-	CreatedBy string            `dynamodbav:"createdBy"`
-	Created   time.Time         `dynamodbav:"created"`
-	Ready     *time.Time        `dynamodbav:"ready,omitempty"`
-	Stopped   *time.Time        `dynamodbav:"stopped,omitempty"`
-	Expires   time.Time         `dynamodbav:"expires"`
-	IdleUntil time.Time         `dynamodbav:"idleUntil"`
-	IdleNs    int64             `dynamodbav:"idleNs"`
-	HardNs    int64             `dynamodbav:"hardNs"`
-	Exports   []exportItem      `dynamodbav:"exports,omitempty"`
-	Shares    []shareItem       `dynamodbav:"shares,omitempty"`
-	Snapshot  string            `dynamodbav:"snapshot"`
-	Restored  *restoredItem     `dynamodbav:"restored,omitempty"`
-	// Checkpoint is the latest checkpoint asked of it, as JSON: read and
-	// written only whole, with the record.
-	Checkpoint string `dynamodbav:"checkpoint,omitempty"`
-	StopReason string `dynamodbav:"stopReason"`
-	Ports      []int  `dynamodbav:"ports,omitempty"`
+	Org        string            `dynamodbav:"org"`
+	ID         string            `dynamodbav:"id"`
+	Name       string            `dynamodbav:"name"`
+	Template   string            `dynamodbav:"template"`
+	State      string            `dynamodbav:"state"`
+	Node       string            `dynamodbav:"node"`
+	Sandbox    string            `dynamodbav:"sandbox"`
+	Pool       string            `dynamodbav:"pool"`
+	Labels     map[string]string `dynamodbav:"labels,omitempty"`
+	Project    string            `dynamodbav:"project"`
+	ReadyMs    *int64            `dynamodbav:"readyMs,omitempty"`
+	Error      string            `dynamodbav:"error"`
+	CreatedBy  string            `dynamodbav:"createdBy"`
+	Created    time.Time         `dynamodbav:"created"`
+	Ready      *time.Time        `dynamodbav:"ready,omitempty"`
+	Stopped    *time.Time        `dynamodbav:"stopped,omitempty"`
+	Expires    time.Time         `dynamodbav:"expires"`
+	IdleUntil  time.Time         `dynamodbav:"idleUntil"`
+	IdleNs     int64             `dynamodbav:"idleNs"`
+	HardNs     int64             `dynamodbav:"hardNs"`
+	Exports    []exportItem      `dynamodbav:"exports,omitempty"`
+	Shares     []shareItem       `dynamodbav:"shares,omitempty"`
+	Snapshot   string            `dynamodbav:"snapshot"`
+	Restored   *restoredItem     `dynamodbav:"restored,omitempty"`
+	StopReason string            `dynamodbav:"stopReason"`
+	Ports      []int             `dynamodbav:"ports,omitempty"`
 	// Runtime and Platforms are domain.Needs: what a node must offer.
 	Runtime   string   `dynamodbav:"runtime,omitempty"`
 	Platforms []string `dynamodbav:"platforms,omitempty"`
+	// Checkpoint is the latest checkpoint asked of it, as JSON: read and
+	// written only whole, with the record.
+	Checkpoint string `dynamodbav:"checkpoint,omitempty"`
 	// TTL lets DynamoDB delete a stopped or failed record once it has been
 	// kept domain.EnvRecordKept; readers compare it to now (Purged), as TTL
 	// deletes late.
