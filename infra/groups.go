@@ -41,9 +41,6 @@ const (
 	// BucketDelete: list and delete objects and abort unfinished uploads
 	// (expiry of artifacts).
 	BucketDelete
-	// BucketKeptLogs: the one-part uploads of the logs nodes keep, and
-	// their sealing.
-	BucketKeptLogs
 )
 
 // Route is an HTTP API route prefix owned by one function. Every prefix is
@@ -226,18 +223,21 @@ var Groups = []Group{
 	// A node's claim long-polls for up to about 20 s when nothing is pending:
 	// the timeout leaves room for that, under API Gateway's 30 s limit.
 	// Registration names the node protocol's WebSocket. A node keeps an
-	// environment's log as an artifact: presigned upload, then seal.
-	{Name: "nodes", Description: "node agents: registration, heartbeats, claims, state reports, kept logs",
+	// environment's log, and a checkpoint it packed, as artifacts of the
+	// organization: their uploads are presigned and sealed here, as the
+	// artifacts function does.
+	{Name: "nodes", Description: "node agents: registration, heartbeats, claims, state reports, kept logs, checkpoint uploads",
 		Routes:   []Route{{Path: "/v1/nodes", Proxy: true}},
-		MemoryMB: apiMemoryMB, Timeout: 28 * time.Second, Bucket: BucketKeptLogs, SignsLinks: true, NamesSocket: true,
+		MemoryMB: apiMemoryMB, Timeout: 28 * time.Second, SignsLinks: true, NamesSocket: true, Bucket: BucketArtifacts,
 		Table:               readWrite(batchGetItem, updateItem, putItem, getItem, query, conditionCheckItem, deleteItem),
 		ReservedConcurrency: nodesReserved, Throttle: nodesThrottle},
 	// The node protocol's WebSocket API (websocket.go): every message is a
 	// short invocation (a few DynamoDB calls), and the schedule runs the
 	// re-offer job for nearly the whole minute, one invocation at a time;
-	// the timeout leaves the next run no overlap. Claims sign snapshot links.
-	{Name: "nodesws", Description: "the node protocol over a WebSocket: hello, heartbeats, offers, claims, reports; and the re-offer job",
-		Schedule: time.Minute, Socket: true, PostsToNodes: true, NamesSocket: true,
+	// the timeout leaves the next run no overlap. Claims sign snapshot links;
+	// checkpoint uploads are presigned and sealed as over HTTP (nodes).
+	{Name: "nodesws", Description: "the node protocol over a WebSocket: hello, heartbeats, offers, claims, reports, checkpoint uploads; and the re-offer job",
+		Schedule: time.Minute, Socket: true, PostsToNodes: true, NamesSocket: true, Bucket: BucketArtifacts,
 		MemoryMB: apiMemoryMB, Timeout: 58 * time.Second, SignsLinks: true,
 		Table:               readWrite(batchGetItem, updateItem, putItem, getItem, query, conditionCheckItem, deleteItem),
 		ReservedConcurrency: nodeSocketReserved},

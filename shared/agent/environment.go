@@ -31,6 +31,8 @@ type runningEnv struct {
 	report   atomic.Bool
 	// targets are the export targets once ready, which tunnels may reach.
 	targets atomic.Pointer[[]string]
+	// checkpoints are the ids of the checkpoints ordered (checkpoint.go).
+	checkpoints sync.Map
 }
 
 func (r *runningEnv) requestStop(report bool) {

@@ -28,6 +28,9 @@ import (
 // The files go to the environment's home (runtimes.Files): a process's
 // folder, a container's work folder in its root filesystem.
 func (a *Agent) restore(ctx context.Context, s *nodes.Snapshot, fs runtimes.Files, budget *Budget) (*domain.Restored, error) {
+	if s.ContentType == domain.CheckpointContentType {
+		return a.restoreCheckpoint(ctx, s, fs, budget)
+	}
 	dir, err := runtimes.WorkdirIn(fs.Root, fs.Home)
 	if err != nil {
 		return nil, err

@@ -63,8 +63,10 @@ type socketClient struct {
 	// ended (err says why).
 	offers chan string
 	stops  chan []string
-	done   chan struct{}
-	err    error
+	// checkpoint takes a checkpoint order (it returns at once).
+	checkpoint func(nodes.Message)
+	done       chan struct{}
+	err        error
 }
 
 func (a *Agent) dialSocket(ctx context.Context, url string) (*socketClient, error) {
@@ -82,6 +84,7 @@ func (a *Agent) dialSocket(ctx context.Context, url string) (*socketClient, erro
 	}
 	ws.SetReadLimit(16 << 20)
 	c := &socketClient{ws: ws, pending: map[string]chan nodes.Message{}, offers: make(chan string, 64), stops: make(chan []string, 64), done: make(chan struct{})}
+	c.checkpoint = func(m nodes.Message) { a.checkpointOrdered(ctx, m.Node, m.Environment, m.Checkpoint) }
 	go c.read(ctx)
 	return c, nil
 }
@@ -108,6 +111,12 @@ func (c *socketClient) read(ctx context.Context) {
 			select {
 			case c.offers <- id:
 			default: // the claim loop has enough to do: it claims until nothing is left
+			}
+			continue
+		}
+		if m.Type == nodes.MsgCheckpoint {
+			if c.checkpoint != nil {
+				c.checkpoint(m)
 			}
 			continue
 		}

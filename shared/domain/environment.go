@@ -117,6 +117,9 @@ type Environment struct {
 	// Log is the artifact that keeps the environment's log once it ended
 	// (its node uploads it), "" until then. See docs/api.md, "Logs".
 	Log string `json:"log"`
+	// Checkpoint is added to the spec's record: the latest checkpoint asked
+	// of it (POST /v1/environments/{id}/checkpoints); absent if none.
+	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
 
 	OrgID string `json:"-"`
 	// Ports are the sandbox listen ports this environment holds; the stop

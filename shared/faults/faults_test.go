@@ -170,6 +170,7 @@ func newStack(t *testing.T) *stack {
 	blobs := blob.New(blob.Options{Client: s3c, Bucket: st.s3srv.Bucket, Clock: e.Clock})
 	keySvc := keys.NewService(e.Store, e.Clock)
 	tplSvc := templates.NewService(e.Store)
+	// Nodes keep logs and checkpoints as artifacts (and sign snapshot links) through it.
 	artSvc := artifacts.NewService(e.Store, blobs, e.Clock, artifacts.Options{PartSize: blob.MinPartSize})
 	e.Handler = httpapi.New(httpapi.Config{Logger: e.Log, Auth: e.Auth},
 		keys.TokenRoutes(keySvc), keys.KeyRoutes(keySvc),
@@ -180,8 +181,7 @@ func newStack(t *testing.T) *stack {
 		artifacts.Routes(artSvc),
 		usage.Routes(usage.NewService(e.Store, e.Clock)),
 		budgets.Routes(budgets.NewService(e.Store, e.Clock)),
-		// The admin's node operations and the node agent's own calls (which
-		// keep logs as artifacts).
+		// The admin's node operations and the node agent's own calls.
 		nodes.Routes(nodes.NewService(e.Store, artSvc, e.Clock, nodes.Options{})),
 		events.Routes(events.NewService(e.Store, e.Clock)),
 		webhooks.Routes(webhooks.NewService(e.Store, e.Clock, webhooks.Guard{})),
@@ -522,7 +522,7 @@ func endpoints(sbx string, key string) []endpoint {
 		keepLogEndpoint(),
 		completeLogEndpoint(),
 		logsEndpoint(),
-	}, issuerEndpoints()...)
+	}, append(issuerEndpoints(), checkpointEndpoints()...)...)
 }
 
 // deleteReported deletes the environment of a report's answer ({environment}).

@@ -11,7 +11,7 @@ import (
 // admin's; everything else takes a node credential (httpapi.Node), which
 // can do nothing but this.
 func Routes(s *Service) []httpapi.Route {
-	return []httpapi.Route{
+	return append([]httpapi.Route{
 		{Method: http.MethodPost, Path: "/v1/nodes/credentials", Access: httpapi.Admin, Handler: s.handleIssue},
 		{Method: http.MethodGet, Path: "/v1/nodes", Access: httpapi.Admin, Handler: s.handleList},
 		{Method: http.MethodPost, Path: "/v1/nodes", Access: httpapi.Node, Handler: s.handleRegister},
@@ -21,7 +21,7 @@ func Routes(s *Service) []httpapi.Route {
 		{Method: http.MethodPost, Path: "/v1/nodes/{id}/environments/{env}/report", Access: httpapi.Node, Handler: s.handleReport},
 		{Method: http.MethodPost, Path: "/v1/nodes/{id}/environments/{env}/log", Access: httpapi.Node, Handler: s.handleLog},
 		{Method: http.MethodPost, Path: "/v1/nodes/{id}/environments/{env}/log/complete", Access: httpapi.Node, Handler: s.handleLogComplete},
-	}
+	}, checkpointRoutes(s)...)
 }
 
 type issueRequest struct {

@@ -84,6 +84,14 @@ type Message struct {
 	// environments to tear down.
 	Pool         string   `json:"pool,omitempty"`
 	Environments []string `json:"environments,omitempty"`
+
+	// checkpoint (the order, pushed), checkpointUpload and checkpointDone
+	// (Checkpoint names it, Packed says what was packed), and their
+	// answers: checkpoint.go.
+	Checkpoint   *CheckpointOrder     `json:"checkpoint,omitempty"`
+	Packed       *CheckpointPacked    `json:"packed,omitempty"`
+	Uploading    *CheckpointUploading `json:"uploading,omitempty"`
+	Checkpointed *domain.Checkpoint   `json:"checkpointed,omitempty"`
 }
 
 // MessageError is a failed request's error, as the HTTP endpoint's status

@@ -412,6 +412,9 @@ type EnvState struct {
 	Template string       `json:"template"`
 	State    domain.State `json:"state"`
 	Error    string       `json:"error"`
+	// Checkpoint is set while a checkpoint of the (ready) environment is
+	// asked for: pack it (checkpoint.go).
+	Checkpoint *CheckpointOrder `json:"checkpoint,omitempty"`
 }
 
 // Beat is the answer to a heartbeat.
@@ -469,7 +472,7 @@ func (s *Service) Heartbeat(ctx context.Context, p domain.Principal, id string, 
 			continue // another node's: not this node's business
 		}
 		seen[e.ID] = true
-		out = append(out, EnvState{ID: e.ID, Template: e.Template, State: e.State, Error: e.Error})
+		out = append(out, s.envState(e))
 	}
 	ts, err := s.poolTemplates(ctx, n)
 	if err != nil {

@@ -181,8 +181,10 @@ func (k *Socket) handle(ctx context.Context, c Conn, m Message) (*Message, error
 			return nil, err
 		}
 		return &Message{Type: MsgReported, Node: m.Node, Environment: e.ID, Record: &e}, nil
+	case MsgCheckpointUpload, MsgCheckpointDone:
+		return k.socketCheckpoint(ctx, p, m)
 	}
-	return nil, domain.BadRequest("type", "unknown message type %q; one of hello, heartbeat, claim, report", m.Type)
+	return nil, domain.BadRequest("type", "unknown message type %q; one of hello, heartbeat, claim, report, checkpointUpload, checkpointDone", m.Type)
 }
 
 // hello registers a node (with register) or resumes one on a new
@@ -343,7 +345,7 @@ func (s *Service) envStates(ctx context.Context, n domain.Node, ids []string, as
 			continue
 		}
 		seen[e.ID] = true
-		out = append(out, EnvState{ID: e.ID, Template: e.Template, State: e.State, Error: e.Error})
+		out = append(out, s.envState(e))
 	}
 	return out, nil
 }

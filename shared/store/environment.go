@@ -72,6 +72,9 @@ type envItem struct {
 	Platforms []string `dynamodbav:"platforms,omitempty"`
 	// UsageBy is domain.Environment.UsageBy (usageby.go).
 	UsageBy []string `dynamodbav:"usageBy,omitempty"`
+	// Checkpoint is the latest checkpoint asked of it, as JSON: read and
+	// written only whole, with the record.
+	Checkpoint string `dynamodbav:"checkpoint,omitempty"`
 	// TTL lets DynamoDB delete a stopped or failed record once it has been
 	// kept domain.EnvRecordKept; readers compare it to now (Purged), as TTL
 	// deletes late.
@@ -216,6 +219,7 @@ func (s *Store) newEnvItem(e domain.Environment) envItem {
 		r := restoredItem(*e.Restored)
 		it.Restored = &r
 	}
+	it.Checkpoint = checkpointText(e.Checkpoint)
 	return it
 }
 
@@ -240,6 +244,7 @@ func (it envItem) domain() domain.Environment {
 		r.Created = r.Created.UTC()
 		e.Restored = &r
 	}
+	e.Checkpoint = checkpointOf(it.Checkpoint)
 	e.Normalize()
 	return e
 }
