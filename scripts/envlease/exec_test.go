@@ -149,11 +149,19 @@ func TestShell(t *testing.T) {
 		}
 		typ("stty size\n")
 	}
-	typ("sleep 600; echo after-$((1+1))\n")
-	time.Sleep(200 * time.Millisecond) // not a wait for a result: the test passes whether or not sleep has started
+	// Ctrl-C once the sleep runs: one sent while the shell still reads its
+	// line would flush that line (the terminal's ISIG), and the shell could
+	// take the signal after reading the next one.
+	typ("echo started-$((3+4)); sleep 600; echo after-$((1+1))\n")
+	see("started-7")
 	typ("\x03")
-	typ("echo alive-$((2+3))\n")
-	see("alive-5")
+	// The shell is back at its prompt once it answers; ask until it has.
+	for deadline := time.Now().Add(time.Minute); !strings.Contains(screen.String(), "alive-5"); time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the shell never answered after Ctrl-C:\n%s", screen.String())
+		}
+		typ("echo alive-$((2+3))\n")
+	}
 	typ("exit 3\n")
 	err = cmd.Wait()
 	if code := cmd.ProcessState.ExitCode(); code != 3 {

@@ -157,11 +157,19 @@ func checkExec(t *testing.T, s *stack, id string, namespaced bool) {
 		say("stty size\n")
 	}
 	// Ctrl-C ends the foreground command, not the shell.
-	say("sleep 600; echo after-$((1+1))\n")
-	time.Sleep(200 * time.Millisecond) // not a wait for a result: the sleep need not have started for the test to pass
+	// The Ctrl-C is sent once the sleep runs: one sent while the shell
+	// still reads its line would flush that line (the terminal's ISIG),
+	// and the shell could take the signal after reading the next one.
+	say("echo started-$((3+4)); sleep 600; echo after-$((1+1))\n")
+	awaitOutput(t, &term, "started-7")
 	say("\x03")
-	say("echo alive-$((2+3))\n")
-	awaitOutput(t, &term, "alive-5")
+	// The shell is back at its prompt once it answers; ask until it has.
+	for deadline := time.Now().Add(time.Minute); !strings.Contains(term.String(), "alive-5"); time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the shell never answered after Ctrl-C: %q", term.String())
+		}
+		say("echo alive-$((2+3))\n")
+	}
 	say("exit 5\n")
 	select {
 	case <-done:
