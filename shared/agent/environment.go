@@ -90,7 +90,7 @@ func (a *Agent) runEnv(ctx context.Context, node string, r *runningEnv, c *nodes
 		log.Info("a template port was taken before the command bound it; starting again on other ports", "err", err)
 		id := filepath.Base(h.Files().Root)
 		h.Remove()
-		h2, perr := rt.Prepare(ctx, runtimes.Env{ID: id, Template: withAnyPorts(c.Template)})
+		h2, perr := rt.Prepare(ctx, runtimes.Env{ID: id, Template: withAnyPorts(c.Template), Org: a.organization()})
 		if perr == nil {
 			if perr = h2.Start(ctx); perr != nil {
 				h2.Remove()
@@ -158,7 +158,7 @@ func (a *Agent) runEnv(ctx context.Context, node string, r *runningEnv, c *nodes
 // it must), the agent restores the snapshot and unpacks the shares into its files within one archive
 // budget, and the runtime starts it. On failure nothing of it is left.
 func (a *Agent) prepare(ctx context.Context, rt runtimes.Runtime, id string, c *nodes.Claimed) (runtimes.Handle, *domain.Restored, error) {
-	h, err := rt.Prepare(ctx, runtimes.Env{ID: id, Template: c.Template, ImageArtifact: a.imageArtifact(c)})
+	h, err := rt.Prepare(ctx, runtimes.Env{ID: id, Template: c.Template, Org: a.organization(), ImageArtifact: a.imageArtifact(c)})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -158,7 +158,7 @@ func (w *warmPool) start(ctx context.Context, t domain.Template) {
 	var h runtimes.Handle
 	rt, err := w.a.runtimeFor(t)
 	if err == nil {
-		h, err = rt.Prepare(ctx, runtimes.Env{ID: "warm-" + hex.EncodeToString(b[:]), Template: t})
+		h, err = rt.Prepare(ctx, runtimes.Env{ID: "warm-" + hex.EncodeToString(b[:]), Template: t, Org: w.a.organization()})
 	}
 	started := false
 	if err == nil {

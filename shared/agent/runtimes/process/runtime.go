@@ -10,11 +10,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"sync/atomic"
 	"time"
 
+	"github.com/envlease/envlease/shared/agent/buildcache"
 	"github.com/envlease/envlease/shared/agent/confine"
 	"github.com/envlease/envlease/shared/agent/runtimes"
 	"github.com/envlease/envlease/shared/domain"
@@ -29,7 +31,9 @@ type Config struct {
 	// Address is the node's address, where an environment outside a
 	// network namespace of its own listens.
 	Address string
-	Log     *slog.Logger
+	// BuildCache holds the build caches of templates with buildCache.
+	BuildCache *buildcache.Cache
+	Log        *slog.Logger
 }
 
 // Runtime runs environments as processes of the node.
@@ -61,7 +65,18 @@ func (rt *Runtime) Prepare(_ context.Context, e runtimes.Env) (runtimes.Handle, 
 	if err != nil {
 		return nil, err
 	}
-	return &handle{rt: rt, t: e.Template, b: b}, nil
+	h := &handle{rt: rt, t: e.Template, b: b}
+	if e.Template.BuildCache && rt.cfg.BuildCache != nil {
+		o := buildcache.Owner{UID: os.Geteuid(), GID: os.Getegid()}
+		if bo := b.Owner(); bo != nil {
+			o = buildcache.Owner{UID: bo.UID, GID: bo.GID}
+		}
+		if h.cache, err = rt.cfg.BuildCache.Checkout(e.Org, e.Template.Name, o); err != nil {
+			h.Remove()
+			return nil, err
+		}
+	}
+	return h, nil
 }
 
 // Recover clears what an earlier run left under envs/ (reclaim).
@@ -73,6 +88,8 @@ type handle struct {
 	t  domain.Template
 	b  *confine.Box
 	p  *proc
+	// cache is the environment's build cache, nil without.
+	cache *buildcache.Lease
 }
 
 func (h *handle) Files() runtimes.Files {
@@ -80,7 +97,11 @@ func (h *handle) Files() runtimes.Files {
 }
 
 func (h *handle) Start(context.Context) error {
-	p, err := h.rt.startProcess(h.t, h.b)
+	cache := ""
+	if h.cache != nil {
+		cache = h.cache.Path()
+	}
+	p, err := h.rt.startProcess(h.t, h.b, cache)
 	if err != nil {
 		return err
 	}
@@ -108,7 +129,12 @@ func (h *handle) Stop(grace time.Duration) {
 	}
 }
 
-func (h *handle) Remove() { h.rt.cfg.Node.Cleanup(h.b) }
+func (h *handle) Remove() {
+	h.rt.cfg.Node.Cleanup(h.b)
+	if h.cache != nil {
+		h.cache.Release()
+	}
+}
 
 func (h *handle) LogAttrs() []any {
 	if h.p == nil {
