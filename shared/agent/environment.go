@@ -68,8 +68,12 @@ func (a *Agent) runEnv(ctx context.Context, node string, r *runningEnv, c *nodes
 	if c.Snapshot == nil && len(c.Shares) == 0 {
 		h = a.warm.take(c.Template)
 	}
-	if h != nil {
+	warm := h != nil
+	if warm {
 		log.Info("handed a warm environment", append([]any{"runtime", rt.Name()}, h.LogAttrs()...)...)
+		// Refill the pool once this lease is ready or over (take does
+		// not, so the replacement's start does not compete with it).
+		defer a.warm.poke()
 	} else {
 		h, restored, err = a.prepare(ctx, rt, r.id, c)
 		if err != nil {
@@ -133,6 +137,9 @@ func (a *Agent) runEnv(ctx context.Context, node string, r *runningEnv, c *nodes
 		log.Info("ready not recorded", "err", err)
 	} else {
 		log.Info("ready", "exports", exports)
+	}
+	if warm {
+		a.warm.poke()
 	}
 
 	select {

@@ -199,7 +199,10 @@ func (w *warmPool) take(t domain.Template) runtimes.Handle {
 	for i, x := range list {
 		if x.fp == fp && alive(x.h) {
 			w.ready[t.Name] = append(list[:i:i], list[i+1:]...)
-			w.poke()
+			// No refill yet: the caller pokes the pool once the lease it
+			// serves is reported ready, so that starting the replacement
+			// (for a container: runc create, an overlay) does not compete
+			// with the handover it would slow down.
 			return x.h
 		}
 	}
