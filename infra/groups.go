@@ -185,11 +185,12 @@ var Groups = []Group{
 		Table: readWrite(batchGetItem, updateItem, putItem, getItem, query)},
 	// Leasing from a snapshot only checks the artifact in the table; the
 	// node that runs the environment gets the signed link (nodes signs).
-	// Tunnel tickets are signed with a node's key read from the table, and
+	// Tunnel and exec tickets are signed with a node's key read from the table (an
+	// exec's event is one PutItem), and
 	// the tunnels themselves go to the nodes, never through the API.
 	// A lease wakes a node of its pool over the node protocol (and forgets
 	// a connection that is gone); leasing into a sandbox checks the sandbox.
-	{Name: "environments", Description: "leasing, reading, touching and releasing environments, and their tunnel tickets",
+	{Name: "environments", Description: "leasing, reading, touching and releasing environments, and their tunnel and exec tickets",
 		Routes:   []Route{{Path: "/v1/environments", Proxy: true}},
 		MemoryMB: apiMemoryMB, Timeout: apiTimeout, PostsToNodes: true,
 		Table:               readWrite(batchGetItem, updateItem, putItem, getItem, query, conditionCheckItem, deleteItem),
@@ -204,10 +205,12 @@ var Groups = []Group{
 		Table: readOnly(query)},
 	// Usage sums per-day records over up to months of history: more memory
 	// (and so more CPU) and a longer timeout than the other API functions.
-	{Name: "usage", Description: "environment seconds per template per day",
-		Routes:   []Route{{Path: "/v1/usage"}},
+	// It also writes the usage settings and budgets (one item each, put
+	// with a version condition, the budgets with their run's registration).
+	{Name: "usage", Description: "environment seconds and cost by template, project, person or label; usage settings and budgets",
+		Routes:   []Route{{Path: "/v1/usage", Proxy: true}, {Path: "/v1/budgets", Proxy: true}},
 		MemoryMB: 512, Timeout: 20 * time.Second,
-		Table: readOnly(query)},
+		Table: readWrite(batchGetItem, updateItem, query, getItem, putItem)},
 	{Name: "artifacts", Description: "artifact upload, sealing, listing and signed links",
 		Routes:   []Route{{Path: "/v1/artifacts", Proxy: true}},
 		MemoryMB: apiMemoryMB, Timeout: apiTimeout, Bucket: BucketArtifacts, SignsLinks: true,
@@ -256,7 +259,9 @@ var Groups = []Group{
 	{Name: "timeouts", Description: "stops environments past their idle or hard deadline",
 		Schedule: time.Minute, PostsToNodes: true,
 		MemoryMB: 512, Timeout: 50 * time.Second, ReservedConcurrency: jobReserved,
-		Table: readWrite(batchGetItem, updateItem, putItem, getItem, query, deleteItem)},
+		// conditionCheckItem: the budget run drops an organization's
+		// registration only while it still has no budgets.
+		Table: readWrite(batchGetItem, updateItem, putItem, getItem, query, deleteItem, conditionCheckItem)},
 	// The lost-node sweep has its own schedule and reservation, so a long
 	// timeout run never delays it.
 	{Name: "lostnodes", Description: "declares lost the nodes that stopped heartbeating and fails what they ran",

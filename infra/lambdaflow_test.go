@@ -166,6 +166,10 @@ func serviceRecorded(action string) bool {
 // the test should reach the path; an entry is for a path it cannot reach
 // cheaply. Authentication's own writes are justified once, in authUnused.
 var justifiedUnused = map[string]string{
+	"usage dynamodb:PutItem": "an admin's PUT of the usage settings (store.PutUsageSettings) or of a budget " +
+		"(store.PutBudgets, a transaction of puts); the sample request is a GET of the usage",
+	"timeouts dynamodb:ConditionCheckItem": "the budget run drops an organization left without budgets only while " +
+		"it still has none (store.DropBudgetOrg); the run's table has no budgets",
 	"nodes dynamodb:DeleteItem": "a report that stops an environment leased into a sandbox frees its listen ports " +
 		"(store.stopItems deletes the port items); the environments nodes stop in the run are in no sandbox",
 	"nodesws dynamodb:GetItem": "a claim or report over the socket reads its environment and node " +

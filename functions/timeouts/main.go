@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/envlease/envlease/shared/budgets"
 	"github.com/envlease/envlease/shared/clock"
 	"github.com/envlease/envlease/shared/nodes"
 	"github.com/envlease/envlease/shared/nodes/apigw"
@@ -34,7 +35,9 @@ func main() {
 	if cfg.SocketEndpoint != "" {
 		opts.Stopper = nodes.NewStopper(st, apigw.New(awsCfg, cfg.SocketEndpoint), clock.System{}, log, 0)
 	}
-	lambda.Start(handler(st, clock.System{}, log, opts))
+	// The budget run shares this schedule: a spent hard budget's
+	// environments stop at the next timeout run.
+	lambda.Start(handler(st, clock.System{}, log, opts, budgets.Sweep(st)))
 }
 
 // handler runs the timeout job once per scheduled event, then each extra

@@ -12,6 +12,7 @@ import (
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
 	"github.com/envlease/envlease/shared/auth"
+	"github.com/envlease/envlease/shared/budgets"
 	"github.com/envlease/envlease/shared/clock"
 	"github.com/envlease/envlease/shared/httpapi"
 	"github.com/envlease/envlease/shared/platform"
@@ -27,5 +28,5 @@ func main() {
 
 // handler is the whole function behind the adapter; tests feed it events.
 func handler(st *store.Store, clk clock.Clock, log *slog.Logger) http.Handler {
-	return httpapi.New(httpapi.Config{Logger: log, Auth: auth.New(st, clk, log)}, usage.Routes(usage.NewService(st, clk)))
+	return httpapi.New(httpapi.Config{Logger: log, Auth: auth.New(st, clk, log)}, usage.Routes(usage.NewService(st, clk)), budgets.Routes(budgets.NewService(st, clk)))
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/envlease/envlease/shared/blob"
+	"github.com/envlease/envlease/shared/budgets"
 	"github.com/envlease/envlease/shared/expiry"
 	"github.com/envlease/envlease/shared/timeouts"
 )
@@ -53,6 +54,8 @@ func startJobs(d deps) func() {
 	every(func(ctx context.Context) {
 		sum, err := timeouts.Run(ctx, d.store, d.clock, timeouts.Options{Stopper: stopperOf(d)})
 		logRun(ctx, d.log, "timeouts run", sum.Found, sum, err)
+		bsum, err := budgets.Run(ctx, d.store, d.clock.Now())
+		logRun(ctx, d.log, "budget run", bsum.Spent+bsum.Alerts+bsum.Stopped, bsum, err)
 		esum, err := expiry.Run(ctx, d.store, blobs, d.clock, expiry.Options{Log: d.log})
 		logRun(ctx, d.log, "expiry run", esum.Found, esum, err)
 	})

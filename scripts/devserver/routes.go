@@ -3,6 +3,7 @@ package main
 import (
 	"github.com/envlease/envlease/shared/artifacts"
 	"github.com/envlease/envlease/shared/blob"
+	"github.com/envlease/envlease/shared/budgets"
 	"github.com/envlease/envlease/shared/console"
 	"github.com/envlease/envlease/shared/devstack"
 	"github.com/envlease/envlease/shared/environments"
@@ -47,6 +48,7 @@ func routes(d deps) [][]httpapi.Route {
 		environments.Routes(environments.NewService(d.store, d.clock, environments.WithOfferer(d.offerer), environments.WithStopper(d.stopper))),
 		openapi.Routes(),
 		usage.Routes(usage.NewService(d.store, d.clock)),
+		budgets.Routes(budgets.NewService(d.store, d.clock)),
 		nodes.Routes(nodeSvc),
 		console.Routes(console.Options{S3Origin: devstack.Origin(d.s3Endpoint)}),
 		events.Routes(events.NewService(d.store, d.clock)),

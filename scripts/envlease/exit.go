@@ -43,7 +43,9 @@ const exitCodesHelp = `Exit codes of every envlease command:
 'envlease run' exits with its command's exit code once the command ran (128
 plus the signal's number when a signal ended it), and with the codes above
 when it could not run it, when it was interrupted (130), and when the
-environment ended under the command (4).
+environment ended under the command (4). 'envlease exec' and 'envlease shell'
+exit with the code of the command they ran inside the environment, likewise, and
+with the codes above when it did not run.
 
 Errors are written to standard error; with -o json as one JSON object:
 {"error", "code", "status", "requestId", "exitCode"}.
@@ -122,7 +124,7 @@ func exitCode(err error) int {
 		return exitAuth
 	case e.Status == http.StatusTooManyRequests && e.Code == "locked":
 		return exitAuth
-	case e.Status == http.StatusTooManyRequests && e.Code == "quota":
+	case e.Status == http.StatusTooManyRequests && (e.Code == "quota" || e.Code == "budget"):
 		return exitQuota
 	case e.Status == http.StatusNotFound, e.Status == http.StatusGone:
 		return exitNotFound

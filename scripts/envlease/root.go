@@ -86,7 +86,10 @@ ENVLEASE_PROFILE selects a profile like --profile.`,
 		// Checked here rather than per command, so a bad -o fails before
 		// anything is sent.
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			if a.output != "table" && a.output != "json" {
+			if a.output == "csv" && cmd.Annotations[csvAnnotation] == "" {
+				return usagef("-o csv: only usage and budgets write csv; want table or json")
+			}
+			if a.output != "table" && a.output != "json" && a.output != "csv" {
 				return usagef("-o %q: want table or json", a.output)
 			}
 			return nil
@@ -95,9 +98,9 @@ ENVLEASE_PROFILE selects a profile like --profile.`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{msg: err.Error()} })
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.profileFlag, "profile", "", "the profile to use (default: the config's default profile)")
-	pf.StringVarP(&a.output, "output", "o", "table", "output format: table or json (json goes to standard output; messages to standard error)")
+	pf.StringVarP(&a.output, "output", "o", "table", "output format: table or json (json goes to standard output; messages to standard error); usage and budgets also csv")
 	pf.DurationVar(&a.timeout, "timeout", 0, "give up after this long (exit code 6), for example 30s or 2m")
-	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"table", "json"}, cobra.ShellCompDirectiveNoFileComp))
+	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"table", "json", "csv"}, cobra.ShellCompDirectiveNoFileComp))
 
 	root.AddGroup(&cobra.Group{ID: "env", Title: "Environments:"}, &cobra.Group{ID: "account", Title: "Account:"},
 		&cobra.Group{ID: "org", Title: "Organization:"})
@@ -106,11 +109,15 @@ ENVLEASE_PROFILE selects a profile like --profile.`,
 		root.AddCommand(c)
 	}
 	root.AddCommand(a.portForwardCommand())
+	for _, c := range []*cobra.Command{a.execCommand(), a.shellCommand()} {
+		c.GroupID = "env"
+		root.AddCommand(c)
+	}
 	for _, c := range []*cobra.Command{a.loginCommand(), a.logoutCommand(), a.whoamiCommand(), a.tokensCommand()} {
 		c.GroupID = "account"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{a.templatesCommand(), a.quotasCommand(), a.usageCommand(), a.keysCommand(), a.artifactsCommand(), a.imagesCommand(), a.eventsCommand(), a.webhooksCommand()} {
+	for _, c := range []*cobra.Command{a.templatesCommand(), a.quotasCommand(), a.usageCommand(), a.budgetsCommand(), a.keysCommand(), a.artifactsCommand(), a.imagesCommand(), a.eventsCommand(), a.webhooksCommand()} {
 		c.GroupID = "org"
 		root.AddCommand(c)
 	}

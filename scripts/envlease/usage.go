@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/csv"
 	"fmt"
 	"io"
 	"strconv"
@@ -13,46 +14,80 @@ import (
 	"github.com/envlease/envlease/shared/client"
 )
 
-func (a *app) usageCommand() *cobra.Command {
-	var since string
-	cmd := &cobra.Command{
-		Use:   "usage [--since DATE]",
-		Short: "Show environment time per template per day, as a table and a chart",
-		Long: `Show the seconds of environment time per template per UTC day, from --since
-through today, as a table and as a bar chart drawn in the terminal.
+// csvAnnotation marks the commands that take -o csv.
+const csvAnnotation = "envlease/csv"
 
---since is a UTC day (2026-03-01) or a number of days back (7d); the default
-is the service's, 30 days back.`,
+func (a *app) usageCommand() *cobra.Command {
+	var since, until, by, filter string
+	cmd := &cobra.Command{
+		Use:   "usage [--since DATE] [--until DATE] [--by GROUPING] [--filter DIM=VALUE]",
+		Short: "Show environment time (and cost) per template, project, person or label per day",
+		Long: `Show the seconds of environment time per UTC day, from --since through --until
+(default today), per template or grouped by --by: project, user (who leased)
+or label:KEY (a label the organization groups usage by; see the usage
+settings). --filter DIM=VALUE keeps one value of the grouping, of template,
+or (grouped by template) of any recorded grouping. When the organization set
+template rates, each row also shows the cost.
+
+--since and --until are UTC days (2026-03-01) or a number of days back (7d);
+the default --since is the service's, 30 days back. -o csv writes
+day,group,seconds,cost rows.`,
 		Example: `  envlease usage
   envlease usage --since 7d
+  envlease usage --by label:team --since 2026-11-01
+  envlease usage --by project --filter template=shell -o csv
   envlease usage --since 2026-03-01 -o json`,
-		Args: args(0),
+		Annotations: map[string]string{csvAnnotation: "yes"},
+		Args:        args(0),
 		RunE: a.runE(func(ctx context.Context, cmd *cobra.Command, _ []string) error {
-			from, err := parseSince(since, time.Now())
+			now := time.Now()
+			from, err := parseSince(since, now)
 			if err != nil {
 				return err
+			}
+			to, err := parseSince(until, now)
+			if err != nil {
+				return usagef("--until %q: want YYYY-MM-DD or a number of days such as 7d", until)
 			}
 			s, err := a.session()
 			if err != nil {
 				return err
 			}
-			report, err := s.client.Usage(ctx, from)
+			report, err := s.client.UsageBy(ctx, client.UsageQuery{Since: from, Until: to, By: by, Filter: filter})
 			if err != nil {
 				return err
 			}
-			if a.json() {
+			switch {
+			case a.json():
 				return a.printJSON(report)
+			case a.output == "csv":
+				return usageCSV(a.stdout, report)
 			}
 			if len(report.Usage) == 0 {
 				a.say("No environment time since %s.", report.Since.UTC().Format(time.DateOnly))
 				return nil
 			}
-			t := newTable(a.stdout, "DAY", "TEMPLATE", "TIME", "SECONDS")
+			group := "TEMPLATE"
+			if report.By != "" {
+				group = strings.ToUpper(report.By)
+			}
+			head := []string{"DAY", group, "TIME", "SECONDS"}
+			if report.Currency != "" {
+				head = append(head, "COST ("+report.Currency+")")
+			}
+			t := newTable(a.stdout, head...)
 			for _, u := range report.Usage {
-				t.row(u.Day, u.Template, seconds(u.Seconds), strconv.FormatInt(u.Seconds, 10))
+				row := []string{u.Day, groupName(u), seconds(u.Seconds), strconv.FormatInt(u.Seconds, 10)}
+				if report.Currency != "" {
+					row = append(row, costString(u.Cost))
+				}
+				t.row(row...)
 			}
 			if err := t.flush(); err != nil {
 				return err
+			}
+			if report.GroupedSince != "" && report.GroupedSince > report.Since.UTC().Format(time.DateOnly) {
+				a.say("Grouped by %s from %s only: earlier days are not in this grouping.", report.By, report.GroupedSince)
 			}
 			fmt.Fprintln(a.stdout)
 			usageChart(a.stdout, report.Usage, 40)
@@ -60,7 +95,53 @@ is the service's, 30 days back.`,
 		}),
 	}
 	cmd.Flags().StringVar(&since, "since", "", "first UTC day: YYYY-MM-DD, or Nd for N days back (default: 30 days back)")
+	cmd.Flags().StringVar(&until, "until", "", "last UTC day: YYYY-MM-DD, or Nd for N days back (default: today)")
+	cmd.Flags().StringVar(&by, "by", "", "group by template, project, user or label:KEY (default: template)")
+	cmd.Flags().StringVar(&filter, "filter", "", "keep one value: DIM=VALUE, e.g. project=web or label:team=payments")
 	return cmd
+}
+
+// groupName is a row's group: its value when grouped, else its template;
+// the group without a value shows as (none).
+func groupName(u client.UsageEntry) string {
+	if u.Value == nil {
+		return u.Template
+	}
+	if *u.Value == "" {
+		return "(none)"
+	}
+	return *u.Value
+}
+
+func costString(c *float64) string {
+	if c == nil {
+		return ""
+	}
+	return strconv.FormatFloat(*c, 'f', 2, 64)
+}
+
+// usageCSV writes the report as CSV: day, group, seconds, cost (empty
+// without rates), and a header naming the grouping.
+func usageCSV(w io.Writer, r client.UsageReport) error {
+	cw := csv.NewWriter(w)
+	group := "template"
+	if r.By != "" {
+		group = r.By
+	}
+	_ = cw.Write([]string{"day", group, "seconds", "cost"})
+	for _, u := range r.Usage {
+		cost := ""
+		if u.Cost != nil {
+			cost = strconv.FormatFloat(*u.Cost, 'f', -1, 64)
+		}
+		v := u.Template
+		if u.Value != nil {
+			v = *u.Value
+		}
+		_ = cw.Write([]string{u.Day, v, strconv.FormatInt(u.Seconds, 10), cost})
+	}
+	cw.Flush()
+	return cw.Error()
 }
 
 // parseSince reads --since: empty (the service's default), YYYY-MM-DD, or
@@ -95,7 +176,7 @@ func usageChart(w io.Writer, usage []client.UsageEntry, width int) {
 	tplWidth := 0
 	for _, u := range usage {
 		most = max(most, u.Seconds)
-		tplWidth = max(tplWidth, len(u.Template))
+		tplWidth = max(tplWidth, len(groupName(u)))
 	}
 	prevDay := ""
 	for _, u := range usage {
@@ -104,7 +185,7 @@ func usageChart(w io.Writer, usage []client.UsageEntry, width int) {
 			day = strings.Repeat(" ", len(day))
 		}
 		prevDay = u.Day
-		fmt.Fprintf(w, "%s  %-*s  %s %s\n", day, tplWidth, u.Template, bar(u.Seconds, most, width), seconds(u.Seconds))
+		fmt.Fprintf(w, "%s  %-*s  %s %s\n", day, tplWidth, groupName(u), bar(u.Seconds, most, width), seconds(u.Seconds))
 	}
 }
 

@@ -62,7 +62,16 @@ type TunnelConfig struct {
 	MaxStreams, MaxTunnels int
 	// CheckEvery overrides how often open tunnels are checked (tests).
 	CheckEvery time.Duration
+	// Opens serve the sessions of tickets that open something other than
+	// a tunnel, by what they open (ticket.Claims.Open): the session is
+	// theirs once the ticket is accepted. A ticket that opens anything
+	// else is refused, and one for a tunnel opens nothing else.
+	Opens map[string]OpenFunc
 }
+
+// OpenFunc serves the session of a ticket that opens something other than
+// a tunnel; the session ends when it returns.
+type OpenFunc func(ctx context.Context, sess *yamux.Session, c ticket.Claims, log *slog.Logger)
 
 // TunnelHandler serves tunnels at tunnel.Path: it upgrades a request whose
 // ticket it accepts (to tunnel.Protocol, or to a WebSocket), runs the
@@ -147,6 +156,11 @@ func (h *TunnelHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer h.untrack(sess)
 	log := h.cfg.Log.With("environment", c.Env, "from", r.RemoteAddr)
+	if c.Open != "" {
+		go h.watch(sess, c, log)
+		h.cfg.Opens[c.Open](ctx, sess, c, log.With("open", c.Open))
+		return
+	}
 	log.Info("tunnel opened", "ticketExpires", c.Expires())
 	go h.watch(sess, c, log)
 	h.serve(ctx, sess, c, log)
@@ -174,6 +188,9 @@ func (h *TunnelHandler) authorize(r *http.Request) (ticket.Claims, *refusal) {
 		return c, &refusal{http.StatusForbidden, "the ticket is for another organization"}
 	case c.Node != id.Node:
 		return c, &refusal{http.StatusForbidden, "the ticket is for node " + c.Node + ", not this one"}
+	}
+	if c.Open != "" && h.cfg.Opens[c.Open] == nil {
+		return c, &refusal{http.StatusForbidden, fmt.Sprintf("the ticket opens %q, which this node does not serve", c.Open)}
 	}
 	if _, ok := h.cfg.Targets(c.Env); !ok {
 		return c, &refusal{http.StatusForbidden, "environment " + c.Env + " is not running on this node"}

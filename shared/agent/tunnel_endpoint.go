@@ -14,6 +14,7 @@ import (
 	"github.com/envlease/envlease/shared/agent/confine"
 	"github.com/envlease/envlease/shared/nodes"
 	"github.com/envlease/envlease/shared/tunnel"
+	"github.com/envlease/envlease/shared/tunnel/ticket"
 )
 
 // tunnels is the agent's tunnel endpoint and the identity its tickets are
@@ -54,7 +55,8 @@ func (a *Agent) startTunnels() error {
 		u = "ws://" + net.JoinHostPort(a.cfg.Address, strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)) + tunnel.Path
 	}
 	t := &tunnels{url: u}
-	t.h = NewTunnelHandler(TunnelConfig{Identity: t.identity, Targets: a.readyTargets, DialEnv: a.dialTarget, Log: a.log})
+	t.h = NewTunnelHandler(TunnelConfig{Identity: t.identity, Targets: a.readyTargets, DialEnv: a.dialTarget, Log: a.log,
+		Opens: map[string]OpenFunc{ticket.OpenExec: a.serveExec}})
 	t.srv = &http.Server{
 		Handler: t.h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute,
 		ErrorLog: log.New(slogWriter{a.log}, "", 0),

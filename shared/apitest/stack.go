@@ -3,6 +3,7 @@ package apitest
 import (
 	"github.com/envlease/envlease/shared/artifacts"
 	"github.com/envlease/envlease/shared/blob"
+	"github.com/envlease/envlease/shared/budgets"
 	"github.com/envlease/envlease/shared/environments"
 	"github.com/envlease/envlease/shared/events"
 	"github.com/envlease/envlease/shared/httpapi"
@@ -29,6 +30,7 @@ func AllRoutes(e *Env, blobs *blob.Store) [][]httpapi.Route {
 		templates.Routes(tplSvc), templates.QuotaRoutes(tplSvc),
 		artifacts.Routes(artifacts.NewService(e.Store, blobs, e.Clock, artifacts.Options{})),
 		usage.Routes(usage.NewService(e.Store, e.Clock)),
+		budgets.Routes(budgets.NewService(e.Store, e.Clock)),
 		nodes.Routes(nodeSvc),
 		events.Routes(events.NewService(e.Store, e.Clock)),
 		webhooks.Routes(webhooks.NewService(e.Store, e.Clock, webhooks.Guard{})),

@@ -151,6 +151,10 @@ type UsageEntry struct {
 	// Seconds is environment time (created to stopped, or to now while
 	// live) within the day.
 	Seconds int64 `json:"seconds"`
+	// Value is the group when the report was grouped (UsageQuery.By).
+	Value *string `json:"value,omitempty"`
+	// Cost is the seconds' cost when the organization set rates.
+	Cost *float64 `json:"cost,omitempty"`
 }
 
 // UsageReport is usage from Since through today, by day, then template.
@@ -159,6 +163,13 @@ type UsageReport struct {
 	Since time.Time `json:"since"`
 	// Usage are the entries by day, then template.
 	Usage []UsageEntry `json:"usage"`
+	// Until, By, Filter, GroupedSince and Currency come with grouped
+	// reports and rates (UsageBy).
+	Until        string `json:"until,omitempty"`
+	By           string `json:"by,omitempty"`
+	Filter       string `json:"filter,omitempty"`
+	GroupedSince string `json:"groupedSince,omitempty"`
+	Currency     string `json:"currency,omitempty"`
 }
 
 // PageQuery selects a page of a listing.

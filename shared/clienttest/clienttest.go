@@ -22,6 +22,7 @@ import (
 	"github.com/envlease/envlease/shared/artifacts"
 	"github.com/envlease/envlease/shared/auth"
 	"github.com/envlease/envlease/shared/blob"
+	"github.com/envlease/envlease/shared/budgets"
 	"github.com/envlease/envlease/shared/clock"
 	"github.com/envlease/envlease/shared/console"
 	"github.com/envlease/envlease/shared/devstack"
@@ -116,6 +117,7 @@ func Start(t testing.TB, opts ...Option) *Stack {
 		templates.Routes(tplSvc), templates.QuotaRoutes(tplSvc),
 		artifacts.Routes(artifactSvc),
 		usage.Routes(usage.NewService(st, clk)),
+		budgets.Routes(budgets.NewService(st, clk)),
 		nodes.Routes(nodeSvc),
 		openapi.Routes(),
 		console.Routes(console.Options{S3Origin: devstack.Origin(s3.Endpoint)}),

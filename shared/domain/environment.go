@@ -51,6 +51,8 @@ const (
 	StopDeleted = "deleted"
 	StopIdle    = "idle"
 	StopHard    = "hard"
+	// StopBudget: a hard budget of its scope was spent (budgets.Run).
+	StopBudget = "budget"
 )
 
 // EnvExport is a service of an environment and where the sandbox reaches it.
@@ -124,6 +126,10 @@ type Environment struct {
 	// platforms at lease, kept on the record so a claim decides without
 	// reading the template.
 	Needs Needs `json:"-"`
+	// UsageBy are the groupings of usage (usage.Dimension: "project", "user",
+	// "label:KEY") the organization enabled when it was leased: its stop adds
+	// its seconds to one ledger item per grouping, and no more.
+	UsageBy []string `json:"-"`
 }
 
 // Normalize replaces nil collections with empty ones so JSON shows [] and {}.
@@ -184,6 +190,9 @@ type Lease struct {
 	Env Environment
 	// Idempotency, when set, is recorded in the same transaction.
 	Idempotency *IdempotencyRecord
+	// BudgetKeys, when set, are checked in the same transaction against the
+	// organization's spent budgets (usage.LeaseBlockKeys).
+	BudgetKeys []string
 }
 
 // IdempotencyRecord remembers the response of a lease made with an

@@ -13,9 +13,12 @@ type Code string
 
 // The codes of the API. httpapi maps each to one HTTP status.
 const (
-	CodeBadRequest       Code = "bad_request"
-	CodeUnauthorized     Code = "unauthorized"
-	CodeForbidden        Code = "forbidden"
+	CodeBadRequest   Code = "bad_request"
+	CodeUnauthorized Code = "unauthorized"
+	CodeForbidden    Code = "forbidden"
+	// CodeExecDisabled is 403 too: the environment's template turns exec
+	// off (exec: false), whoever asks.
+	CodeExecDisabled     Code = "exec_disabled"
 	CodeNotFound         Code = "not_found"
 	CodeMethodNotAllowed Code = "method_not_allowed"
 	CodeConflict         Code = "conflict"
@@ -23,9 +26,11 @@ const (
 	CodeTooLarge         Code = "too_large"
 	CodeInvalid          Code = "invalid"
 	CodeQuota            Code = "quota"
-	CodeLocked           Code = "locked"
-	CodeUnavailable      Code = "unavailable"
-	CodeInternal         Code = "internal"
+	// CodeBudget: a lease in the scope of a spent budget (429).
+	CodeBudget      Code = "budget"
+	CodeLocked      Code = "locked"
+	CodeUnavailable Code = "unavailable"
+	CodeInternal    Code = "internal"
 )
 
 // Error is the application error. Message is safe to show a client; Err is the

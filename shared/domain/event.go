@@ -19,6 +19,7 @@ const (
 	EventEnvStopping  = "environment.stopping"
 	EventEnvStopped   = "environment.stopped"
 	EventEnvFailed    = "environment.failed"
+	EventEnvExec      = "environment.exec"
 	EventArtSealed    = "artifact.sealed"
 	EventArtExpired   = "artifact.expired"
 	EventKeyCreated   = "key.created"
@@ -30,13 +31,17 @@ const (
 	EventNodeLost     = "node.lost"
 	EventNodeLeft     = "node.left"
 	EventWebhookOff   = "webhook.disabled"
+	// A budget reached 80 % of its limit, or all of it, in its period.
+	EventBudgetWarning = "budget.warning"
+	EventBudgetSpent   = "budget.spent"
 )
 
 // EventTypes are every type the service writes, in documentation order.
 var EventTypes = []string{
-	EventEnvLeased, EventEnvStarting, EventEnvReady, EventEnvStopping, EventEnvStopped, EventEnvFailed,
+	EventEnvLeased, EventEnvStarting, EventEnvReady, EventEnvStopping, EventEnvStopped, EventEnvFailed, EventEnvExec,
 	EventArtSealed, EventArtExpired, EventKeyCreated, EventKeyRevoked, EventSbxRegister, EventSbxJoined,
 	EventQuotaRefused, EventNodeRegister, EventNodeLost, EventNodeLeft, EventWebhookOff,
+	EventBudgetWarning, EventBudgetSpent,
 }
 
 // EventKind is the first segment of an event type ("environment").

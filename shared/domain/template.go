@@ -26,6 +26,10 @@ type Template struct {
 	Pools []string `json:"pools"`
 	// Quota is the organization's limit for this template.
 	Quota Quota `json:"quota"`
+	// Exec is added to the spec's record: false turns off commands and
+	// shells inside the template's environments (envlease exec, shell);
+	// absent or true allows them. See ExecAllowed.
+	Exec *bool `json:"exec,omitempty"`
 }
 
 // Export is a service a template exposes.
@@ -145,3 +149,7 @@ func (t Template) ValidateLimits() error {
 	}
 	return nil
 }
+
+// ExecAllowed says whether commands and shells may run inside t's
+// environments: unless the template says exec: false.
+func (t Template) ExecAllowed() bool { return t.Exec == nil || *t.Exec }

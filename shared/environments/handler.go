@@ -16,6 +16,7 @@ func Routes(s *Service) []httpapi.Route {
 		{Method: http.MethodDelete, Path: "/v1/environments/{id}", Access: httpapi.Member, Handler: s.handleDelete},
 		{Method: http.MethodPost, Path: "/v1/environments/{id}/touch", Access: httpapi.Member, Handler: s.handleTouch},
 		{Method: http.MethodPost, Path: "/v1/environments/{id}/tunnel", Access: httpapi.Member, Handler: s.handleTunnel},
+		{Method: http.MethodPost, Path: "/v1/environments/{id}/exec", Access: httpapi.Member, Handler: s.handleExec},
 	}
 }
 

@@ -35,6 +35,9 @@ type Store interface {
 	GetIdempotency(ctx context.Context, org, key string, now time.Time) (*domain.IdempotencyRecord, error)
 	// GetNode reads the node an environment runs on, for its tunnel URL and key.
 	GetNode(ctx context.Context, org, id string) (domain.Node, error)
+	UsageStore
+	// PutEvent records an exec, which changes nothing else.
+	PutEvent(ctx context.Context, ev domain.Event) error
 }
 
 // Limits of a lease request and of listings.
@@ -80,6 +83,8 @@ type Service struct {
 	// templates: a sealed artifact never changes, and its expiry is compared
 	// to now at every lease.
 	images map[string]cachedImage
+	// settings are organizations' usage groupings, kept like templates (usage.go).
+	settings map[string]cachedSettings
 }
 
 type cachedImage struct {
@@ -101,7 +106,7 @@ func WithTemplateTTL(d time.Duration) Option { return func(s *Service) { s.templ
 // NewService returns the environments service.
 func NewService(st Store, clk clock.Clock, opts ...Option) *Service {
 	s := &Service{store: st, clock: clk, templateTTL: DefaultTemplateTTL, templates: map[string]cachedTemplate{},
-		images: map[string]cachedImage{}}
+		images: map[string]cachedImage{}, settings: map[string]cachedSettings{}}
 	for _, o := range opts {
 		o(s)
 	}
@@ -237,7 +242,7 @@ func replayable(err error) bool {
 		return true
 	}
 	switch domain.ErrorCode(err) {
-	case domain.CodeInvalid, domain.CodeQuota, domain.CodeBadRequest:
+	case domain.CodeInvalid, domain.CodeQuota, domain.CodeBudget, domain.CodeBadRequest:
 		return true
 	}
 	return false
@@ -290,6 +295,9 @@ func (s *Service) lease(ctx context.Context, p domain.Principal, req LeaseReques
 			return nil, err
 		}
 		l := domain.Lease{Env: e}
+		if err := s.withUsage(ctx, &l, now); err != nil {
+			return nil, err
+		}
 		if idemKey != "" {
 			// The record keeps the answer without the share file names, which
 			// the environment item already holds and never changes: a replay

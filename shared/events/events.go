@@ -44,6 +44,7 @@ func Routes(s *Service) []httpapi.Route {
 // subjectKinds are the kinds of resource events are about.
 var subjectKinds = map[string]bool{
 	"environment": true, "artifact": true, "key": true, "sandbox": true, "template": true, "node": true, "webhook": true,
+	"budget": true,
 }
 
 // ParseQuery reads the listing's query parameters; anything malformed is 400

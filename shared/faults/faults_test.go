@@ -26,6 +26,7 @@ import (
 	"github.com/envlease/envlease/shared/artifacts"
 	"github.com/envlease/envlease/shared/auth"
 	"github.com/envlease/envlease/shared/blob"
+	"github.com/envlease/envlease/shared/budgets"
 	"github.com/envlease/envlease/shared/devstack"
 	"github.com/envlease/envlease/shared/domain"
 	"github.com/envlease/envlease/shared/environments"
@@ -176,6 +177,7 @@ func newStack(t *testing.T) *stack {
 		templates.Routes(tplSvc), templates.QuotaRoutes(tplSvc),
 		artifacts.Routes(artifacts.NewService(e.Store, blobs, e.Clock, artifacts.Options{PartSize: blob.MinPartSize})),
 		usage.Routes(usage.NewService(e.Store, e.Clock)),
+		budgets.Routes(budgets.NewService(e.Store, e.Clock)),
 		// The admin's node operations and the node agent's own calls.
 		nodes.Routes(nodes.NewService(e.Store, nil, e.Clock, nodes.Options{})),
 		events.Routes(events.NewService(e.Store, e.Clock)),
@@ -403,6 +405,26 @@ func endpoints(sbx string, key string) []endpoint {
 		}},
 		{name: "GET /v1/templates", status: 200, prepare: get("/v1/templates")},
 		{name: "GET /v1/usage", status: 200, prepare: get("/v1/usage")},
+		{name: "GET /v1/usage (by template)", status: 200, prepare: get("/v1/usage?by=template&filter=template=shell")},
+		{name: "GET /v1/usage/settings", status: 200, prepare: get("/v1/usage/settings")},
+		{name: "GET /v1/budgets", status: 200, prepare: get("/v1/budgets")},
+		{name: "PUT /v1/budgets/{id}", status: 200, prepare: func(*stack) request {
+			return request{method: "PUT", path: "/v1/budgets/all", token: apitest.AliceToken,
+				body: map[string]any{"scope": "org", "period": "month", "seconds": 100000000}}
+		}},
+		{name: "DELETE /v1/budgets/{id}", status: 204, prepare: func(s *stack) request {
+			s.must("PUT", "/v1/budgets/gone", apitest.AliceToken, map[string]any{"scope": "org", "period": "day", "seconds": 100000000}, 200)
+			return request{method: "DELETE", path: "/v1/budgets/gone", token: apitest.AliceToken}
+		}, retried: func(s *stack, res *apitest.Response) {
+			// The delete may have committed before the fault: then it is gone.
+			if res.Status != 204 && res.Status != 404 {
+				s.T.Fatalf("retried delete: %d %s", res.Status, res.Body)
+			}
+		}},
+		{name: "PUT /v1/usage/settings", status: 200, prepare: func(*stack) request {
+			return request{method: "PUT", path: "/v1/usage/settings", token: apitest.AliceToken,
+				body: map[string]any{"groupings": []string{"project"}, "currency": "EUR", "rates": map[string]any{"shell": []map[string]any{{"from": "2026-03-01", "perHour": 0.5}}}}}
+		}},
 		{name: "POST /v1/nodes/credentials", status: 201, prepare: func(*stack) request {
 			return request{method: "POST", path: "/v1/nodes/credentials", token: apitest.AliceToken, body: map[string]any{"pool": "local", "name": "n1"}}
 		}},
@@ -419,6 +441,7 @@ func endpoints(sbx string, key string) []endpoint {
 		}, cleanup: deleteHeartbeatEnvs},
 		claimEndpoint(),
 		tunnelEndpoint(),
+		execEndpoint(),
 		{name: "POST /v1/nodes/{id}/environments/{env}/report (ready)", status: 200, cleanup: deleteReported, prepare: func(s *stack) request {
 			node, env := s.claimed()
 			return request{method: "POST", path: "/v1/nodes/" + node + "/environments/" + env + "/report", token: s.nodeToken, body: map[string]any{"state": "ready"}}

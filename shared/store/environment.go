@@ -69,6 +69,8 @@ type envItem struct {
 	// Runtime and Platforms are domain.Needs: what a node must offer.
 	Runtime   string   `dynamodbav:"runtime,omitempty"`
 	Platforms []string `dynamodbav:"platforms,omitempty"`
+	// UsageBy is domain.Environment.UsageBy (usageby.go).
+	UsageBy []string `dynamodbav:"usageBy,omitempty"`
 	// TTL lets DynamoDB delete a stopped or failed record once it has been
 	// kept domain.EnvRecordKept; readers compare it to now (Purged), as TTL
 	// deletes late.
@@ -173,7 +175,10 @@ func (s *Store) newEnvItem(e domain.Environment) envItem {
 		Error: e.Error, CreatedBy: e.CreatedBy, Created: e.Created, Ready: e.Ready, Stopped: e.Stopped,
 		Expires: e.Expires, IdleUntil: e.IdleUntil, IdleNs: int64(e.Idle), HardNs: int64(e.Hard),
 		Snapshot: e.Snapshot, StopReason: e.StopReason, Ports: e.Ports, Version: e.Version,
-		Runtime: e.Needs.Runtime, Platforms: e.Needs.Platforms,
+		Runtime: e.Needs.Runtime, Platforms: e.Needs.Platforms, UsageBy: e.UsageBy,
+	}
+	if len(it.UsageBy) == 0 {
+		it.UsageBy = nil
 	}
 	if len(it.Platforms) == 0 {
 		it.Platforms = nil
@@ -221,7 +226,7 @@ func (it envItem) domain() domain.Environment {
 		Ready: utcPtr(it.Ready), Stopped: utcPtr(it.Stopped), Expires: it.Expires.UTC(),
 		IdleUntil: it.IdleUntil.UTC(), Idle: domain.Duration(it.IdleNs), Hard: domain.Duration(it.HardNs),
 		Snapshot: it.Snapshot, StopReason: it.StopReason, Ports: it.Ports, Version: it.Version,
-		Needs: domain.Needs{Runtime: it.Runtime, Platforms: it.Platforms},
+		Needs: domain.Needs{Runtime: it.Runtime, Platforms: it.Platforms}, UsageBy: it.UsageBy,
 	}
 	for _, x := range it.Exports {
 		e.Exports = append(e.Exports, domain.EnvExport(x))
@@ -297,6 +302,11 @@ func (s *Store) LeaseEnvironment(ctx context.Context, l domain.Lease) error {
 			ConditionExpression: aws.String("attribute_exists(PK)"),
 		}})
 	}
+	budgetAt := -1
+	if len(l.BudgetKeys) > 0 {
+		budgetAt = len(items)
+		items = append(items, s.budgetCheck(e.OrgID, l.BudgetKeys))
+	}
 	quotaAt := len(items)
 	items = append(items, types.TransactWriteItem{Update: &types.Update{
 		TableName:                 aws.String(s.table),
@@ -336,6 +346,8 @@ func (s *Store) LeaseEnvironment(ctx context.Context, l domain.Lease) error {
 		return domain.ErrIdempotencyKeyUsed
 	case conditionFailed(reasons, sandboxAt):
 		return domain.Invalid("sandbox", "sandbox %q is not registered in your organization", e.Sandbox)
+	case conditionFailed(reasons, budgetAt):
+		return budgetRefused(e, reasons[budgetAt].Item)
 	case conditionFailed(reasons, quotaAt):
 		return s.quotaRefused(ctx, e, reasons[quotaAt].Item)
 	case conditionFailed(reasons, envAt):

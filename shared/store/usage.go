@@ -44,6 +44,10 @@ type usageItem struct {
 // first day that fits, so the total stays exact and the stop still commits.
 func (s *Store) usageItems(e domain.Environment, stopped time.Time, room int) []types.TransactWriteItem {
 	days := usage.Split(e.Created, stopped)
+	// Each day takes one item of the template ledger and one per grouping
+	// the environment was leased with (usageby.go).
+	perDay := 1 + len(e.UsageBy)
+	room /= perDay
 	if room < 1 {
 		return nil
 	}
@@ -55,19 +59,20 @@ func (s *Store) usageItems(e domain.Environment, stopped time.Time, room int) []
 		days = days[len(days)-room:]
 		days[0].Seconds = folded
 	}
-	items := make([]types.TransactWriteItem, 0, len(days))
+	items := make([]types.TransactWriteItem, 0, len(days)*perDay)
 	for _, d := range days {
 		dayStart, _ := time.Parse(usage.DayLayout, d.Day) // Split formats it
+		ttl := dayStart.Add(UsageRetention + 24*time.Hour).Unix()
 		items = append(items, types.TransactWriteItem{Update: &types.Update{
 			TableName:                aws.String(s.table),
 			Key:                      key(orgPK(e.OrgID), usageSK(d.Day, e.Template)),
 			UpdateExpression:         aws.String("ADD seconds :s SET template = :t, #day = :d, #ttl = :ttl"),
 			ExpressionAttributeNames: map[string]string{"#day": "day", "#ttl": AttrTTL},
 			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":s": num(d.Seconds), ":t": str(e.Template), ":d": str(d.Day),
-				":ttl": num(dayStart.Add(UsageRetention + 24*time.Hour).Unix()),
+				":s": num(d.Seconds), ":t": str(e.Template), ":d": str(d.Day), ":ttl": num(ttl),
 			},
 		}})
+		items = append(items, s.groupedUsageItems(e, d, ttl)...)
 	}
 	return items
 }

@@ -8,9 +8,16 @@ const DayLayout = "2006-01-02"
 // Entry is one usage record of the API (spec 2.6): seconds of environment
 // time of one template on one UTC day.
 type Entry struct {
-	Template string `json:"template"`
-	Day      string `json:"day"`
-	Seconds  int64  `json:"seconds"`
+	// Template is set when grouped by template (the default).
+	Template string `json:"template,omitempty"`
+	// Value is the group's value when grouped by anything else ("" is the
+	// group of environments without one, e.g. no project).
+	Value   *string `json:"value,omitempty"`
+	Day     string  `json:"day"`
+	Seconds int64   `json:"seconds"`
+	// Cost is the seconds' cost, each day at its own rate, when the
+	// organization set rates.
+	Cost *float64 `json:"cost,omitempty"`
 }
 
 // DaySeconds is the part of an interval that falls on one UTC day.
@@ -42,4 +49,14 @@ func Split(from, to time.Time) []DaySeconds {
 func DayStart(t time.Time) time.Time {
 	t = t.UTC()
 	return time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)
+}
+
+// GroupEntry is one item of a grouped ledger: seconds of one template on one
+// UTC day, of the environments whose value in grouping Dim was Value.
+type GroupEntry struct {
+	Dim      string
+	Value    string
+	Template string
+	Day      string
+	Seconds  int64
 }

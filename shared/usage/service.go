@@ -6,7 +6,6 @@ package usage
 
 import (
 	"context"
-	"sort"
 	"time"
 
 	"github.com/envlease/envlease/shared/clock"
@@ -16,6 +15,9 @@ import (
 // Store is what the service needs from persistence (store.Store).
 type Store interface {
 	ListUsage(ctx context.Context, org, from, to string) ([]Entry, error)
+	ListUsageBy(ctx context.Context, org, dim, from, to string) ([]GroupEntry, error)
+	GetUsageSettings(ctx context.Context, org string) (Settings, int64, error)
+	PutUsageSettings(ctx context.Context, org string, set Settings, version int64) error
 	ListEnvironments(ctx context.Context, org string, q domain.EnvQuery) (domain.EnvPage, error)
 }
 
@@ -29,11 +31,24 @@ const (
 	livePage = 200
 )
 
-// Report is the body of GET /v1/usage.
+// Report is the body of GET /v1/usage. Without by, filter and until it is
+// the specification's answer (since, usage), with cost and currency added
+// when the organization set rates.
 type Report struct {
 	// Since is the first day reported, at 00:00 UTC.
 	Since time.Time `json:"since"`
-	// Usage holds one entry per template and day with seconds, by day then template.
+	// Until is the last day reported, when the query named one or grouped.
+	Until string `json:"until,omitempty"`
+	// By is the grouping of the entries when the query asked for one.
+	By string `json:"by,omitempty"`
+	// Filter is the filter applied, DIM=VALUE.
+	Filter string `json:"filter,omitempty"`
+	// GroupedSince is the first day the grouping was recorded; usage before
+	// it is not in a grouped answer.
+	GroupedSince string `json:"groupedSince,omitempty"`
+	// Currency of the costs, when the organization set rates.
+	Currency string `json:"currency,omitempty"`
+	// Usage holds one entry per group and day with seconds, by day then group.
 	Usage []Entry `json:"usage"`
 }
 
@@ -68,58 +83,7 @@ func ParseSince(since string, now time.Time) (time.Time, error) {
 }
 
 // Usage returns the caller's organization's usage from since (see
-// ParseSince) to today. Everything read is under the caller's organization's
-// partition, so no other organization's usage can appear.
-//
-// The ledger is read before the live environments. An environment that stops
-// between the two reads is then missing from this one answer (it is in the
-// next), rather than counted twice.
+// ParseSince) to today, by template: the specification's answer.
 func (s *Service) Usage(ctx context.Context, p domain.Principal, since string) (Report, error) {
-	now := s.clock.Now()
-	from, err := ParseSince(since, now)
-	if err != nil {
-		return Report{}, err
-	}
-	fromDay, today := from.Format(DayLayout), DayStart(now).Format(DayLayout)
-	stopped, err := s.store.ListUsage(ctx, p.OrgID, fromDay, today)
-	if err != nil {
-		return Report{}, err
-	}
-	type k struct{ day, template string }
-	sums := map[k]int64{}
-	for _, e := range stopped {
-		sums[k{e.Day, e.Template}] += e.Seconds
-	}
-	q := domain.EnvQuery{State: "live", Limit: livePage}
-	for {
-		page, err := s.store.ListEnvironments(ctx, p.OrgID, q)
-		if err != nil {
-			return Report{}, err
-		}
-		for _, e := range page.Environments {
-			for _, d := range Split(e.Created, now) {
-				if d.Day >= fromDay {
-					sums[k{d.Day, e.Template}] += d.Seconds
-				}
-			}
-		}
-		if page.Next == "" {
-			break
-		}
-		q.Cursor = page.Next
-	}
-	out := Report{Since: from, Usage: make([]Entry, 0, len(sums))}
-	for key, secs := range sums {
-		if secs > 0 {
-			out.Usage = append(out.Usage, Entry{Template: key.template, Day: key.day, Seconds: secs})
-		}
-	}
-	sort.Slice(out.Usage, func(i, j int) bool {
-		a, b := out.Usage[i], out.Usage[j]
-		if a.Day != b.Day {
-			return a.Day < b.Day
-		}
-		return a.Template < b.Template
-	})
-	return out, nil
+	return s.Query(ctx, p, Query{Since: since})
 }

@@ -122,6 +122,14 @@ func execCommand() int {
 			warns = append(warns, fmt.Sprintf("cpus: %v", err))
 		}
 	}
+	if cfg.Terminal {
+		if _, err := unix.Setsid(); err != nil {
+			return fail("start a session: ", err)
+		}
+		if err := unix.IoctlSetInt(0, unix.TIOCSCTTY, 0); err != nil {
+			return fail("take the terminal: ", err)
+		}
+	}
 	if cfg.UID >= 0 {
 		// Since Go 1.16 these apply to every thread of the process.
 		if err := syscall.Setgroups(nil); err != nil {
@@ -151,9 +159,9 @@ func execCommand() int {
 			warns = append(warns, fmt.Sprintf("limit %d: %v", unix.RLIMIT_AS, err))
 		}
 	}
-	if len(warns) > 0 {
-		say(report{Warnings: warns})
-	}
+	// Started: a reader whose copy of the reports outlives the exec (the
+	// nsenter that is the parent of an exec's command) learns it here.
+	say(report{Warnings: warns, Started: true})
 	err := syscall.Exec(cfg.Path, cfg.Args, cfg.Env)
 	return fail("", err)
 }

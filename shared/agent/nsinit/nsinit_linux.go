@@ -37,6 +37,10 @@ type Config struct {
 	// instruction: set on the process that then execs it.
 	Rlimits []Rlimit `json:"rlimits,omitempty"`
 	CPUs    []int    `json:"cpus,omitempty"`
+	// Terminal: fd 0 is a terminal, which the command makes its
+	// controlling one in a session of its own (an exec's shell, whose job
+	// control then stays inside the environment's PID namespace).
+	Terminal bool `json:"terminal,omitempty"`
 	// Probe sets the namespaces up and exits 0 without running anything.
 	Probe bool `json:"probe,omitempty"`
 }
@@ -64,6 +68,10 @@ func init() {
 		case execMarker:
 			os.Exit(execCommand())
 		}
+	}
+	// nsenter names the binary it runs by its path (Enter).
+	if len(os.Args) == 2 && os.Args[1] == execMarker {
+		os.Exit(execCommand())
 	}
 }
 

@@ -95,4 +95,6 @@ type Handle interface {
 	Remove()
 	// LogAttrs describe it in the agent's log (pid, root, image...).
 	LogAttrs() []any
+	// Execer runs a command inside it (envlease exec, shell).
+	Execer
 }

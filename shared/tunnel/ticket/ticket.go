@@ -7,7 +7,10 @@
 //	base64url(payload) "." base64url(HMAC-SHA256(key, payload))
 //
 // payload being the JSON {"org", "env", "node", "targets": ["host:port"...],
-// "exp": <Unix seconds>}, base64url without padding. It depends on nothing
+// "exp": <Unix seconds>}, base64url without padding. A ticket that opens
+// something other than a tunnel names it in "open" (OpenExec: a command
+// inside the environment, whose argv's digest is "cmd"); a tunnel ticket has
+// neither, so an agent refuses a ticket for its tunnel that opens anything else. It depends on nothing
 // but the standard library, so the environments function that signs and the
 // agent that checks share it without pulling in each other's code.
 package ticket
@@ -45,6 +48,13 @@ type Claims struct {
 	Targets []string `json:"targets"`
 	// Exp is when the ticket ends, in Unix seconds.
 	Exp int64 `json:"exp"`
+	// Open is what the ticket opens: "" for a tunnel to Targets, or one
+	// of the Open constants.
+	Open string `json:"open,omitempty"`
+	// Command is, for OpenExec, CommandDigest of the one command the
+	// ticket runs: the API records who ran what, and the agent runs
+	// nothing else.
+	Command string `json:"cmd,omitempty"`
 }
 
 // Expires is Exp as a time.

@@ -1,4 +1,6 @@
-// Usage: environment time per template per day as a stacked bar chart that
+// Usage: environment time per template (or project, person, label) per day,
+// with cost when the organization set rates, and its budgets with what is
+// left; the chart is a stacked bar chart that
 // reads without colour (each template has its own pattern and the legend and
 // table name them), with totals and a CSV download.
 import { h, svg, field, hours, table } from './dom.js';
@@ -25,23 +27,60 @@ export function render(root) {
   const since = h('input', { type: 'date', name: 'since' });
   const start = new Date(Date.now() - 13 * 86400000);
   since.value = isoDay(start);
+  // Groupings other than template are offered once the settings say the
+  // organization records them.
+  const by = h('select', { name: 'by' }, h('option', { value: 'template', text: 'template' }));
+  const filter = h('input', { type: 'text', name: 'filter', placeholder: 'project=web', autocomplete: 'off' });
   const body = h('div', { id: 'usage' });
+  const budgets = h('div', { id: 'budgets' });
   const form = h('form', { class: 'row', 'aria-label': 'Usage range', onsubmit: (e) => { e.preventDefault(); load(); } },
-    field('From (UTC day)', since, 'to today; at most 400 days back'), h('button', { type: 'submit', text: 'Show' }));
+    field('From (UTC day)', since, 'to today; at most 400 days back'),
+    field('Group by', by, 'template, or a grouping the organization records'),
+    field('Filter', filter, 'DIM=VALUE, optional'),
+    h('button', { type: 'submit', text: 'Show' }));
   const load = () => guard(body, async () => {
-    const r = await get(`/v1/usage?since=${enc(since.value)}`);
+    let q = `/v1/usage?since=${enc(since.value)}`;
+    if (by.value !== 'template') q += `&by=${enc(by.value)}`;
+    if (filter.value.trim()) q += `&filter=${enc(filter.value.trim())}`;
+    const r = await get(q);
     draw(body, r, since.value);
   });
-  root.append(h('h1', { text: 'Usage' }), form, body);
+  root.append(h('h1', { text: 'Usage' }), form, body, budgets);
+  guard(budgets, async () => {
+    const { settings } = await get('/v1/usage/settings');
+    for (const g of settings.groupings || []) by.append(h('option', { value: g, text: g }));
+    drawBudgets(budgets, await get('/v1/budgets'));
+  });
   load();
+}
+
+// drawBudgets lists the budgets with what their period has left.
+function drawBudgets(el, list) {
+  if (!list.budgets.length) { el.replaceChildren(); return; }
+  const amount = (v, unit) => (unit === 'seconds' ? `${hours(v)} h` : `${v.toFixed(2)} ${unit}`);
+  el.replaceChildren(h('h2', { text: 'Budgets' }),
+    table(['Budget', 'Scope', 'Period', ['Limit', 'num'], ['Spent', 'num'], ['Left', 'num'], 'State'],
+      list.budgets.map((b) => h('tr', {},
+        h('td', { text: b.id }), h('td', { text: b.scope }), h('td', { text: `${b.period} from ${b.periodStart}` }),
+        h('td', { class: 'num', text: amount(b.seconds || b.cost, b.unit) }),
+        h('td', { class: 'num', text: amount(b.spent, b.unit) }),
+        h('td', { class: 'num', text: amount(b.remaining, b.unit) }),
+        h('td', { text: b.exhausted ? (b.hard ? 'spent: leases refused, environments stopped' : 'spent: leases refused') : 'ok' })))));
+}
+
+// groupOf is an entry's group: its value when grouped, else its template.
+function groupOf(u) {
+  if (u.value === undefined) return u.template;
+  return u.value === '' ? '(none)' : u.value;
 }
 
 function draw(body, report, from) {
   const days = [];
   for (let d = new Date(`${from}T00:00:00Z`); isoDay(d) <= isoDay(new Date()); d = new Date(d.getTime() + 86400000)) days.push(isoDay(d));
-  const templates = [...new Set(report.usage.map((u) => u.template))].sort();
+  const templates = [...new Set(report.usage.map(groupOf))].sort();
+  const grouping = report.by || 'template';
   const by = {};
-  for (const u of report.usage) by[`${u.day}|${u.template}`] = u.seconds;
+  for (const u of report.usage) by[`${u.day}|${groupOf(u)}`] = u.seconds;
   const dayTotal = days.map((d) => templates.reduce((s, t) => s + (by[`${d}|${t}`] || 0), 0));
   // The axis unit follows the data, so a quiet range still shows its bars.
   const peak = Math.max(1, ...dayTotal);
@@ -71,22 +110,33 @@ function draw(body, report, from) {
   const every = Math.ceil(days.length / Math.max(2, Math.floor((W - L) / 60)));
   const xlabels = days.map((d, i) => (i % every ? null : svg('text', { x: L + i * bw + bw / 2, y: H - B + 14, 'text-anchor': 'middle', text: d.slice(5) })));
   const chart = svg('svg', { class: 'chart', viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-labelledby': 'usage-title' },
-    svg('title', { id: 'usage-title', text: `Environment ${unit} per day by template from ${from}; the table below has the figures` }), defs, ticks, bars, xlabels,
+    svg('title', { id: 'usage-title', text: `Environment ${unit} per day by ${grouping} from ${from}; the table below has the figures` }), defs, ticks, bars, xlabels,
     svg('text', { x: 4, y: 14, text: unit }));
   const legend = h('ul', { class: 'legend', 'aria-label': 'Legend' }, templates.map((t, i) => h('li', {},
     svg('svg', { width: 18, height: 18, 'aria-hidden': 'true' }, svg('defs', {}, PATTERNS[i % PATTERNS.length](`leg-${i}`)), svg('rect', { width: 18, height: 18, fill: `url(#leg-${i})` })),
     ` ${t}`)));
-  const totals = templates.map((t) => [t, report.usage.filter((u) => u.template === t).reduce((s, u) => s + u.seconds, 0)]);
+  const costed = !!report.currency;
+  const sumOf = (rows, f) => rows.reduce((s, u) => s + (f(u) || 0), 0);
+  const totals = templates.map((t) => {
+    const rows = report.usage.filter((u) => groupOf(u) === t);
+    return [t, sumOf(rows, (u) => u.seconds), sumOf(rows, (u) => u.cost)];
+  });
   const all = totals.reduce((s, [, v]) => s + v, 0);
-  const csv = ['day,template,seconds', ...report.usage.map((u) => `${u.day},${csvCell(u.template)},${u.seconds}`)].join('\n');
+  const allCost = totals.reduce((s, [, , c]) => s + c, 0);
+  const money = (c) => `${c.toFixed(2)} ${report.currency}`;
+  const csv = [`day,${csvCell(grouping)},seconds${costed ? ',cost' : ''}`,
+    ...report.usage.map((u) => `${u.day},${csvCell(u.value === undefined ? u.template : u.value)},${u.seconds}${costed ? `,${u.cost ?? ''}` : ''}`)].join('\n');
+  const head = [grouping === 'template' ? 'Template' : grouping, ['Hours', 'num'], ['Seconds', 'num'], ...(costed ? [['Cost', 'num']] : [])];
   const href = URL.createObjectURL(new Blob([csv], { type: 'text/csv' }));
   body.replaceChildren(
     templates.length ? chart : h('p', { text: 'No environment time in this range.' }),
     legend,
     h('h2', { text: 'Totals' }),
-    table(['Template', ['Hours', 'num'], ['Seconds', 'num']], [
-      ...totals.map(([t, s]) => h('tr', {}, h('td', { text: t }), h('td', { class: 'num', text: hours(s) }), h('td', { class: 'num', text: s }))),
-      h('tr', {}, h('th', { scope: 'row', text: 'All' }), h('td', { class: 'num', text: hours(all) }), h('td', { class: 'num', text: all }))]),
+    table(head, [
+      ...totals.map(([t, s, c]) => h('tr', {}, h('td', { text: t }), h('td', { class: 'num', text: hours(s) }), h('td', { class: 'num', text: s }),
+        costed ? h('td', { class: 'num', text: money(c) }) : null)),
+      h('tr', {}, h('th', { scope: 'row', text: 'All' }), h('td', { class: 'num', text: hours(all) }), h('td', { class: 'num', text: all }),
+        costed ? h('td', { class: 'num', text: money(allCost) }) : null)]),
     h('p', {}, h('a', { class: 'button', href, download: `envlease-usage-${from}.csv`, text: 'Download CSV' })));
 }
 

@@ -1,0 +1,26 @@
+package ticket
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+)
+
+// What a ticket opens besides a tunnel (Claims.Open).
+const (
+	// OpenExec runs one command inside the environment (envlease exec,
+	// envlease shell).
+	OpenExec = "exec"
+)
+
+// CommandDigest names a command's argv in an exec ticket: hex SHA-256 of
+// its JSON array, so the ticket binds the command without carrying its
+// arguments (which may hold secrets) in a token a client can read.
+func CommandDigest(argv []string) string {
+	if argv == nil {
+		argv = []string{}
+	}
+	b, _ := json.Marshal(argv) // a []string always marshals
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
