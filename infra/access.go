@@ -49,6 +49,14 @@ var (
 		"s3:AbortMultipartUpload",
 		"s3:ListMultipartUploadParts",
 	}
+	// A node keeps an environment's log as an artifact of one part: the
+	// nodes function presigns its PUT, and sealing it heads the object and
+	// deletes one whose checksum does not match.
+	keptLogObjectActions = []string{
+		"s3:PutObject",
+		"s3:GetObject",
+		"s3:DeleteObject",
+	}
 	// Expiry lists an artifact's folder, deletes what is in it, and aborts
 	// any upload left unfinished under it.
 	expiryObjectActions = []string{
@@ -127,6 +135,8 @@ func (a BucketAccess) objectActions() []string {
 		return artifactObjectActions
 	case BucketDelete:
 		return expiryObjectActions
+	case BucketKeptLogs:
+		return keptLogObjectActions
 	}
 	return nil
 }

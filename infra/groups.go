@@ -41,6 +41,9 @@ const (
 	// BucketDelete: list and delete objects and abort unfinished uploads
 	// (expiry of artifacts).
 	BucketDelete
+	// BucketKeptLogs: the one-part uploads of the logs nodes keep, and
+	// their sealing.
+	BucketKeptLogs
 )
 
 // Route is an HTTP API route prefix owned by one function. Every prefix is
@@ -168,10 +171,14 @@ var Groups = []Group{
 	// a CLI token and exchanged for a console token, in one transaction
 	// that deletes the code, checks the asking key is not revoked and puts
 	// the new key.
-	{Name: "tokens", Description: "CLI tokens and the console's sign-in codes",
-		Routes:   []Route{{Path: "/v1/tokens"}, {Path: "/v1/console", Proxy: true}},
+	// The exchange of CI identity tokens and the trusted issuers it reads
+	// (one query of the organization's partition) are tokens too; the
+	// exchange fetches issuers' keys over the internet (public addresses
+	// only, checked on every connection).
+	{Name: "tokens", Description: "CLI tokens, the console's sign-in codes, CI token exchange and trusted issuers",
+		Routes:   []Route{{Path: "/v1/tokens", Proxy: true}, {Path: "/v1/console", Proxy: true}, {Path: "/v1/issuers", Proxy: true}},
 		MemoryMB: apiMemoryMB, Timeout: apiTimeout,
-		Table: readWrite(batchGetItem, updateItem, putItem, getItem, conditionCheckItem, deleteItem)},
+		Table: readWrite(batchGetItem, updateItem, putItem, getItem, conditionCheckItem, deleteItem, query)},
 	// Revoking a node credential ends its nodes as a lost node is ended
 	// (what they ran fails: the lost-node sweep's actions), deletes the
 	// records of its node protocol connections and closes them.
@@ -190,9 +197,10 @@ var Groups = []Group{
 	// the tunnels themselves go to the nodes, never through the API.
 	// A lease wakes a node of its pool over the node protocol (and forgets
 	// a connection that is gone); leasing into a sandbox checks the sandbox.
-	{Name: "environments", Description: "leasing, reading, touching and releasing environments, and their tunnel and exec tickets",
+	// An ended environment's kept log is answered with a signed link.
+	{Name: "environments", Description: "leasing, reading, touching and releasing environments, their tunnel and exec tickets and logs",
 		Routes:   []Route{{Path: "/v1/environments", Proxy: true}},
-		MemoryMB: apiMemoryMB, Timeout: apiTimeout, PostsToNodes: true,
+		MemoryMB: apiMemoryMB, Timeout: apiTimeout, PostsToNodes: true, SignsLinks: true,
 		Table:               readWrite(batchGetItem, updateItem, putItem, getItem, query, conditionCheckItem, deleteItem),
 		ReservedConcurrency: environmentsReserved, Throttle: environmentsThrottle},
 	{Name: "templates", Description: "templates and pools the organization can lease",
@@ -217,10 +225,11 @@ var Groups = []Group{
 		Table: readWrite(batchGetItem, updateItem, putItem, getItem, query)},
 	// A node's claim long-polls for up to about 20 s when nothing is pending:
 	// the timeout leaves room for that, under API Gateway's 30 s limit.
-	// Registration names the node protocol's WebSocket.
-	{Name: "nodes", Description: "node agents: registration, heartbeats, claims, state reports",
+	// Registration names the node protocol's WebSocket. A node keeps an
+	// environment's log as an artifact: presigned upload, then seal.
+	{Name: "nodes", Description: "node agents: registration, heartbeats, claims, state reports, kept logs",
 		Routes:   []Route{{Path: "/v1/nodes", Proxy: true}},
-		MemoryMB: apiMemoryMB, Timeout: 28 * time.Second, SignsLinks: true, NamesSocket: true,
+		MemoryMB: apiMemoryMB, Timeout: 28 * time.Second, Bucket: BucketKeptLogs, SignsLinks: true, NamesSocket: true,
 		Table:               readWrite(batchGetItem, updateItem, putItem, getItem, query, conditionCheckItem, deleteItem),
 		ReservedConcurrency: nodesReserved, Throttle: nodesThrottle},
 	// The node protocol's WebSocket API (websocket.go): every message is a

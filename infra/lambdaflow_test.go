@@ -190,13 +190,21 @@ var justifiedUnused = map[string]string{
 		"(store.AbandonArtifact); the run's expiring artifact was sealed",
 	"timeouts execute-api:ManageConnections": "a timed-out environment a node runs is told to that node over its " +
 		"connection (nodes.Stopper): the environment the run times out runs on a node without a WebSocket connection",
+	"tokens dynamodb:Query": "trusted issuers are listed, and a CI token exchange reads the organization's issuers " +
+		"(store.ListIssuers); the run registers none",
 	"artifacts s3:AbortMultipartUpload":     "an abandoned or mismatched upload is aborted",
 	"artifacts s3:DeleteObject":             "an upload whose checksum does not match is deleted",
 	"artifacts s3:ListMultipartUploadParts": "sealing an upload of more than one part reads its parts' checksums; the smoke artifact is one part",
 	"artifacts s3:ListBucket":               "makes a missing object a 404 rather than a 403 (limited to orgs/ by its condition)",
 	"nodes secretsmanager:GetSecretValue":   "a claim of an environment leased from a snapshot gets a link signed with the link signer's key",
 	"nodesws secretsmanager:GetSecretValue": "as nodes: snapshot links in claims over the WebSocket",
-	"expiry s3:AbortMultipartUpload":        "expiring an artifact aborts an upload left unfinished under it; the run's expiring artifact has none",
+	"nodes s3:PutObject":                    "a node keeping an environment's log gets a presigned upload (nodes.KeepLog); the run's agent keeps none",
+	"nodes s3:GetObject":                    "sealing a kept log heads its object (nodes.CompleteLog, artifacts.Complete); the run's agent keeps none",
+	"nodes s3:DeleteObject":                 "sealing a kept log whose bytes do not match deletes them (artifacts.Complete)",
+	"nodes s3:ListBucket":                   "makes a kept log's missing object a 404 rather than a 403 when it is sealed (limited to orgs/ by its condition)",
+	"environments secretsmanager:GetSecretValue": "an ended environment's kept log is answered with a link signed with the link signer's key " +
+		"(GET /v1/environments/{id}/logs); the run reads no log",
+	"expiry s3:AbortMultipartUpload": "expiring an artifact aborts an upload left unfinished under it; the run's expiring artifact has none",
 }
 
 // authUnused justifies, for every function that authenticates requests,

@@ -1,5 +1,5 @@
 // Command environments is the Lambda for the environments group: lease, read, list, delete, touch,
-// and tunnel tickets.
+// tunnel tickets and logs.
 package main
 
 import (
@@ -11,7 +11,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
+	"github.com/envlease/envlease/shared/artifacts"
 	"github.com/envlease/envlease/shared/auth"
+	"github.com/envlease/envlease/shared/blob"
 	"github.com/envlease/envlease/shared/clock"
 	"github.com/envlease/envlease/shared/environments"
 	"github.com/envlease/envlease/shared/httpapi"
@@ -32,6 +34,11 @@ func main() {
 		poster := apigw.New(rt.AWS, rt.Config.SocketEndpoint)
 		opts = append(opts, environments.WithOfferer(nodes.NewOfferer(st, poster, clock.System{}, rt.Log, 0)),
 			environments.WithStopper(nodes.NewStopper(st, poster, clock.System{}, rt.Log, 0)))
+	}
+	// An ended environment's kept log is answered with a signed link.
+	if rt.Config.Bucket != "" {
+		blobs := blob.FromConfig(rt.AWS, rt.Config.Bucket, rt.Config.LinkSignerSecretARN, clock.System{})
+		opts = append(opts, environments.WithLinks(artifacts.NewService(st, blobs, clock.System{}, artifacts.Options{})))
 	}
 	lambda.Start(httpadapter.NewV2(handler(st, clock.System{}, rt.Log, opts...)).ProxyWithContext)
 }

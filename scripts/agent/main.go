@@ -76,6 +76,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 	uids := fs.String("uid-range", agent.DefaultUIDRange.String(), "user ids environments run as when the agent is root, FIRST-LAST; no other user of the node may have one")
 	tunnelAddr := fs.String("tunnel-addr", "", "where the tunnel endpoint listens, host:port (default: an ephemeral port of -address)")
 	tunnelURL := fs.String("tunnel-url", "", "the tunnel URL clients are told to dial, when it is not ws://<address>:<port>/tunnel (a proxy or NAT in front)")
+	logMax := fs.String("log-max", "16Mi", "bytes of each environment's log the node keeps, such as 16Mi: the last ones are kept, followed live (envlease logs -f) and uploaded when the environment ends")
 	noTunnel := fs.Bool("no-tunnel", false, "serve no tunnels (envlease port-forward cannot reach this node's environments)")
 	sharedNet := fs.Bool("allow-shared-network", false, "as root, start even when the node cannot make namespaces: environments then share the node's network and process list")
 	transport := fs.String("transport", agent.TransportAuto, "how to reach the service after registering: auto (the node protocol's WebSocket when the service offers one and it opens, else HTTP), websocket (insist, retrying), http (heartbeats and long-poll claims over HTTP)")
@@ -118,6 +119,10 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 	if err != nil {
 		return options{}, fmt.Errorf("%w: -min-free-inodes: %v", errUsage, err)
 	}
+	logBytes, err := agent.ParseSize(*logMax)
+	if err != nil || logBytes < 1<<10 || logBytes > 32<<20 {
+		return options{}, fmt.Errorf("%w: -log-max %q: a size from 1Ki to 32Mi", errUsage, *logMax)
+	}
 	cacheMax, err := agent.ParseSize(*imageCacheMax)
 	if err != nil {
 		return options{}, fmt.Errorf("%w: -image-cache-max: %v", errUsage, err)
@@ -132,7 +137,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 	o := options{logLevel: *logLevel, cfg: agent.Config{
 		API: *api, Address: *address, WorkDir: *workDir, Name: *name, Capacity: *capacity,
 		Grace: *grace, ReadyTimeout: *readyTimeout, NoWarm: *noWarm, KeepRoots: *keep, UIDs: r,
-		TunnelAddr: *tunnelAddr, TunnelURL: *tunnelURL, NoTunnel: *noTunnel, AllowSharedNetwork: *sharedNet,
+		TunnelAddr: *tunnelAddr, TunnelURL: *tunnelURL, NoTunnel: *noTunnel, AllowSharedNetwork: *sharedNet, LogMax: int64(logBytes),
 		Transport: *transport, SocketURL: *socketURL,
 		Archives: limits, MinFreeDisk: disk, MinFreeInodes: inodes,
 		Runc: *runc, ImageCacheDir: *imageCache, ImageCacheBytes: int64(cacheMax),

@@ -63,6 +63,9 @@ type deps struct {
 	// webhooks point at loopback and plain HTTP (-webhooks-allow-local).
 	webhooks        time.Duration
 	allowLocalHooks bool
+	// allowLocalIssuers lets trusted OIDC issuers be on loopback and plain
+	// HTTP (-oidc-allow-local): a CI identity provider on this machine.
+	allowLocalIssuers bool
 }
 
 func main() {
@@ -73,6 +76,7 @@ func main() {
 	logLevel := flag.String("log", "info", "log level: debug, info, warn, error")
 	hooks := flag.Duration("webhooks", 2*time.Second, "how often the webhook delivery job runs (0: never)")
 	allowLocal := flag.Bool("webhooks-allow-local", false, "accept webhook URLs on loopback addresses and plain http (a receiver on this machine); never in AWS")
+	allowLocalOIDC := flag.Bool("oidc-allow-local", false, "accept trusted OIDC issuers on loopback addresses and plain http (an identity provider on this machine); never in AWS")
 	containers := flag.Bool("containers", true, "offer the demo's container templates (box, warmbox) when the agent is root and runc is on PATH")
 	dynamo := flag.String("dynamo", "minidyn", "the local DynamoDB: minidyn (in-process, starts at once) or local (Amazon's DynamoDB Local; needs Java, strict like DynamoDB)")
 	flag.Parse()
@@ -81,7 +85,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	opts := options{addr: *addr, fixture: *fixturePath, dataDir: *dataDir, dynamo: *dynamo, sweep: *sweep, out: os.Stdout, progress: os.Stderr,
-		webhooks: *hooks, allowLocalHooks: *allowLocal, containers: *containers}
+		webhooks: *hooks, allowLocalHooks: *allowLocal, allowLocalIssuers: *allowLocalOIDC, containers: *containers}
 	if err := run(ctx, opts, log); err != nil {
 		fmt.Fprintln(os.Stderr, "devserver:", err)
 		os.Exit(1)
@@ -100,6 +104,8 @@ type options struct {
 	// webhooks and allowLocalHooks are -webhooks and -webhooks-allow-local.
 	webhooks        time.Duration
 	allowLocalHooks bool
+	// allowLocalIssuers is -oidc-allow-local.
+	allowLocalIssuers bool
 	// containers adds the demo's container templates where runc runs
 	// (containerDemo); only with the built-in demo.
 	containers bool
@@ -164,7 +170,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	d := deps{
 		ctx: ctx, store: st, clock: clk, log: log, s3: be.s3, bucket: be.bucket, s3Endpoint: be.s3Endpoint,
 		baseURL: "http://" + ln.Addr().String(), sweep: sweep, fixture: file,
-		webhooks: o.webhooks, allowLocalHooks: o.allowLocalHooks, agents: o.agents,
+		webhooks: o.webhooks, allowLocalHooks: o.allowLocalHooks, allowLocalIssuers: o.allowLocalIssuers, agents: o.agents,
 	}
 	if err := devstack.AllowBrowserOrigin(ctx, be.s3, be.bucket, d.baseURL); err != nil {
 		// Only the console's uploads and downloads need it; the API and

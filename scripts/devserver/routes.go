@@ -1,6 +1,8 @@
 package main
 
 import (
+	"time"
+
 	"github.com/envlease/envlease/shared/artifacts"
 	"github.com/envlease/envlease/shared/blob"
 	"github.com/envlease/envlease/shared/budgets"
@@ -8,6 +10,7 @@ import (
 	"github.com/envlease/envlease/shared/devstack"
 	"github.com/envlease/envlease/shared/environments"
 	"github.com/envlease/envlease/shared/events"
+	"github.com/envlease/envlease/shared/federation"
 	"github.com/envlease/envlease/shared/httpapi"
 	"github.com/envlease/envlease/shared/keys"
 	"github.com/envlease/envlease/shared/nodes"
@@ -45,7 +48,7 @@ func routes(d deps) [][]httpapi.Route {
 		templates.Routes(templateSvc),
 		templates.QuotaRoutes(templateSvc),
 		sandboxes.Routes(sandboxes.NewService(d.store, d.clock)),
-		environments.Routes(environments.NewService(d.store, d.clock, environments.WithOfferer(d.offerer), environments.WithStopper(d.stopper))),
+		environments.Routes(environments.NewService(d.store, d.clock, environments.WithOfferer(d.offerer), environments.WithStopper(d.stopper), environments.WithLinks(artifactSvc))),
 		openapi.Routes(),
 		usage.Routes(usage.NewService(d.store, d.clock)),
 		budgets.Routes(budgets.NewService(d.store, d.clock)),
@@ -53,5 +56,14 @@ func routes(d deps) [][]httpapi.Route {
 		console.Routes(console.Options{S3Origin: devstack.Origin(d.s3Endpoint)}),
 		events.Routes(events.NewService(d.store, d.clock)),
 		webhooks.Routes(webhooks.NewService(d.store, d.clock, webhooks.Guard{AllowLocal: d.allowLocalHooks})),
+		federation.Routes(federationService(d)),
 	}
+}
+
+// federationService is the CI token exchange; issuers' documents are
+// fetched through the webhook guard, which reaches loopback only with
+// -oidc-allow-local.
+func federationService(d deps) *federation.Service {
+	guard := webhooks.Guard{AllowLocal: d.allowLocalIssuers}
+	return federation.NewService(d.store, d.clock, guard, federation.NewVerifiers(guard.Client(10*time.Second, nil), d.clock), d.log)
 }

@@ -153,6 +153,14 @@ func (a *app) session() (*session, error) {
 	if v := a.getenv("ENVLEASE_TOKEN"); v != "" {
 		token = v
 	}
+	if url != "" && token == "" {
+		// A CI job with an OIDC identity needs no stored token (oidc.go).
+		t, err := a.ciToken(url)
+		if err != nil {
+			return nil, err
+		}
+		token = t
+	}
 	if url == "" || token == "" {
 		return nil, &authError{msg: fmt.Sprintf("not logged in (profile %q): run 'envlease login --url URL', or set ENVLEASE_URL and ENVLEASE_TOKEN", name)}
 	}

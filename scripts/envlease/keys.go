@@ -25,23 +25,31 @@ revokes any of them.`,
 }
 
 func (a *app) keysCreateCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:     "create NAME",
-		Short:   "Create an organization API key (admins only)",
-		Example: `  KEY=$(envlease keys create ci)`,
-		Args:    args(1),
+	var g grantFlags
+	cmd := &cobra.Command{
+		Use:   "create NAME",
+		Short: "Create an organization API key (admins only)",
+		Example: `  KEY=$(envlease keys create ci)
+  KEY=$(envlease keys create ci --scope environments:lease --template shell --expires 720h)`,
+		Args: args(1),
 		RunE: a.runE(func(ctx context.Context, cmd *cobra.Command, got []string) error {
+			grant, err := g.grant()
+			if err != nil {
+				return err
+			}
 			s, err := a.session()
 			if err != nil {
 				return err
 			}
-			issued, err := s.client.CreateKey(ctx, got[0])
+			issued, err := s.client.CreateKeyWith(ctx, got[0], grant)
 			if err != nil {
 				return err
 			}
 			return a.printIssued("organization API key", issued)
 		}),
 	}
+	g.add(cmd.Flags())
+	return cmd
 }
 
 // printIssued shows a new token. In the plain view the token alone goes to
@@ -74,10 +82,10 @@ func (a *app) keysListCommand() *cobra.Command {
 				return a.printJSON(map[string]any{"keys": ks})
 			}
 			now := time.Now()
-			// EXPIRES is set only for the console's sign-in tokens.
-			t := newTable(a.stdout, "ID", "NAME", "OWNER", "SOURCE", "PREFIX", "CREATED", "LAST USED", "EXPIRES", "REVOKED")
+			// SCOPES "*" is every right of the holder (a token without scopes).
+			t := newTable(a.stdout, "ID", "NAME", "OWNER", "SOURCE", "PREFIX", "SCOPES", "CREATED", "LAST USED", "EXPIRES", "REVOKED")
 			for _, k := range ks {
-				t.row(k.ID, k.Name, k.Owner.Kind+":"+k.Owner.ID, k.Source, k.Prefix+"…", ago(k.Created, now), agoPtr(k.LastUsed, now), agoPtr(k.Expires, now), agoPtr(k.Revoked, now))
+				t.row(k.ID, k.Name, k.Owner.Kind+":"+k.Owner.ID, k.Source, k.Prefix+"…", scopesCell(k), ago(k.Created, now), agoPtr(k.LastUsed, now), agoPtr(k.Expires, now), agoPtr(k.Revoked, now))
 			}
 			return t.flush()
 		}),

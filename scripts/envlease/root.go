@@ -104,7 +104,7 @@ ENVLEASE_PROFILE selects a profile like --profile.`,
 
 	root.AddGroup(&cobra.Group{ID: "env", Title: "Environments:"}, &cobra.Group{ID: "account", Title: "Account:"},
 		&cobra.Group{ID: "org", Title: "Organization:"})
-	for _, c := range []*cobra.Command{a.leaseCommand(), a.runCommand(), a.lsCommand(), a.getCommand(), a.touchCommand(), a.rmCommand(), a.sandboxCommand()} {
+	for _, c := range []*cobra.Command{a.leaseCommand(), a.runCommand(), a.lsCommand(), a.getCommand(), a.logsCommand(), a.touchCommand(), a.rmCommand(), a.sandboxCommand()} {
 		c.GroupID = "env"
 		root.AddCommand(c)
 	}
@@ -117,7 +117,7 @@ ENVLEASE_PROFILE selects a profile like --profile.`,
 		c.GroupID = "account"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{a.templatesCommand(), a.quotasCommand(), a.usageCommand(), a.budgetsCommand(), a.keysCommand(), a.artifactsCommand(), a.imagesCommand(), a.eventsCommand(), a.webhooksCommand()} {
+	for _, c := range []*cobra.Command{a.templatesCommand(), a.quotasCommand(), a.usageCommand(), a.budgetsCommand(), a.keysCommand(), a.issuersCommand(), a.artifactsCommand(), a.imagesCommand(), a.eventsCommand(), a.webhooksCommand()} {
 		c.GroupID = "org"
 		root.AddCommand(c)
 	}

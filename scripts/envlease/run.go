@@ -147,6 +147,7 @@ func (a *app) runIn(ctx context.Context, c *client.Client, env domain.Environmen
 		}
 	})
 	if err != nil {
+		a.sayFailedLog(ctx, c, env)
 		return err
 	}
 	a.say("%s is ready (%s after the lease).", env.ID, time.Since(leasedAt).Round(time.Millisecond))

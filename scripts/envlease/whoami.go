@@ -45,6 +45,8 @@ its role, and the token's own record, as the API says now (GET /v1/whoami).`,
 				kind, who,
 				"ROLE", string(id.Role),
 				"TOKEN", fmt.Sprintf("%s %q (%s…), created %s", id.Key.ID, id.Key.Name, id.Key.Prefix, ago(id.Key.Created, time.Now())),
+				"SCOPES", scopesCell(id.Key),
+				"EXPIRES", agoPtr(id.Key.Expires, time.Now()),
 				"SANDBOX", sandbox,
 			)
 		}),

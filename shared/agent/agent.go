@@ -87,6 +87,8 @@ type Agent struct {
 	warm *warmPool
 	// tun is the tunnel endpoint; nil with NoTunnel.
 	tun *tunnels
+	// logs are the environments' logs (logs.go).
+	logs envLogs
 }
 
 // New checks the configuration and returns an agent.

@@ -86,6 +86,9 @@ type Config struct {
 	// the API).
 	TunnelAddr, TunnelURL string
 	NoTunnel              bool
+	// LogMax bounds each environment's log on the node: the last LogMax
+	// bytes are kept (default envlog.DefaultMax); logs.go.
+	LogMax int64
 	// UIDs is the range of user ids environments run as when the agent runs
 	// as root (default DefaultUIDRange). Every agent of the node may share
 	// one range; nothing else may use it.

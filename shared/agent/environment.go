@@ -70,16 +70,21 @@ func (a *Agent) runEnv(ctx context.Context, node string, r *runningEnv, c *nodes
 	}
 	warm := h != nil
 	if warm {
+		a.adoptWarmLog(h, r.id)
+		a.logf(r.id, "claimed by node %s: template %s, handed a warm environment (runtime %s) started before", node, c.Template.Name, rt.Name())
 		log.Info("handed a warm environment", append([]any{"runtime", rt.Name()}, h.LogAttrs()...)...)
 		// Refill the pool once this lease is ready or over (take does
 		// not, so the replacement's start does not compete with it).
 		defer a.warm.poke()
 	} else {
+		a.openLog(r.id)
+		a.logf(r.id, "claimed by node %s: template %s (runtime %s)", node, c.Template.Name, rt.Name())
 		h, restored, err = a.prepare(ctx, rt, r.id, c)
 		if err != nil {
 			a.fail(ctx, node, r.id, err, log)
 			return
 		}
+		a.logf(r.id, "started")
 		log.Info("started", append([]any{"runtime", rt.Name()}, h.LogAttrs()...)...)
 	}
 	defer func() { h.Remove() }() // h may be replaced below
@@ -94,7 +99,8 @@ func (a *Agent) runEnv(ctx context.Context, node string, r *runningEnv, c *nodes
 		log.Info("a template port was taken before the command bound it; starting again on other ports", "err", err)
 		id := filepath.Base(h.Files().Root)
 		h.Remove()
-		h2, perr := rt.Prepare(ctx, runtimes.Env{ID: id, Template: withAnyPorts(c.Template), Org: a.organization()})
+		a.logf(r.id, "a port of the template was taken before the command bound it: starting again on other ports")
+		h2, perr := rt.Prepare(ctx, runtimes.Env{ID: id, Template: withAnyPorts(c.Template), Org: a.organization(), Output: a.logOutput(r.id)})
 		if perr == nil {
 			if perr = h2.Start(ctx); perr != nil {
 				h2.Remove()
@@ -136,6 +142,7 @@ func (a *Agent) runEnv(ctx context.Context, node string, r *runningEnv, c *nodes
 		}
 		log.Info("ready not recorded", "err", err)
 	} else {
+		a.logf(r.id, "ready%s", exportsText(exports))
 		log.Info("ready", "exports", exports)
 	}
 	if warm {
@@ -165,7 +172,7 @@ func (a *Agent) runEnv(ctx context.Context, node string, r *runningEnv, c *nodes
 // it must), the agent restores the snapshot and unpacks the shares into its files within one archive
 // budget, and the runtime starts it. On failure nothing of it is left.
 func (a *Agent) prepare(ctx context.Context, rt runtimes.Runtime, id string, c *nodes.Claimed) (runtimes.Handle, *domain.Restored, error) {
-	h, err := rt.Prepare(ctx, runtimes.Env{ID: id, Template: c.Template, Org: a.organization(), ImageArtifact: a.imageArtifact(c)})
+	h, err := rt.Prepare(ctx, runtimes.Env{ID: id, Template: c.Template, Org: a.organization(), ImageArtifact: a.imageArtifact(c), Output: a.logOutput(id)})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -205,9 +212,13 @@ func (a *Agent) runtimeFor(t domain.Template) (runtimes.Runtime, error) {
 func (a *Agent) finish(ctx context.Context, node string, r *runningEnv, h runtimes.Handle, log *slog.Logger) {
 	h.Stop(a.cfg.Grace)
 	log.Info("stopped")
+	a.logf(r.id, "stopped")
 	// Remove what it left before saying stopped: whoever reads `stopped`
 	// may rely on nothing of the environment being left on the node.
 	h.Remove()
+	// Its log is kept before its end is reported, so whoever reads the
+	// end finds the log linked.
+	a.keepLog(ctx, node, r.id)
 	if r.report.Load() {
 		a.report(ctx, node, r.id, nodes.Report{State: domain.StateStopped})
 	}
@@ -215,5 +226,7 @@ func (a *Agent) finish(ctx context.Context, node string, r *runningEnv, h runtim
 
 func (a *Agent) fail(ctx context.Context, node, id string, err error, log *slog.Logger) {
 	log.Warn("failed", "err", err)
+	a.noteFailure(id, err)
+	a.keepLog(ctx, node, id)
 	a.report(ctx, node, id, nodes.Report{State: domain.StateFailed, Error: err.Error()})
 }

@@ -58,7 +58,7 @@ func (a *Agent) startTunnels() error {
 	t.h = NewTunnelHandler(TunnelConfig{Identity: t.identity, Targets: a.readyTargets, DialEnv: a.dialTarget, Log: a.log,
 		Opens: map[string]OpenFunc{ticket.OpenExec: a.serveExec}})
 	t.srv = &http.Server{
-		Handler: t.h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute,
+		Handler: a.endpoint(t), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute,
 		ErrorLog: log.New(slogWriter{a.log}, "", 0),
 	}
 	go func() { _ = t.srv.Serve(ln) }()

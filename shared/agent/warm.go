@@ -94,6 +94,7 @@ func (w *warmPool) run(ctx context.Context) {
 				for _, x := range list {
 					x.h.Stop(w.a.cfg.Grace)
 					x.h.Remove()
+					w.a.dropWarmLog(x.h)
 				}
 			}
 			return
@@ -148,6 +149,7 @@ func (w *warmPool) reconcile(ctx context.Context, wg *sync.WaitGroup) {
 		go func(x warmProc) {
 			x.h.Stop(w.a.cfg.Grace)
 			x.h.Remove()
+			w.a.dropWarmLog(x.h)
 		}(x)
 	}
 }
@@ -157,8 +159,10 @@ func (w *warmPool) start(ctx context.Context, t domain.Template) {
 	_, _ = rand.Read(b[:])
 	var h runtimes.Handle
 	rt, err := w.a.runtimeFor(t)
+	id := "warm-" + hex.EncodeToString(b[:])
 	if err == nil {
-		h, err = rt.Prepare(ctx, runtimes.Env{ID: "warm-" + hex.EncodeToString(b[:]), Template: t, Org: w.a.organization()})
+		h, err = rt.Prepare(ctx, runtimes.Env{ID: id, Template: t, Org: w.a.organization(), Output: w.a.warmLog(id)})
+		w.a.warmPrepared(id, h)
 	}
 	started := false
 	if err == nil {
@@ -185,6 +189,8 @@ func (w *warmPool) start(ctx context.Context, t domain.Template) {
 		}
 		h.Remove()
 	}
+	w.a.dropWarmLog(h)
+	w.a.dropLog(id)
 	if ctx.Err() == nil {
 		w.a.log.Warn("warm environment did not become ready", "template", t.Name, "err", err)
 	}

@@ -1,11 +1,14 @@
 package apitest
 
 import (
+	"time"
+
 	"github.com/envlease/envlease/shared/artifacts"
 	"github.com/envlease/envlease/shared/blob"
 	"github.com/envlease/envlease/shared/budgets"
 	"github.com/envlease/envlease/shared/environments"
 	"github.com/envlease/envlease/shared/events"
+	"github.com/envlease/envlease/shared/federation"
 	"github.com/envlease/envlease/shared/httpapi"
 	"github.com/envlease/envlease/shared/keys"
 	"github.com/envlease/envlease/shared/nodes"
@@ -18,6 +21,7 @@ import (
 // AllRoutes is every endpoint group of the API over e's store and clock, with
 // artifacts kept in blobs, as the deployed functions wire them.
 func AllRoutes(e *Env, blobs *blob.Store) [][]httpapi.Route {
+	artifactSvc := artifacts.NewService(e.Store, blobs, e.Clock, artifacts.Options{})
 	nodeSvc := nodes.NewService(e.Store, nil, e.Clock, nodes.Options{})
 	// Revoking a node credential ends its nodes, as the keys function does
 	// (there are no node protocol connections to close here).
@@ -26,13 +30,21 @@ func AllRoutes(e *Env, blobs *blob.Store) [][]httpapi.Route {
 	return [][]httpapi.Route{
 		keys.TokenRoutes(keySvc), keys.KeyRoutes(keySvc),
 		sandboxes.Routes(sandboxes.NewService(e.Store, e.Clock)),
-		environments.Routes(environments.NewService(e.Store, e.Clock)),
+		environments.Routes(environments.NewService(e.Store, e.Clock, environments.WithLinks(artifactSvc))),
 		templates.Routes(tplSvc), templates.QuotaRoutes(tplSvc),
-		artifacts.Routes(artifacts.NewService(e.Store, blobs, e.Clock, artifacts.Options{})),
+		artifacts.Routes(artifactSvc),
 		usage.Routes(usage.NewService(e.Store, e.Clock)),
 		budgets.Routes(budgets.NewService(e.Store, e.Clock)),
 		nodes.Routes(nodeSvc),
 		events.Routes(events.NewService(e.Store, e.Clock)),
 		webhooks.Routes(webhooks.NewService(e.Store, e.Clock, webhooks.Guard{})),
+		federation.Routes(NewFederation(e)),
 	}
+}
+
+// NewFederation is the token exchange over e's store and clock, allowed to
+// fetch from loopback issuers (a test's local issuer), as a local stack is.
+func NewFederation(e *Env) *federation.Service {
+	guard := webhooks.Guard{AllowLocal: true}
+	return federation.NewService(e.Store, e.Clock, guard, federation.NewVerifiers(guard.Client(10*time.Second, nil), e.Clock), e.Log)
 }

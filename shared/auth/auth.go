@@ -65,7 +65,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, header, addr string) (
 		case key != nil && key.Revoked != nil:
 			reason = "token has been revoked"
 		case key != nil:
-			reason = "token has expired"
+			reason = domain.MsgTokenExpired
 		case wellFormed:
 			reason = "unknown token"
 		}
@@ -89,6 +89,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, header, addr string) (
 	return domain.Principal{
 		OrgID: key.OrgID, UserID: key.UserID, Role: key.Role, KeyID: key.ID,
 		Credential: key.Credential, Pool: key.Pool, KeyHash: hash, Expires: key.Expires,
+		Scopes: key.Scopes, Restrictions: key.Restrictions,
 	}, nil
 }
 

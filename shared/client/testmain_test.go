@@ -30,5 +30,5 @@ func TestMain(m *testing.M) {
 	os.Exit(clienttest.Main(m, func(s *clienttest.Stack) {
 		os.Setenv("ENVLEASE_URL", s.URL)
 		os.Setenv("ENVLEASE_TOKEN", clienttest.BobToken)
-	}, clienttest.WithTemplates("acme", webTemplate)))
+	}, clienttest.WithTemplates("acme", webTemplate, tickerTemplate)))
 }

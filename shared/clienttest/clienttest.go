@@ -29,6 +29,7 @@ import (
 	"github.com/envlease/envlease/shared/domain"
 	"github.com/envlease/envlease/shared/environments"
 	"github.com/envlease/envlease/shared/events"
+	"github.com/envlease/envlease/shared/federation"
 	"github.com/envlease/envlease/shared/fixture"
 	"github.com/envlease/envlease/shared/httpapi"
 	"github.com/envlease/envlease/shared/keys"
@@ -113,7 +114,7 @@ func Start(t testing.TB, opts ...Option) *Stack {
 	h := httpapi.New(httpapi.Config{Logger: log, Auth: auth.New(st, clk, log)},
 		keys.TokenRoutes(keySvc), keys.KeyRoutes(keySvc),
 		sandboxes.Routes(sandboxes.NewService(st, clk)),
-		environments.Routes(environments.NewService(st, clk)),
+		environments.Routes(environments.NewService(st, clk, environments.WithLinks(artifactSvc))),
 		templates.Routes(tplSvc), templates.QuotaRoutes(tplSvc),
 		artifacts.Routes(artifactSvc),
 		usage.Routes(usage.NewService(st, clk)),
@@ -123,6 +124,9 @@ func Start(t testing.TB, opts ...Option) *Stack {
 		console.Routes(console.Options{S3Origin: devstack.Origin(s3.Endpoint)}),
 		events.Routes(events.NewService(st, clk)),
 		webhooks.Routes(webhooks.NewService(st, clk, webhooks.Guard{})),
+		// Trusted issuers may be on loopback: a test's local OIDC issuer.
+		federation.Routes(federation.NewService(st, clk, webhooks.Guard{AllowLocal: true},
+			federation.NewVerifiers(webhooks.Guard{AllowLocal: true}.Client(10*time.Second, nil), clk), log)),
 	)
 	// The console's files are not the API: the API description does not
 	// hold them, so only API answers are checked against it.

@@ -172,8 +172,12 @@ func TestConsoleInBrowser(t *testing.T) {
 	if msg := eval[string](t, b, `document.querySelector('#artifact-result .error')?.textContent || ''`); msg != "" {
 		t.Fatalf("upload failed: %s", msg)
 	}
-	b.until(t, "listed", `!!document.querySelector('tr[data-artifact]')`)
-	b.do(t, "create a link", submit("tr[data-artifact] form"))
+	// The organization's artifacts include the logs its nodes kept of
+	// ended environments: link the one uploaded here.
+	row := `[...document.querySelectorAll('tr[data-artifact]')].find((r) => r.textContent.includes('notes.txt'))`
+	b.until(t, "listed", `!!`+row)
+	id := eval[string](t, b, row+`.dataset.artifact`)
+	b.do(t, "create a link", submit(`tr[data-artifact="`+id+`"] form`))
 	b.until(t, "the link", `!!document.querySelector('#artifact-link .link-url')`)
 	b.shot(t, "artifacts")
 	link := eval[string](t, b, `document.querySelector('#artifact-link .link-url').textContent`)

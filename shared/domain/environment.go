@@ -114,6 +114,9 @@ type Environment struct {
 	// StopReason is added to the spec's record: why it left the live states
 	// (deleted, idle, expired, or a node's report); empty while live.
 	StopReason string `json:"stopReason"`
+	// Log is the artifact that keeps the environment's log once it ended
+	// (its node uploads it), "" until then. See docs/api.md, "Logs".
+	Log string `json:"log"`
 
 	OrgID string `json:"-"`
 	// Ports are the sandbox listen ports this environment holds; the stop

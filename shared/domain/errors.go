@@ -31,6 +31,11 @@ const (
 	CodeLocked      Code = "locked"
 	CodeUnavailable Code = "unavailable"
 	CodeInternal    Code = "internal"
+	// CodeInsufficientScope: the token lacks the scope the route needs
+	// (403); the message and the WWW-Authenticate header name it.
+	CodeInsufficientScope Code = "insufficient_scope"
+	// CodeRestricted: the token's restrictions refuse this lease (403).
+	CodeRestricted Code = "restricted"
 )
 
 // Error is the application error. Message is safe to show a client; Err is the

@@ -34,6 +34,12 @@ const (
 	// A budget reached 80 % of its limit, or all of it, in its period.
 	EventBudgetWarning = "budget.warning"
 	EventBudgetSpent   = "budget.spent"
+	// A trusted OIDC issuer registered or removed, and a CI identity
+	// token of it that an exchange refused (the granted ones are the
+	// key.created of the token they bought).
+	EventIssuerTrusted = "issuer.trusted"
+	EventIssuerRemoved = "issuer.removed"
+	EventIssuerRefused = "issuer.refused"
 )
 
 // EventTypes are every type the service writes, in documentation order.
@@ -42,6 +48,7 @@ var EventTypes = []string{
 	EventArtSealed, EventArtExpired, EventKeyCreated, EventKeyRevoked, EventSbxRegister, EventSbxJoined,
 	EventQuotaRefused, EventNodeRegister, EventNodeLost, EventNodeLeft, EventWebhookOff,
 	EventBudgetWarning, EventBudgetSpent,
+	EventIssuerTrusted, EventIssuerRemoved, EventIssuerRefused,
 }
 
 // EventKind is the first segment of an event type ("environment").

@@ -18,6 +18,9 @@ type Org struct {
 	ID    string   `json:"id"`
 	Name  string   `json:"name"`
 	Pools []string `json:"pools"`
+	// MaxTokenLifetime caps the expiry of new tokens and keys: with it
+	// set, every one expires within it. Zero leaves expiry optional.
+	MaxTokenLifetime Duration `json:"maxTokenLifetime,omitempty"`
 }
 
 // User is a person in an organization.
@@ -63,6 +66,14 @@ type APIKey struct {
 	// Owner is added to the spec's record: `kind` stays "org" for every key
 	// issued today, so this says whose key it is.
 	Owner Owner `json:"owner"`
+	// Scopes limit what the token may do (see scope.go); nil is every
+	// right of its holder, as for every token issued before scopes.
+	Scopes []string `json:"scopes,omitempty"`
+	// Restrictions limit what it may lease; nil restricts nothing.
+	Restrictions *Restrictions `json:"restrictions,omitempty"`
+	// Exchange says which CI identity a token exchanged for it came from
+	// (set only on the record a token exchange issues, and on its event).
+	Exchange *Exchange `json:"exchange,omitempty"`
 
 	OrgID string `json:"-"`
 	// Credential is one of the Credential* kinds.
@@ -91,6 +102,10 @@ type Principal struct {
 	KeyHash string
 	// Expires is the credential's own end, nil when it has none.
 	Expires *time.Time
+	// Scopes and Restrictions come from the key record authentication
+	// read: deciding them costs no further read.
+	Scopes       []string
+	Restrictions *Restrictions
 	// Recheck says the credential was authenticated before this request
 	// (when its node protocol connection opened), not with it: everything
 	// the request reads or writes for the node also checks the key record

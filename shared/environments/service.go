@@ -76,7 +76,9 @@ type Service struct {
 	offerer Offerer
 	// stopper, when set, tells a node that an environment it runs is
 	// stopping.
-	stopper   Stopper
+	stopper Stopper
+	// links, when set, signs the links of kept logs (logs.go).
+	links     Linker
 	mu        sync.Mutex
 	templates map[string]cachedTemplate
 	// images are sealed image artifacts of container templates, kept like
@@ -154,6 +156,10 @@ type LeaseResult struct {
 // request within 24 h gets the first response and leases nothing; the same
 // key with another request is 422.
 func (s *Service) Lease(ctx context.Context, p domain.Principal, req LeaseRequest, idemKey string) (LeaseResult, error) {
+	// A restricted token's limits travel on its principal: no read.
+	if err := p.Restrictions.CheckLease(req.Template, req.Project, req.Labels); err != nil {
+		return LeaseResult{}, err
+	}
 	var reqHash string
 	if idemKey != "" {
 		if err := validateIdempotencyKey(idemKey); err != nil {

@@ -12,21 +12,23 @@ import (
 
 // statusOf is the one table from application error code to HTTP status.
 var statusOf = map[domain.Code]int{
-	domain.CodeBadRequest:       http.StatusBadRequest,
-	domain.CodeUnauthorized:     http.StatusUnauthorized,
-	domain.CodeForbidden:        http.StatusForbidden,
-	domain.CodeExecDisabled:     http.StatusForbidden,
-	domain.CodeNotFound:         http.StatusNotFound,
-	domain.CodeMethodNotAllowed: http.StatusMethodNotAllowed,
-	domain.CodeConflict:         http.StatusConflict,
-	domain.CodeGone:             http.StatusGone,
-	domain.CodeTooLarge:         http.StatusRequestEntityTooLarge,
-	domain.CodeInvalid:          http.StatusUnprocessableEntity,
-	domain.CodeQuota:            http.StatusTooManyRequests,
-	domain.CodeBudget:           http.StatusTooManyRequests,
-	domain.CodeLocked:           http.StatusTooManyRequests,
-	domain.CodeUnavailable:      http.StatusServiceUnavailable,
-	domain.CodeInternal:         http.StatusInternalServerError,
+	domain.CodeBadRequest:        http.StatusBadRequest,
+	domain.CodeUnauthorized:      http.StatusUnauthorized,
+	domain.CodeForbidden:         http.StatusForbidden,
+	domain.CodeNotFound:          http.StatusNotFound,
+	domain.CodeMethodNotAllowed:  http.StatusMethodNotAllowed,
+	domain.CodeConflict:          http.StatusConflict,
+	domain.CodeGone:              http.StatusGone,
+	domain.CodeTooLarge:          http.StatusRequestEntityTooLarge,
+	domain.CodeInvalid:           http.StatusUnprocessableEntity,
+	domain.CodeQuota:             http.StatusTooManyRequests,
+	domain.CodeBudget:            http.StatusTooManyRequests,
+	domain.CodeExecDisabled:      http.StatusForbidden,
+	domain.CodeLocked:            http.StatusTooManyRequests,
+	domain.CodeUnavailable:       http.StatusServiceUnavailable,
+	domain.CodeInternal:          http.StatusInternalServerError,
+	domain.CodeInsufficientScope: http.StatusForbidden,
+	domain.CodeRestricted:        http.StatusForbidden,
 }
 
 // Status returns the HTTP status of an application error code.
@@ -65,7 +67,15 @@ func WriteError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 		w.Header().Set("Retry-After", strconv.Itoa(int((retry+time.Second-1)/time.Second)))
 	}
 	if status == http.StatusUnauthorized {
-		w.Header().Set("WWW-Authenticate", bearerChallenge(r.Header.Get("Authorization")))
+		challenge := bearerChallenge(r.Header.Get("Authorization"))
+		if e.Message == domain.MsgTokenExpired && challenge != "Bearer" {
+			// An expired token is told so, not just that it is invalid.
+			challenge += `, error_description="` + domain.MsgTokenExpired + `"`
+		}
+		w.Header().Set("WWW-Authenticate", challenge)
+	}
+	if e.Code == domain.CodeInsufficientScope {
+		w.Header().Set("WWW-Authenticate", scopeChallenge(e.Message))
 	}
 	msg := e.Message
 	if msg == "" {

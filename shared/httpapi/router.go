@@ -153,6 +153,10 @@ func serveRoute(cfg Config, rt Route, w http.ResponseWriter, r *http.Request) {
 			WriteError(w, r, log, err)
 			return
 		}
+		if err := checkScope(rt, p); err != nil {
+			WriteError(w, r, log, err)
+			return
+		}
 		if ri, ok := r.Context().Value(reqInfoKey{}).(*reqInfo); ok {
 			ri.org = p.OrgID
 		}

@@ -32,6 +32,7 @@ func KeyRoutes(s *Service) []httpapi.Route {
 type createRequest struct {
 	Name   string `json:"name"`
 	Source string `json:"source,omitempty"`
+	Grant
 }
 
 func (s *Service) handleCreateToken(w http.ResponseWriter, r *http.Request, p domain.Principal) error {
@@ -39,7 +40,7 @@ func (s *Service) handleCreateToken(w http.ResponseWriter, r *http.Request, p do
 	if err := httpapi.Decode(r, &req); err != nil {
 		return err
 	}
-	out, err := s.CreateToken(r.Context(), p, req.Name, req.Source)
+	out, err := s.CreateTokenWith(r.Context(), p, req.Name, req.Source, req.Grant)
 	if err != nil {
 		return err
 	}
@@ -49,6 +50,7 @@ func (s *Service) handleCreateToken(w http.ResponseWriter, r *http.Request, p do
 
 type createKeyRequest struct {
 	Name string `json:"name"`
+	Grant
 }
 
 func (s *Service) handleCreateKey(w http.ResponseWriter, r *http.Request, p domain.Principal) error {
@@ -56,7 +58,7 @@ func (s *Service) handleCreateKey(w http.ResponseWriter, r *http.Request, p doma
 	if err := httpapi.Decode(r, &req); err != nil {
 		return err
 	}
-	out, err := s.CreateOrgKey(r.Context(), p, req.Name)
+	out, err := s.CreateOrgKeyWith(r.Context(), p, req.Name, req.Grant)
 	if err != nil {
 		return err
 	}

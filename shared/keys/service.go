@@ -41,6 +41,9 @@ type Service struct {
 	store  Store
 	clock  clock.Clock
 	closer ConnectionCloser
+	// orgs reads the organization's token lifetime cap when the store
+	// can (every real store); nil means no cap.
+	orgs OrgReader
 }
 
 // Option configures the keys service.
@@ -57,6 +60,9 @@ func WithConnectionCloser(c ConnectionCloser) Option {
 // NewService returns the keys service.
 func NewService(store Store, clk clock.Clock, opts ...Option) *Service {
 	s := &Service{store: store, clock: clk}
+	if o, ok := store.(OrgReader); ok {
+		s.orgs = o
+	}
 	for _, o := range opts {
 		o(s)
 	}
@@ -71,6 +77,11 @@ type Issued struct {
 
 // CreateToken issues a CLI token that acts as the calling person.
 func (s *Service) CreateToken(ctx context.Context, p domain.Principal, name, source string) (Issued, error) {
+	return s.CreateTokenWith(ctx, p, name, source, Grant{})
+}
+
+// CreateTokenWith issues a CLI token limited by g.
+func (s *Service) CreateTokenWith(ctx context.Context, p domain.Principal, name, source string, g Grant) (Issued, error) {
 	if p.UserID == "" {
 		return Issued{}, domain.Errorf(domain.CodeForbidden, "a CLI token belongs to a person; an organization API key cannot create one")
 	}
@@ -80,7 +91,7 @@ func (s *Service) CreateToken(ctx context.Context, p domain.Principal, name, sou
 	if !sources[source] {
 		return Issued{}, domain.Invalid("source", "source must be one of console, cli, api")
 	}
-	return s.issue(ctx, p, name, source, auth.PrefixCLI, domain.APIKey{
+	return s.issue(ctx, p, name, source, auth.PrefixCLI, g, domain.APIKey{
 		Credential: domain.CredentialCLI, UserID: p.UserID, Role: p.Role,
 		Owner: domain.Owner{Kind: "user", ID: p.UserID},
 	})
@@ -88,22 +99,31 @@ func (s *Service) CreateToken(ctx context.Context, p domain.Principal, name, sou
 
 // CreateOrgKey issues an organization API key. Admins only.
 func (s *Service) CreateOrgKey(ctx context.Context, p domain.Principal, name string) (Issued, error) {
+	return s.CreateOrgKeyWith(ctx, p, name, Grant{})
+}
+
+// CreateOrgKeyWith issues an organization API key limited by g. Admins only.
+func (s *Service) CreateOrgKeyWith(ctx context.Context, p domain.Principal, name string, g Grant) (Issued, error) {
 	if !p.IsAdmin() {
 		return Issued{}, domain.Errorf(domain.CodeForbidden, "only an organization admin can create API keys")
 	}
 	// An organization key acts with member rights: it can use the service but
 	// not manage credentials, which stays a person's act.
-	return s.issue(ctx, p, name, "api", auth.PrefixOrg, domain.APIKey{
+	return s.issue(ctx, p, name, "api", auth.PrefixOrg, g, domain.APIKey{
 		Credential: domain.CredentialOrg, Role: domain.RoleMember,
 		Owner: domain.Owner{Kind: "organization", ID: p.OrgID},
 	})
 }
 
-func (s *Service) issue(ctx context.Context, p domain.Principal, name, source, prefix string, k domain.APIKey) (Issued, error) {
+func (s *Service) issue(ctx context.Context, p domain.Principal, name, source, prefix string, g Grant, k domain.APIKey) (Issued, error) {
 	if err := ValidateName(name); err != nil {
 		return Issued{}, err
 	}
-	token, k := NewKey(p, name, source, prefix, k, s.clock.Now())
+	now := s.clock.Now()
+	if err := s.applyGrant(ctx, p, k.Role, g, now, &k); err != nil {
+		return Issued{}, err
+	}
+	token, k := NewKey(p, name, source, prefix, k, now)
 	if err := s.store.PutKey(ctx, k); err != nil {
 		return Issued{}, err
 	}

@@ -19,6 +19,8 @@ func Routes(s *Service) []httpapi.Route {
 		{Method: http.MethodPost, Path: "/v1/nodes/{id}/heartbeat", Access: httpapi.Node, Handler: s.handleHeartbeat},
 		{Method: http.MethodPost, Path: "/v1/nodes/{id}/claim", Access: httpapi.Node, Handler: s.handleClaim},
 		{Method: http.MethodPost, Path: "/v1/nodes/{id}/environments/{env}/report", Access: httpapi.Node, Handler: s.handleReport},
+		{Method: http.MethodPost, Path: "/v1/nodes/{id}/environments/{env}/log", Access: httpapi.Node, Handler: s.handleLog},
+		{Method: http.MethodPost, Path: "/v1/nodes/{id}/environments/{env}/log/complete", Access: httpapi.Node, Handler: s.handleLogComplete},
 	}
 }
 

@@ -355,8 +355,22 @@ func nodeEndEvent(ctx context.Context, n domain.Node, at time.Time) domain.Event
 }
 
 func keyEvent(ctx context.Context, typ string, k domain.APIKey, at time.Time) domain.Event {
-	return domain.NewEvent(ctx, typ, k.OrgID, domain.Subject{Kind: "key", ID: k.ID}, at,
-		map[string]any{"name": k.Name, "prefix": k.Prefix, "credential": k.Credential, "owner": k.Owner})
+	data := map[string]any{"name": k.Name, "prefix": k.Prefix, "credential": k.Credential, "owner": k.Owner}
+	// What a scoped, expiring or exchanged token may do is part of its
+	// creation's record; unscoped tokens' events stay as they were.
+	if k.Scopes != nil {
+		data["scopes"] = k.Scopes
+	}
+	if k.Restrictions != nil {
+		data["restrictions"] = k.Restrictions
+	}
+	if k.Expires != nil && typ == domain.EventKeyCreated {
+		data["expires"] = k.Expires
+	}
+	if k.Exchange != nil {
+		data["exchange"] = k.Exchange
+	}
+	return domain.NewEvent(ctx, typ, k.OrgID, domain.Subject{Kind: "key", ID: k.ID}, at, data)
 }
 
 func artifactEvent(ctx context.Context, typ string, a domain.Artifact, at *time.Time) domain.Event {

@@ -39,6 +39,11 @@ type keyItem struct {
 	Role       string     `dynamodbav:"role,omitempty"`
 	Pool       string     `dynamodbav:"pool,omitempty"`
 	Hash       string     `dynamodbav:"hash"`
+	// Scopes and restrictions ride on the record authentication reads
+	// (one BatchGetItem), so checking them costs no call.
+	Scopes       []string             `dynamodbav:"scopes,omitempty"`
+	Restrictions *domain.Restrictions `dynamodbav:"restrictions,omitempty"`
+	Exchange     *domain.Exchange     `dynamodbav:"exchange,omitempty"`
 }
 
 // ExpiredKeyRetention is how long the record of a token with an expiry (a
@@ -63,6 +68,7 @@ func newKeyItem(k domain.APIKey) keyItem {
 		OwnerKind: k.Owner.Kind, OwnerID: k.Owner.ID, OrgID: k.OrgID, Credential: k.Credential,
 		UserID: k.UserID, Role: string(k.Role), Pool: k.Pool, Hash: k.Hash,
 		Expires: k.Expires, TTL: ttl,
+		Scopes: k.Scopes, Restrictions: k.Restrictions, Exchange: k.Exchange,
 	}
 }
 
@@ -72,6 +78,7 @@ func (it keyItem) domain() domain.APIKey {
 		Source: it.Source, Created: it.Created.UTC(), LastUsed: utcPtr(it.LastUsed), Revoked: utcPtr(it.Revoked),
 		Expires: utcPtr(it.Expires), Owner: domain.Owner{Kind: it.OwnerKind, ID: it.OwnerID}, OrgID: it.OrgID, Credential: it.Credential,
 		UserID: it.UserID, Role: domain.Role(it.Role), Pool: it.Pool, Hash: it.Hash,
+		Scopes: it.Scopes, Restrictions: it.Restrictions, Exchange: it.Exchange,
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -18,6 +19,8 @@ type orgItem struct {
 	ID    string   `dynamodbav:"id"`
 	Name  string   `dynamodbav:"name"`
 	Pools []string `dynamodbav:"pools"`
+	// MaxTokenLifetime in seconds; absent for no cap.
+	MaxTokenLifetime int64 `dynamodbav:"maxTokenLifetime,omitempty"`
 }
 
 type userItem struct {
@@ -45,7 +48,8 @@ func QuotaSK(template string) string { return "QUOTA#" + template }
 
 // PutOrg writes or replaces an organization.
 func (s *Store) PutOrg(ctx context.Context, o domain.Org) error {
-	item, err := marshal(orgItem{PK: orgPK(o.ID), SK: "ORG", ID: o.ID, Name: o.Name, Pools: o.Pools})
+	item, err := marshal(orgItem{PK: orgPK(o.ID), SK: "ORG", ID: o.ID, Name: o.Name, Pools: o.Pools,
+		MaxTokenLifetime: int64(o.MaxTokenLifetime.Std() / time.Second)})
 	if err != nil {
 		return err
 	}
@@ -66,7 +70,8 @@ func (s *Store) GetOrg(ctx context.Context, id string) (domain.Org, error) {
 	if err := unmarshal(out.Item, &it); err != nil {
 		return domain.Org{}, err
 	}
-	return domain.Org{ID: it.ID, Name: it.Name, Pools: it.Pools}, nil
+	return domain.Org{ID: it.ID, Name: it.Name, Pools: it.Pools,
+		MaxTokenLifetime: domain.Duration(time.Duration(it.MaxTokenLifetime) * time.Second)}, nil
 }
 
 // PutUser writes or replaces a person.

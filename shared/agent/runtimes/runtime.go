@@ -9,6 +9,7 @@ package runtimes
 
 import (
 	"context"
+	"io"
 	"net"
 	"time"
 
@@ -44,6 +45,9 @@ type Env struct {
 	// OCI image archive) that the claim links to; nil when the runtime
 	// pulls the image by its reference.
 	ImageArtifact *ImageArtifact
+	// Output, when set, gets the command's stdout and stderr as they come
+	// (see Output, Note); nil for none.
+	Output io.Writer
 }
 
 // ImageArtifact is an image archive the agent can download.

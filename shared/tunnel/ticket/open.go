@@ -11,6 +11,9 @@ const (
 	// OpenExec runs one command inside the environment (envlease exec,
 	// envlease shell).
 	OpenExec = "exec"
+	// OpenLogs reads the environment's log on the node (no targets), on
+	// its own route of the endpoint (GET /logs), never as a session.
+	OpenLogs = "logs"
 )
 
 // CommandDigest names a command's argv in an exec ticket: hex SHA-256 of

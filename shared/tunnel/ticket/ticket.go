@@ -9,7 +9,7 @@
 // payload being the JSON {"org", "env", "node", "targets": ["host:port"...],
 // "exp": <Unix seconds>}, base64url without padding. A ticket that opens
 // something other than a tunnel names it in "open" (OpenExec: a command
-// inside the environment, whose argv's digest is "cmd"); a tunnel ticket has
+// inside the environment, whose argv's digest is "cmd"; OpenLogs: its log); a tunnel ticket has
 // neither, so an agent refuses a ticket for its tunnel that opens anything else. It depends on nothing
 // but the standard library, so the environments function that signs and the
 // agent that checks share it without pulling in each other's code.

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path"
@@ -168,7 +169,12 @@ func (r *Runtime) Prepare(ctx context.Context, e runtimes.Env) (_ runtimes.Handl
 	if err != nil {
 		return nil, fmt.Errorf("image: %w", err)
 	}
-	h := &handle{r: r, id: e.ID, rf: rf}
+	h := &handle{r: r, id: e.ID, rf: rf, out: runtimes.Output(e)}
+	if rf.Pulled {
+		runtimes.Note(h.out, "image pulled: %s", rf.Digest)
+	} else {
+		runtimes.Note(h.out, "image from the node's cache: %s", rf.Digest)
+	}
 	defer func() {
 		if err != nil {
 			h.Remove()
@@ -285,13 +291,69 @@ type handle struct {
 	// cache is the environment's build cache, nil without.
 	cache *buildcache.Lease
 	once  sync.Once
+	// out gets what the container writes to stdout and stderr, which runc
+	// sends to files of its folder: the handle copies them as they grow
+	// (tails), and says it copied all once the container ended.
+	out   io.Writer
+	tails sync.WaitGroup
 }
 
 func (h *handle) Files() runtimes.Files {
 	return runtimes.Files{Root: filepath.Join(h.ctr.Dir, "rootfs"), Home: h.home, Owner: &runtimes.Owner{UID: h.uid, GID: h.gid}}
 }
 
-func (h *handle) Start(ctx context.Context) error { return h.r.rc.Start(ctx, h.id) }
+func (h *handle) Start(ctx context.Context) error {
+	if err := h.r.rc.Start(ctx, h.id); err != nil {
+		return err
+	}
+	for _, name := range []string{"stdout.log", "stderr.log"} {
+		h.tails.Add(1)
+		go h.tail(name)
+	}
+	return nil
+}
+
+// tailEvery is how often a container's output files are read for more.
+const tailEvery = 100 * time.Millisecond
+
+// tail copies the container's output file name to out as it grows, until
+// the container ended and all of it is copied.
+func (h *handle) tail(name string) {
+	defer h.tails.Done()
+	f, err := os.Open(filepath.Join(h.ctr.Dir, name))
+	if err != nil {
+		runtimes.Note(h.out, "the container's %s cannot be followed: %v", name, err)
+		return
+	}
+	defer f.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := f.Read(buf)
+		if n > 0 {
+			_, _ = h.out.Write(buf[:n])
+			continue
+		}
+		if err != nil && err != io.EOF {
+			return
+		}
+		select {
+		case <-h.ctr.Done():
+			_, _ = io.Copy(h.out, f)
+			return
+		case <-time.After(tailEvery):
+		}
+	}
+}
+
+// tailed waits (a little) for the tails to copy the last of the output.
+func (h *handle) tailed() {
+	done := make(chan struct{})
+	go func() { h.tails.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second):
+	}
+}
 
 func (h *handle) Ports() map[string]int { return h.ports }
 
@@ -305,6 +367,7 @@ func (h *handle) Done() <-chan struct{} { return h.ctr.Done() }
 // Err says how the container's process ended, with the last lines it
 // wrote to stderr.
 func (h *handle) Err() error {
+	h.tailed()
 	how := "container process " + h.ctr.Exit().String()
 	if b, err := os.ReadFile(filepath.Join(h.ctr.Dir, "stderr.log")); err == nil && len(b) > 0 {
 		tail := runtimes.NewTail(16 << 10)
@@ -322,6 +385,7 @@ func (h *handle) Stop(grace time.Duration) {
 	if _, err := h.r.rc.Stop(ctx, h.id, grace); err != nil {
 		h.r.cfg.Log.Warn("container did not stop; it is removed by force", "container", h.id, "err", err)
 	}
+	h.tailed()
 }
 
 // Remove deletes the container (its processes, cgroups, mounts, folder),

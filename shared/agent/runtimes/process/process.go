@@ -54,7 +54,7 @@ type proc struct {
 // by name) and EXPORT_<SERVICE>_PORT. The process gets only the environment
 // processEnv lists, runs as the box's user, in its cgroup, and its own
 // process group.
-func (rt *Runtime) startProcess(t domain.Template, b *confine.Box, cache string) (*proc, error) {
+func (rt *Runtime) startProcess(t domain.Template, b *confine.Box, cache string, out io.Writer) (*proc, error) {
 	if name := t.Runtime; name != "" && name != domain.RuntimeProcess {
 		return nil, fmt.Errorf("runtime %q is not supported by this agent: it runs only runtime %q (the template's command as a local process)", name, domain.RuntimeProcess)
 	}
@@ -108,18 +108,27 @@ func (rt *Runtime) startProcess(t domain.Template, b *confine.Box, cache string)
 		release()
 		return nil, fmt.Errorf("open the log: %w", err)
 	}
-	// stderr goes through a pipe of the agent's rather than one of
+	// stdout and stderr go through pipes of the agent's rather than ones of
 	// exec.Cmd's, whose Wait would wait for every holder of the pipe to exit:
 	// a child that left the group would keep the environment from ending.
+	// The agent copies them to the folder's log and to out.
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		logs.Close()
 		release()
 		return nil, err
 	}
+	or, ow, err := os.Pipe()
+	if err != nil {
+		pr.Close()
+		pw.Close()
+		logs.Close()
+		release()
+		return nil, err
+	}
 	p := &proc{box: b, root: b.Root, ports: ports, tail: runtimes.NewTail(16 << 10), logs: logs, exited: make(chan struct{})}
 	start := func(intoCgroup bool) (*exec.Cmd, error) {
-		cmd := &exec.Cmd{Path: path, Args: t.Command, Dir: dir, Env: env, Stdout: logs, Stderr: pw}
+		cmd := &exec.Cmd{Path: path, Args: t.Command, Dir: dir, Env: env, Stdout: ow, Stderr: pw}
 		release, err := b.ProcAttr(cmd, intoCgroup)
 		if err == nil {
 			err = cmd.Start()
@@ -129,7 +138,7 @@ func (rt *Runtime) startProcess(t domain.Template, b *confine.Box, cache string)
 	}
 	var cmd *exec.Cmd
 	if rt.cfg.Node.Namespaces {
-		cmd, p.net, err = rt.startNamespaced(t, b, path, dir, env, logs, pw, proxy)
+		cmd, p.net, err = rt.startNamespaced(t, b, path, dir, env, ow, pw, proxy)
 	} else {
 		cmd, err = start(true)
 	}
@@ -143,8 +152,10 @@ func (rt *Runtime) startProcess(t domain.Template, b *confine.Box, cache string)
 		}
 	}
 	pw.Close()
+	ow.Close()
 	if err != nil {
 		pr.Close()
+		or.Close()
 		logs.Close()
 		release()
 		if rt.cfg.Node.Namespaces {
@@ -158,10 +169,14 @@ func (rt *Runtime) startProcess(t domain.Template, b *confine.Box, cache string)
 			rt.cfg.Log.Warn("resources not fully applied", "pid", cmd.Process.Pid, "warnings", strings.Join(warns, "; "))
 		}
 	}
-	copied := make(chan struct{})
+	copied, copiedOut := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(copied)
-		_, _ = io.Copy(multiWriter{logs, p.tail}, pr)
+		_, _ = io.Copy(multiWriter{logs, p.tail, out}, pr)
+	}()
+	go func() {
+		defer close(copiedOut)
+		_, _ = io.Copy(multiWriter{logs, out}, or)
 	}()
 	go func() {
 		p.err = cmd.Wait()
@@ -174,12 +189,19 @@ func (rt *Runtime) startProcess(t domain.Template, b *confine.Box, cache string)
 		}
 		// Its stderr ends once every holder is gone; one left alive (not
 		// confined) must not hold the environment.
+		outputs := time.After(time.Second)
 		select {
 		case <-copied:
-		case <-time.After(time.Second):
+		case <-outputs:
+		}
+		select {
+		case <-copiedOut:
+		case <-outputs:
 		}
 		pr.Close()
+		or.Close()
 		<-copied
+		<-copiedOut
 		logs.Close()
 		release()
 		close(p.exited)

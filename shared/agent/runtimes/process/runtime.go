@@ -8,6 +8,7 @@ package process
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -65,7 +66,7 @@ func (rt *Runtime) Prepare(_ context.Context, e runtimes.Env) (runtimes.Handle, 
 	if err != nil {
 		return nil, err
 	}
-	h := &handle{rt: rt, t: e.Template, b: b}
+	h := &handle{rt: rt, t: e.Template, b: b, out: runtimes.Output(e)}
 	if e.Template.BuildCache && rt.cfg.BuildCache != nil {
 		o := buildcache.Owner{UID: os.Geteuid(), GID: os.Getegid()}
 		if bo := b.Owner(); bo != nil {
@@ -90,6 +91,8 @@ type handle struct {
 	p  *proc
 	// cache is the environment's build cache, nil without.
 	cache *buildcache.Lease
+	// out is where the command's output goes besides its folder's log.
+	out io.Writer
 }
 
 func (h *handle) Files() runtimes.Files {
@@ -101,7 +104,7 @@ func (h *handle) Start(context.Context) error {
 	if h.cache != nil {
 		cache = h.cache.Path()
 	}
-	p, err := h.rt.startProcess(h.t, h.b, cache)
+	p, err := h.rt.startProcess(h.t, h.b, cache, h.out)
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,8 @@
-// One environment: every field, exports, shares, its error, touch and delete.
+// One environment: every field, exports, shares, its error, its log, touch and delete.
 import { h, labels, timeEl, left, table } from './dom.js';
 import { get, post, del, enc } from './api.js';
 import { errorBox, guard } from './ui.js';
+import { logPanel } from './envlog.js';
 
 const REFRESH_MS = 2000;
 
@@ -9,6 +10,7 @@ export function renderDetail(root, id) {
   const body = h('div', { id: 'env-detail' });
   const out = h('div', { role: 'status' });
   let env = null;
+  const log = logPanel();
 
   const draw = () => {
     const e = env;
@@ -42,6 +44,8 @@ export function renderDetail(root, id) {
         h('td', { text: s.name }), h('td', { text: s.direction }), h('td', { text: s.envPath }), h('td', { text: s.localPath }),
         h('td', { text: s.files.length }), h('td', { text: s.artifact || '—' }))))
       : h('p', { class: 'muted', text: 'None.' }));
+    log.update(e);
+    parts.push(log.panel);
     body.replaceChildren(...parts);
   };
 

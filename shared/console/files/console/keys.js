@@ -1,7 +1,27 @@
-// Keys and tokens: create (shown once), list with last use, revoke.
+// Keys and tokens: create (shown once) with scopes and an expiry, list
+// with last use, revoke; trusted CI issuers for admins (issuers.js).
 import { h, field, timeEl, table, secretBox } from './dom.js';
 import { get, post, del, enc } from './api.js';
 import { ctx, errorBox, guard } from './ui.js';
+import { renderIssuers } from './issuers.js';
+
+// SCOPES is the documented set; none ticked is every right of the holder.
+export const SCOPES = ['environments:lease', 'environments:exec', 'environments:read', 'artifacts:read', 'artifacts:write',
+  'usage:read', 'events:read', 'tokens:read', 'tokens:write', 'admin'];
+
+// scopeBoxes is a fieldset of one checkbox per scope; admin only for admins.
+// prefix keeps the ids of two such fieldsets on one page apart.
+export function scopeBoxes(legend, admin, prefix) {
+  const boxes = SCOPES.filter((sc) => admin || sc !== 'admin').map((sc) => {
+    const id = `${prefix}${sc.replace(':', '-')}`;
+    return h('span', { class: 'check' }, h('input', { type: 'checkbox', id, name: 'scope', value: sc }), h('label', { for: id, text: sc }));
+  });
+  return h('fieldset', { class: 'scopes' }, h('legend', { text: legend }), boxes);
+}
+
+export function checkedScopes(form) {
+  return [...form.querySelectorAll('input[name=scope]:checked')].map((c) => c.value);
+}
 
 export const title = 'Keys and tokens';
 
@@ -13,13 +33,22 @@ export function render(root) {
   const kind = h('select', { name: 'kind' },
     h('option', { value: 'token', text: 'My CLI token' }),
     admin ? h('option', { value: 'key', text: 'Organization API key' }) : null);
+  const expires = h('select', { name: 'expires' },
+    h('option', { value: '', text: 'never (until revoked)' }),
+    h('option', { value: '1h', text: '1 hour' }),
+    h('option', { value: '24h', text: '1 day' }),
+    h('option', { value: '168h', text: '7 days' }),
+    h('option', { value: '720h', text: '30 days' }),
+    h('option', { value: '2160h', text: '90 days' }));
+  const scopes = scopeBoxes('Scopes (none: every right you have)', admin, 'key-scope-');
   const refresh = () => guard(list, async () => {
     const { keys } = await get('/v1/keys');
     keys.sort((a, b) => (a.created < b.created ? 1 : -1));
-    list.replaceChildren(table(['Name', 'Owner', 'Prefix', 'Source', 'Created', 'Last used', 'Status', 'Actions'],
+    list.replaceChildren(table(['Name', 'Owner', 'Prefix', 'Source', 'Scopes', 'Created', 'Last used', 'Status', 'Actions'],
       keys.map((k) => h('tr', { 'data-key': k.id },
         h('td', { text: k.name }), h('td', { text: `${k.owner.kind} ${k.owner.id}` }), h('td', {}, h('code', { text: `${k.prefix}…` })),
-        h('td', { text: k.source }), h('td', {}, timeEl(k.created)), h('td', {}, k.lastUsed ? timeEl(k.lastUsed) : 'never'),
+        h('td', { text: k.source }), h('td', { class: 'scopes', text: k.scopes ? k.scopes.join(', ') + (k.restrictions ? ' (restricted)' : '') : 'all' }),
+        h('td', {}, timeEl(k.created)), h('td', {}, k.lastUsed ? timeEl(k.lastUsed) : 'never'),
         h('td', {}, status(k)),
         h('td', {}, k.revoked ? null : k.id === ctx.whoami.key.id ? h('span', { class: 'hint', text: 'signed in with it' }) : h('button', {
           type: 'button', class: 'danger', text: 'Revoke', 'aria-label': `Revoke ${k.name}`,
@@ -33,23 +62,27 @@ export function render(root) {
     onsubmit: async (e) => {
       e.preventDefault();
       try {
+        const grant = {};
+        const picked = checkedScopes(e.target);
+        if (picked.length) grant.scopes = picked;
+        if (expires.value) grant.expiresIn = expires.value;
         const r = kind.value === 'key'
-          ? await post('/v1/keys', { name: name.value.trim() })
-          : await post('/v1/tokens', { name: name.value.trim(), source: 'console' });
+          ? await post('/v1/keys', { name: name.value.trim(), ...grant })
+          : await post('/v1/tokens', { name: name.value.trim(), source: 'console', ...grant });
         out.replaceChildren(secretBox(`New ${kind.value === 'key' ? 'organization key' : 'token'} "${r.apiKey.name}"`, r.token));
         name.value = '';
         refresh();
       } catch (err) { out.replaceChildren(errorBox(err)); }
     },
-  }, field('Kind', kind), field('Name', name), h('button', { type: 'submit', text: 'Create' }));
+  }, field('Kind', kind), field('Name', name), field('Expires', expires), scopes, h('button', { type: 'submit', text: 'Create' }));
   root.append(h('h1', { text: 'Keys and tokens' }),
     h('p', { class: 'hint', text: admin ? 'As an admin you see every key of the organization.' : 'You see your own CLI tokens.' }),
     form, out, list);
   refresh();
+  if (admin) renderIssuers(root);
 }
 
-// status says whether a key still works: revoked, expired (console sign-in
-// tokens end by themselves), or active.
+// status says whether a key still works: revoked, expired, or active.
 function status(k) {
   if (k.revoked) return ['revoked ', timeEl(k.revoked)];
   if (k.expires && new Date(k.expires) <= new Date()) return ['expired ', timeEl(k.expires)];

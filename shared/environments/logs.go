@@ -1,0 +1,132 @@
+package environments
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/envlease/envlease/shared/domain"
+	"github.com/envlease/envlease/shared/httpapi"
+	"github.com/envlease/envlease/shared/tunnel"
+	"github.com/envlease/envlease/shared/tunnel/ticket"
+)
+
+// LogTicketTTL is the life of a live log ticket: it is checked when the
+// follow starts, and a follow then lasts as long as the environment runs.
+const LogTicketTTL = 5 * time.Minute
+
+// KeptLogLinkTTL is the life of a kept log's download link.
+const KeptLogLinkTTL = 15 * time.Minute
+
+// Linker signs artifact download links (artifacts.Service.LinkFor).
+type Linker interface {
+	LinkFor(ctx context.Context, a domain.Artifact, ttl time.Duration) (domain.Link, error)
+}
+
+// WithLinks lets the service hand out links to kept logs; without it a
+// kept log is named but not linked.
+func WithLinks(l Linker) Option { return func(s *Service) { s.links = l } }
+
+// Logs is the answer to GET /v1/environments/{id}/logs: exactly one of Live
+// (the environment runs: follow it on its node) and Kept (it ended: its
+// log as uploaded) is set.
+type Logs struct {
+	Environment string       `json:"environment"`
+	State       domain.State `json:"state"`
+	Live        *LiveLog     `json:"live,omitempty"`
+	Kept        *KeptLog     `json:"kept,omitempty"`
+}
+
+// LiveLog is where the node serves the running environment's log, with the
+// ticket (Authorization: Bearer) that opens it.
+type LiveLog struct {
+	URL     string    `json:"url"`
+	Ticket  string    `json:"ticket"`
+	Expires time.Time `json:"expires"`
+}
+
+// KeptLog is the artifact that keeps an ended environment's log, and a
+// signed link that downloads it.
+type KeptLog struct {
+	Artifact string     `json:"artifact"`
+	Size     int64      `json:"size"`
+	URL      string     `json:"url,omitempty"`
+	Expires  *time.Time `json:"expires,omitempty"`
+}
+
+// Logs says where to read an environment's log: live on its node while it
+// runs (one read of the environment and one of its node), the kept
+// artifact once it ended.
+func (s *Service) Logs(ctx context.Context, p domain.Principal, id string) (Logs, error) {
+	e, err := s.Get(ctx, p, id)
+	if err != nil {
+		return Logs{}, err
+	}
+	out := Logs{Environment: e.ID, State: e.State}
+	switch {
+	case e.State == domain.StatePending || (e.State.Live() && e.Node == ""):
+		return Logs{}, domain.Errorf(domain.CodeConflict, "environment %s is pending: its log begins once a node claims it; ask again shortly", e.ID)
+	case e.State.Live():
+		live, err := s.liveLog(ctx, p, e)
+		if err != nil {
+			return Logs{}, err
+		}
+		out.Live = &live
+		return out, nil
+	case e.Log == "":
+		return Logs{}, domain.Errorf(domain.CodeConflict, "environment %s is %s and its node kept no log of it (its agent keeps none, or the upload failed or is under way; ask again shortly)", e.ID, e.State)
+	}
+	a, err := s.store.GetArtifact(ctx, p.OrgID, e.Log)
+	if domain.ErrorCode(err) == domain.CodeNotFound || err == nil && a.ExpiredAt(s.clock.Now()) {
+		return Logs{}, domain.Errorf(domain.CodeConflict, "the log of environment %s (artifact %s) has expired", e.ID, e.Log)
+	}
+	if err != nil {
+		return Logs{}, err
+	}
+	if a.State != domain.ArtifactSealed {
+		return Logs{}, domain.Errorf(domain.CodeConflict, "the log of environment %s (artifact %s) is %s, not sealed: its upload is under way or failed", e.ID, a.ID, a.State)
+	}
+	kept := &KeptLog{Artifact: a.ID, Size: a.Size}
+	if s.links != nil {
+		l, err := s.links.LinkFor(ctx, a, KeptLogLinkTTL)
+		if err != nil {
+			return Logs{}, err
+		}
+		kept.URL, kept.Expires = l.URL, &l.Expires
+	}
+	out.Kept = kept
+	return out, nil
+}
+
+func (s *Service) liveLog(ctx context.Context, p domain.Principal, e domain.Environment) (LiveLog, error) {
+	n, err := s.store.GetNode(ctx, p.OrgID, e.Node)
+	if err != nil && domain.ErrorCode(err) != domain.CodeNotFound {
+		return LiveLog{}, err
+	}
+	if err != nil || n.State != domain.NodeActive {
+		return LiveLog{}, domain.Errorf(domain.CodeConflict, "the node that runs environment %s is no longer active; the environment is about to fail", e.ID)
+	}
+	u := tunnel.LogsURL(n.TunnelURL)
+	if u == "" || len(n.TunnelKey) == 0 {
+		return LiveLog{}, domain.Errorf(domain.CodeConflict, "node %s, which runs environment %s, serves no live logs: its agent registered without an endpoint (an older agent, or one started with -no-tunnel)", n.ID, e.ID)
+	}
+	exp := s.clock.Now().Add(LogTicketTTL).Truncate(time.Second).UTC()
+	t, err := ticket.Sign(n.TunnelKey, ticket.Claims{Org: p.OrgID, Env: e.ID, Node: n.ID, Open: ticket.OpenLogs, Exp: exp.Unix()})
+	if err != nil {
+		return LiveLog{}, domain.Internal(err)
+	}
+	return LiveLog{URL: u, Ticket: t, Expires: exp}, nil
+}
+
+func (s *Service) handleLogs(w http.ResponseWriter, r *http.Request, p domain.Principal) error {
+	for k := range r.URL.Query() {
+		return domain.BadRequest(k, "unknown query parameter %q: since and offset are the node's (live) and the client's (kept) to apply", k)
+	}
+	l, err := s.Logs(r.Context(), p, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	// The ticket and the link open the log to whoever holds them.
+	httpapi.WriteSecret(w, http.StatusOK, l)
+	return nil
+}
