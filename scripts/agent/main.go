@@ -89,6 +89,8 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 	runc := fs.String("runc", "", "the runc binary of the container runtime (default: runc on PATH, container offered when found); none: offer no container runtime")
 	imageCache := fs.String("image-cache", "", "folder of the unpacked images containers run from (default: <workdir>/images)")
 	imageCacheMax := fs.String("image-cache-max", "20Gi", "bytes the image cache may hold, such as 20Gi; past it the least recently used images no environment runs are removed")
+	buildCache := fs.String("build-cache", "", "folder of the build caches of templates with buildCache, one per organization and template (default: <workdir>/caches)")
+	buildCacheMax := fs.String("build-cache-max", "10Gi", "bytes the build caches may hold together, such as 10Gi; past it the least recently used caches no environment holds are removed")
 	registryCreds := fs.String("registry-credentials", "", "Docker-style config file (auths, credHelpers) of the registry credentials images are pulled with; never taken from a template")
 	idBase := fs.Uint("container-id-base", agent.DefaultContainerIDBase, "first id of the node that a container's user namespace maps its ids 0-65535 to (root in a container is this unprivileged id); no other user of the node may have one of them")
 	logLevel := fs.String("log", "info", "log level: debug, info, warn, error")
@@ -125,6 +127,10 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 	if err != nil {
 		return options{}, fmt.Errorf("%w: -image-cache-max: %v", errUsage, err)
 	}
+	buildMax, err := agent.ParseSize(*buildCacheMax)
+	if err != nil {
+		return options{}, fmt.Errorf("%w: -build-cache-max: %v", errUsage, err)
+	}
 	if *idBase < 1000 || *idBase > 1<<32-1-65536 {
 		return options{}, fmt.Errorf("%w: -container-id-base %d: an id from 1000 that leaves room for 65536 ids", errUsage, *idBase)
 	}
@@ -136,6 +142,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 		Archives: limits, MinFreeDisk: disk, MinFreeInodes: inodes,
 		Runc: *runc, ImageCacheDir: *imageCache, ImageCacheBytes: int64(cacheMax),
 		RegistryCredentials: *registryCreds, ContainerIDBase: uint32(*idBase),
+		BuildCacheDir: *buildCache, BuildCacheBytes: int64(buildMax),
 	}}
 	switch {
 	case *credFile != "":

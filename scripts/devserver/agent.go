@@ -102,6 +102,9 @@ func startAgent(d deps) func() {
 				d.log.Error("node agent not started", "org", o.ID, "pool", pool, "err", err.Error())
 				continue
 			}
+			if d.agents != nil {
+				d.agents(o.ID, pool, a)
+			}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()

@@ -22,6 +22,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/envlease/envlease/shared/agent"
 	"github.com/envlease/envlease/shared/auth"
 	"github.com/envlease/envlease/shared/clock"
 	"github.com/envlease/envlease/shared/devstack"
@@ -49,6 +50,8 @@ type deps struct {
 	sweep      time.Duration
 	// fixture is the loaded configuration: the node agent serves its pools.
 	fixture fixture.File
+	// agents is options.agents.
+	agents func(org, pool string, a *agent.Agent)
 	// sockets serves the node protocol (nodes.SocketPath) and posts to its
 	// connections; offerer wakes a node after a lease and re-offers.
 	sockets *nodes.LocalSockets
@@ -116,6 +119,9 @@ type options struct {
 	// sockets, when set, is handed the node protocol's server: tests lose
 	// messages and cut connections with it.
 	sockets func(*nodes.LocalSockets)
+	// agents, when set, is handed each node agent the stack starts, keyed
+	// by organization and pool: benchmarks wait for its warm pool.
+	agents func(org, pool string, a *agent.Agent)
 }
 
 // run starts the stack and serves until ctx ends, then stops all it started.
@@ -164,7 +170,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	d := deps{
 		ctx: ctx, store: st, clock: clk, log: log, s3: be.s3, bucket: be.bucket, s3Endpoint: be.s3Endpoint,
 		baseURL: "http://" + ln.Addr().String(), sweep: sweep, fixture: file,
-		webhooks: o.webhooks, allowLocalHooks: o.allowLocalHooks, allowLocalIssuers: o.allowLocalIssuers,
+		webhooks: o.webhooks, allowLocalHooks: o.allowLocalHooks, allowLocalIssuers: o.allowLocalIssuers, agents: o.agents,
 	}
 	if err := devstack.AllowBrowserOrigin(ctx, be.s3, be.bucket, d.baseURL); err != nil {
 		// Only the console's uploads and downloads need it; the API and

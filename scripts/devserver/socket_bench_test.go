@@ -15,7 +15,7 @@ import (
 // environment is deleted and stopped. The median is reported; docs/nodes.md
 // (Figures) records it.
 func BenchmarkLeaseToClaimed(b *testing.B) {
-	base := benchStack(b)
+	base, _ := benchStack(b)
 	c := api{t: b, base: base, token: apitest.BobToken}
 	time.Sleep(1500 * time.Millisecond) // the agents connect
 	var claimed []float64

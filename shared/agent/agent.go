@@ -35,6 +35,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/envlease/envlease/shared/agent/buildcache"
 	"github.com/envlease/envlease/shared/agent/confine"
 	"github.com/envlease/envlease/shared/agent/runtimes"
 	"github.com/envlease/envlease/shared/domain"
@@ -55,8 +56,11 @@ type Agent struct {
 	noCgroup     error
 	noNamespaces error
 
-	mu        sync.Mutex
-	node      string
+	mu   sync.Mutex
+	node string
+	// org is the node's organization, from its registration, which build
+	// caches are kept by.
+	org       string
 	envs      map[string]*runningEnv
 	templates map[string]domain.Template
 	// wake is signalled when capacity frees up or templates change.
@@ -77,6 +81,7 @@ type Agent struct {
 	// runtimes run environments, by the template runtime they serve
 	// (runtimes.go); process is always there.
 	runtimes    map[string]runtimes.Runtime
+	buildCache  *buildcache.Cache
 	noContainer error
 
 	warm *warmPool
@@ -137,6 +142,9 @@ func New(cfg Config) (*Agent, error) {
 	a.warm = newWarmPool(a)
 	if err := a.setupConfinement(); err != nil {
 		return nil, err
+	}
+	if err := a.openBuildCache(); err != nil {
+		return nil, fmt.Errorf("agent: build cache: %w", err)
 	}
 	if err := a.setupRuntimes(); err != nil {
 		return nil, err
@@ -224,6 +232,7 @@ func (a *Agent) session(ctx context.Context) error {
 	}
 	a.mu.Lock()
 	a.node = reg.Node.ID
+	a.org = reg.Organization
 	a.mu.Unlock()
 	a.setTunnelIdentity(reg)
 	a.setTemplates(reg.Templates)

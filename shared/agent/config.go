@@ -54,6 +54,13 @@ type Config struct {
 	// recently used evicted first.
 	ImageCacheDir   string
 	ImageCacheBytes int64
+	// BuildCacheDir holds the build caches of templates with buildCache
+	// (default <WorkDir>/caches), one per organization and template;
+	// BuildCacheBytes bounds them together (default
+	// buildcache.DefaultMaxBytes), the least recently used of those no
+	// environment holds evicted first.
+	BuildCacheDir   string
+	BuildCacheBytes int64
 	// RegistryCredentials is a Docker-style config file of registry
 	// credentials for pulling images; never taken from a template.
 	RegistryCredentials string

@@ -75,6 +75,9 @@ func (a *Agent) runEnv(ctx context.Context, node string, r *runningEnv, c *nodes
 		a.adoptWarmLog(h, r.id)
 		a.logf(r.id, "claimed by node %s: template %s, handed a warm environment (runtime %s) started before", node, c.Template.Name, rt.Name())
 		log.Info("handed a warm environment", append([]any{"runtime", rt.Name()}, h.LogAttrs()...)...)
+		// Refill the pool once this lease is ready or over (take does
+		// not, so the replacement's start does not compete with it).
+		defer a.warm.poke()
 	} else {
 		a.openLog(r.id)
 		a.logf(r.id, "claimed by node %s: template %s (runtime %s)", node, c.Template.Name, rt.Name())
@@ -104,7 +107,7 @@ func (a *Agent) runEnv(ctx context.Context, node string, r *runningEnv, c *nodes
 		id := filepath.Base(h.Files().Root)
 		h.Remove()
 		a.logf(r.id, "a port of the template was taken before the command bound it: starting again on other ports")
-		h2, perr := rt.Prepare(ctx, runtimes.Env{ID: id, Template: withAnyPorts(c.Template), Output: a.logOutput(r.id)})
+		h2, perr := rt.Prepare(ctx, runtimes.Env{ID: id, Template: withAnyPorts(c.Template), Org: a.organization(), Output: a.logOutput(r.id)})
 		if perr == nil {
 			if perr = h2.Start(ctx); perr != nil {
 				h2.Remove()
@@ -149,6 +152,9 @@ func (a *Agent) runEnv(ctx context.Context, node string, r *runningEnv, c *nodes
 		a.logf(r.id, "ready%s", exportsText(exports))
 		log.Info("ready", "exports", exports)
 	}
+	if warm {
+		a.warm.poke()
+	}
 
 	select {
 	case <-h.Done():
@@ -173,7 +179,7 @@ func (a *Agent) runEnv(ctx context.Context, node string, r *runningEnv, c *nodes
 // it must), the agent restores the snapshot and unpacks the shares into its files within one archive
 // budget, and the runtime starts it. On failure nothing of it is left.
 func (a *Agent) prepare(ctx context.Context, rt runtimes.Runtime, id string, c *nodes.Claimed) (runtimes.Handle, *domain.Restored, error) {
-	h, err := rt.Prepare(ctx, runtimes.Env{ID: id, Template: c.Template, ImageArtifact: a.imageArtifact(c), Output: a.logOutput(id)})
+	h, err := rt.Prepare(ctx, runtimes.Env{ID: id, Template: c.Template, Org: a.organization(), ImageArtifact: a.imageArtifact(c), Output: a.logOutput(id)})
 	if err != nil {
 		return nil, nil, err
 	}

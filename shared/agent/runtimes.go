@@ -20,14 +20,14 @@ import (
 // that cannot be used is an error.
 func (a *Agent) setupRuntimes() error {
 	a.runtimes = map[string]runtimes.Runtime{RuntimeProcess: process.New(process.Config{
-		Node: a.confinement, WorkDir: a.cfg.WorkDir, Address: a.cfg.Address, Log: a.log,
+		Node: a.confinement, WorkDir: a.cfg.WorkDir, Address: a.cfg.Address, BuildCache: a.buildCache, Log: a.log,
 	})}
 	if a.cfg.Runc == RuntimeNone {
 		a.noContainer = errors.New("turned off (-runc none)")
 		return nil
 	}
 	cr, err := container.New(container.Config{
-		Node: a.confinement, NoNamespaces: a.noNamespaces, WorkDir: a.cfg.WorkDir, Runc: a.cfg.Runc,
+		Node: a.confinement, NoNamespaces: a.noNamespaces, WorkDir: a.cfg.WorkDir, Runc: a.cfg.Runc, BuildCache: a.buildCache,
 		ImageCacheDir: a.cfg.ImageCacheDir, ImageCacheBytes: a.cfg.ImageCacheBytes,
 		RegistryCredentials: a.cfg.RegistryCredentials, IDBase: a.cfg.ContainerIDBase,
 		NoUserNS: a.cfg.ContainerNoUserNS, UIDs: a.cfg.UIDs, Log: a.log,

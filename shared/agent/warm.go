@@ -161,7 +161,7 @@ func (w *warmPool) start(ctx context.Context, t domain.Template) {
 	rt, err := w.a.runtimeFor(t)
 	id := "warm-" + hex.EncodeToString(b[:])
 	if err == nil {
-		h, err = rt.Prepare(ctx, runtimes.Env{ID: id, Template: t, Output: w.a.warmLog(id)})
+		h, err = rt.Prepare(ctx, runtimes.Env{ID: id, Template: t, Org: w.a.organization(), Output: w.a.warmLog(id)})
 		w.a.warmPrepared(id, h)
 	}
 	started := false
@@ -205,7 +205,10 @@ func (w *warmPool) take(t domain.Template) runtimes.Handle {
 	for i, x := range list {
 		if x.fp == fp && alive(x.h) {
 			w.ready[t.Name] = append(list[:i:i], list[i+1:]...)
-			w.poke()
+			// No refill yet: the caller pokes the pool once the lease it
+			// serves is reported ready, so that starting the replacement
+			// (for a container: runc create, an overlay) does not compete
+			// with the handover it would slow down.
 			return x.h
 		}
 	}

@@ -100,7 +100,15 @@ func execCommand() int {
 	// Best effort, as outside namespaces: what is not applied is a warning.
 	// Set as root, so a limit above root's own is still set.
 	var warns []string
+	var addressSpace *syscall.Rlimit
 	for _, l := range cfg.Rlimits {
+		if l.Resource == unix.RLIMIT_AS {
+			// Set last, just before the exec: this stage is a Go program
+			// whose runtime may map more memory on its way there, and a
+			// limit below what it already reserved makes that fail.
+			addressSpace = &syscall.Rlimit{Cur: l.Max, Max: l.Max}
+			continue
+		}
 		if err := syscall.Setrlimit(l.Resource, &syscall.Rlimit{Cur: l.Max, Max: l.Max}); err != nil {
 			warns = append(warns, fmt.Sprintf("limit %d: %v", l.Resource, err))
 		}
@@ -143,6 +151,12 @@ func execCommand() int {
 	if cfg.Dir != "" {
 		if err := syscall.Chdir(cfg.Dir); err != nil {
 			return fail("", err)
+		}
+	}
+	if addressSpace != nil {
+		// Lowering a limit needs no privilege, so the user may set it.
+		if err := syscall.Setrlimit(unix.RLIMIT_AS, addressSpace); err != nil {
+			warns = append(warns, fmt.Sprintf("limit %d: %v", unix.RLIMIT_AS, err))
 		}
 	}
 	// Started: a reader whose copy of the reports outlives the exec (the

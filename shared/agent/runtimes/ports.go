@@ -59,3 +59,7 @@ type ListenerChecker interface {
 // lose a port to another program of the node between choosing and binding
 // it.
 type PortRacer interface{ LostPortRace() bool }
+
+// CacheEnv names the build cache's folder, for a template with
+// buildCache: /cache in a container, a folder of the node for a process.
+const CacheEnv = "ENVLEASE_CACHE"

@@ -38,6 +38,9 @@ type Env struct {
 	// a warm one (which cannot know the environment it will serve).
 	ID       string
 	Template domain.Template
+	// Org is the environment's organization, which a build cache
+	// (Template.BuildCache) is kept for.
+	Org string
 	// ImageArtifact is set when the template's image is an artifact (an
 	// OCI image archive) that the claim links to; nil when the runtime
 	// pulls the image by its reference.

@@ -6,6 +6,7 @@ package container
 import (
 	"log/slog"
 
+	"github.com/envlease/envlease/shared/agent/buildcache"
 	"github.com/envlease/envlease/shared/agent/confine"
 )
 
@@ -13,6 +14,11 @@ import (
 // namespace maps its ids 0-65535 to: root in a container is this
 // unprivileged id on the node. It lies above confine.DefaultUIDRange.
 const DefaultIDBase = 1000000
+
+// CachePath is where a container of a template with buildCache finds its
+// build cache (also named by $ENVLEASE_CACHE); it stays writable when the
+// root is read-only.
+const CachePath = "/cache"
 
 // Config is what the runtime is given of the node.
 type Config struct {
@@ -39,5 +45,8 @@ type Config struct {
 	IDBase   uint32
 	NoUserNS bool
 	UIDs     confine.UIDRange
-	Log      *slog.Logger
+	// BuildCache holds the build caches of templates with buildCache,
+	// bound at CachePath.
+	BuildCache *buildcache.Cache
+	Log        *slog.Logger
 }

@@ -19,9 +19,11 @@ import (
 
 	"github.com/vishvananda/netns"
 
+	"github.com/envlease/envlease/shared/agent/buildcache"
 	"github.com/envlease/envlease/shared/agent/bytesize"
 	"github.com/envlease/envlease/shared/agent/confine"
 	runc "github.com/envlease/envlease/shared/agent/container"
+	"github.com/envlease/envlease/shared/agent/ctrinit"
 	"github.com/envlease/envlease/shared/agent/image"
 	"github.com/envlease/envlease/shared/agent/runtimes"
 	"github.com/envlease/envlease/shared/domain"
@@ -44,6 +46,8 @@ type Runtime struct {
 	cache  *image.Cache
 	puller image.Puller
 	userns *runc.IDMap
+	// init is PID 1 of every container (package ctrinit).
+	init *ctrinit.Binary
 	// archives maps an image archive's SHA-256 to the config digest of its
 	// image, so a cached artifact image is not downloaded again.
 	mu       sync.Mutex
@@ -71,6 +75,9 @@ func New(cfg Config) (*Runtime, error) {
 		}
 		r.userns = &runc.IDMap{HostID: base, Size: containerIDs}
 		shift = int(base)
+	}
+	if r.init, err = ctrinit.Install(filepath.Join(cfg.WorkDir, "init")); err != nil {
+		return nil, err
 	}
 	kc, err := image.KeychainFromFile(cfg.RegistryCredentials)
 	if err != nil {
@@ -217,6 +224,19 @@ func (r *Runtime) Prepare(ctx context.Context, e runtimes.Env) (_ runtimes.Handl
 		h.uid += int(r.userns.HostID)
 		h.gid += int(r.userns.HostID)
 	}
+	if t.BuildCache && r.cfg.BuildCache != nil {
+		if h.cache, err = r.cfg.BuildCache.Checkout(e.Org, t.Name, buildcache.Owner{UID: h.uid, GID: h.gid}); err != nil {
+			return nil, err
+		}
+		cfg.Mounts = append(cfg.Mounts, runc.Mount{Source: h.cache.Path(), Destination: CachePath})
+		cfg.Env = append(cfg.Env, runtimes.CacheEnv+"="+CachePath)
+	}
+	// The command runs under an init of the agent's as PID 1, which
+	// forwards signals to it and reaps orphans.
+	for _, m := range r.init.Mounts() {
+		cfg.Mounts = append(cfg.Mounts, runc.Mount{Source: m.Source, Destination: m.Destination, ReadOnly: true})
+	}
+	cfg.Args = r.init.Wrap(cfg.Args)
 	ctr, err := r.rc.Create(ctx, rf.Dir, cfg)
 	if err != nil {
 		return nil, err
@@ -268,7 +288,9 @@ type handle struct {
 	ports    map[string]int
 	home     string
 	uid, gid int
-	once     sync.Once
+	// cache is the environment's build cache, nil without.
+	cache *buildcache.Lease
+	once  sync.Once
 	// out gets what the container writes to stdout and stderr, which runc
 	// sends to files of its folder: the handle copies them as they grow
 	// (tails), and says it copied all once the container ended.
@@ -381,6 +403,9 @@ func (h *handle) Remove() {
 			h.net.Ended()
 		}
 		h.rf.Release()
+		if h.cache != nil {
+			h.cache.Release()
+		}
 	})
 }
 

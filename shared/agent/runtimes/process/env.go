@@ -26,8 +26,9 @@ const fallbackPath = "/usr/local/bin:/usr/bin:/bin"
 //	no_proxy      an egress environment's proxy (egressEnv), when egress > 0
 //	<template env> the template's env, which may override all the above
 //	ENVLEASE_ROOT the environment's folder
+//	ENVLEASE_CACHE its build cache's folder, with buildCache
 //	PORT, EXPORT_<SERVICE>_PORT the exports' ports
-func (rt *Runtime) processEnv(t domain.Template, b *confine.Box, services []string, ports map[string]int, egress int) []string {
+func (rt *Runtime) processEnv(t domain.Template, b *confine.Box, services []string, ports map[string]int, egress int, cache string) []string {
 	env := []string{"PATH=" + rt.searchPath(b), "HOME=" + b.Root}
 	if egress > 0 {
 		for _, kv := range confine.EgressEnv(egress) {
@@ -47,6 +48,9 @@ func (rt *Runtime) processEnv(t domain.Template, b *confine.Box, services []stri
 		env = append(env, k+"="+t.Env[k])
 	}
 	env = append(env, "ENVLEASE_ROOT="+b.Root)
+	if cache != "" {
+		env = append(env, runtimes.CacheEnv+"="+cache)
+	}
 	for i, s := range services {
 		if i == 0 {
 			env = append(env, "PORT="+strconv.Itoa(ports[s]))

@@ -50,7 +50,11 @@ func (h *handle) Exec(_ context.Context, spec runtimes.ExecSpec) (*runtimes.Exec
 	if p.net != nil && t.Egress() {
 		proxy = confine.EgressPortFor(p.ports)
 	}
-	env := spec.TermEnv(h.rt.processEnv(t, b, services, p.ports, proxy))
+	cache := ""
+	if h.cache != nil {
+		cache = h.cache.Path()
+	}
+	env := spec.TermEnv(h.rt.processEnv(t, b, services, p.ports, proxy, cache))
 	path, err := lookPath(spec.Args[0], h.rt.searchPath(b), b)
 	if err != nil {
 		return nil, fmt.Errorf("start %q: %w", spec.Args[0], err)

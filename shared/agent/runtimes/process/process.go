@@ -54,7 +54,7 @@ type proc struct {
 // by name) and EXPORT_<SERVICE>_PORT. The process gets only the environment
 // processEnv lists, runs as the box's user, in its cgroup, and its own
 // process group.
-func (rt *Runtime) startProcess(t domain.Template, b *confine.Box, out io.Writer) (*proc, error) {
+func (rt *Runtime) startProcess(t domain.Template, b *confine.Box, cache string, out io.Writer) (*proc, error) {
 	if name := t.Runtime; name != "" && name != domain.RuntimeProcess {
 		return nil, fmt.Errorf("runtime %q is not supported by this agent: it runs only runtime %q (the template's command as a local process)", name, domain.RuntimeProcess)
 	}
@@ -97,7 +97,7 @@ func (rt *Runtime) startProcess(t domain.Template, b *confine.Box, out io.Writer
 	if rt.cfg.Node.Namespaces && t.Egress() {
 		proxy = confine.EgressPortFor(ports)
 	}
-	env := rt.processEnv(t, b, services, ports, proxy)
+	env := rt.processEnv(t, b, services, ports, proxy, cache)
 	path, err := lookPath(t.Command[0], rt.searchPath(b), b)
 	if err != nil {
 		release()

@@ -11,11 +11,13 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"sync/atomic"
 	"time"
 
+	"github.com/envlease/envlease/shared/agent/buildcache"
 	"github.com/envlease/envlease/shared/agent/confine"
 	"github.com/envlease/envlease/shared/agent/runtimes"
 	"github.com/envlease/envlease/shared/domain"
@@ -30,7 +32,9 @@ type Config struct {
 	// Address is the node's address, where an environment outside a
 	// network namespace of its own listens.
 	Address string
-	Log     *slog.Logger
+	// BuildCache holds the build caches of templates with buildCache.
+	BuildCache *buildcache.Cache
+	Log        *slog.Logger
 }
 
 // Runtime runs environments as processes of the node.
@@ -62,7 +66,18 @@ func (rt *Runtime) Prepare(_ context.Context, e runtimes.Env) (runtimes.Handle, 
 	if err != nil {
 		return nil, err
 	}
-	return &handle{rt: rt, t: e.Template, b: b, out: runtimes.Output(e)}, nil
+	h := &handle{rt: rt, t: e.Template, b: b, out: runtimes.Output(e)}
+	if e.Template.BuildCache && rt.cfg.BuildCache != nil {
+		o := buildcache.Owner{UID: os.Geteuid(), GID: os.Getegid()}
+		if bo := b.Owner(); bo != nil {
+			o = buildcache.Owner{UID: bo.UID, GID: bo.GID}
+		}
+		if h.cache, err = rt.cfg.BuildCache.Checkout(e.Org, e.Template.Name, o); err != nil {
+			h.Remove()
+			return nil, err
+		}
+	}
+	return h, nil
 }
 
 // Recover clears what an earlier run left under envs/ (reclaim).
@@ -74,6 +89,8 @@ type handle struct {
 	t  domain.Template
 	b  *confine.Box
 	p  *proc
+	// cache is the environment's build cache, nil without.
+	cache *buildcache.Lease
 	// out is where the command's output goes besides its folder's log.
 	out io.Writer
 }
@@ -83,7 +100,11 @@ func (h *handle) Files() runtimes.Files {
 }
 
 func (h *handle) Start(context.Context) error {
-	p, err := h.rt.startProcess(h.t, h.b, h.out)
+	cache := ""
+	if h.cache != nil {
+		cache = h.cache.Path()
+	}
+	p, err := h.rt.startProcess(h.t, h.b, cache, h.out)
 	if err != nil {
 		return err
 	}
@@ -111,7 +132,12 @@ func (h *handle) Stop(grace time.Duration) {
 	}
 }
 
-func (h *handle) Remove() { h.rt.cfg.Node.Cleanup(h.b) }
+func (h *handle) Remove() {
+	h.rt.cfg.Node.Cleanup(h.b)
+	if h.cache != nil {
+		h.cache.Release()
+	}
+}
 
 func (h *handle) LogAttrs() []any {
 	if h.p == nil {
