@@ -18,7 +18,10 @@ type orgItem struct {
 	SK    string   `dynamodbav:"SK"`
 	ID    string   `dynamodbav:"id"`
 	Name  string   `dynamodbav:"name"`
-	Pools []string `dynamodbav:"pools"`
+	// Pools is left out when empty (PutOrg writes nil for none): minidyn
+	// keeps an empty list wrongly, reading it back as another attribute's
+	// string; DynamoDB keeps it, but absent is read the same.
+	Pools []string `dynamodbav:"pools,omitempty"`
 	// MaxTokenLifetime in seconds; absent for no cap.
 	MaxTokenLifetime int64 `dynamodbav:"maxTokenLifetime,omitempty"`
 }
@@ -48,7 +51,11 @@ func QuotaSK(template string) string { return "QUOTA#" + template }
 
 // PutOrg writes or replaces an organization.
 func (s *Store) PutOrg(ctx context.Context, o domain.Org) error {
-	item, err := marshal(orgItem{PK: orgPK(o.ID), SK: "ORG", ID: o.ID, Name: o.Name, Pools: o.Pools,
+	pools := o.Pools
+	if len(pools) == 0 {
+		pools = nil
+	}
+	item, err := marshal(orgItem{PK: orgPK(o.ID), SK: "ORG", ID: o.ID, Name: o.Name, Pools: pools,
 		MaxTokenLifetime: int64(o.MaxTokenLifetime.Std() / time.Second)})
 	if err != nil {
 		return err
@@ -69,6 +76,9 @@ func (s *Store) GetOrg(ctx context.Context, id string) (domain.Org, error) {
 	var it orgItem
 	if err := unmarshal(out.Item, &it); err != nil {
 		return domain.Org{}, err
+	}
+	if it.Pools == nil {
+		it.Pools = []string{}
 	}
 	return domain.Org{ID: it.ID, Name: it.Name, Pools: it.Pools,
 		MaxTokenLifetime: domain.Duration(time.Duration(it.MaxTokenLifetime) * time.Second)}, nil
