@@ -492,6 +492,11 @@ func (s *Store) EnableWebhook(ctx context.Context, org, id string) (domain.Webho
 // held. It reads the webhook's delivery partition with a filter: what it
 // reads is bounded by the deliveries' ttl (domain.EventRetention), and a
 // caller with more to release calls again.
+//
+// The query sets no Limit: with a filter, Limit caps the items read per
+// page, not the held ones returned, so a small one only splits the same
+// read into more round trips (one per 100 deliveries of the webhook, held or
+// not). Unlimited pages stop at DynamoDB's 1 MB; the release stops at limit.
 func (s *Store) ReleaseHeld(ctx context.Context, org, hook string, now time.Time, limit int) (int, bool, error) {
 	pk := deliveryPK(org, hook)
 	in := &dynamodb.QueryInput{
@@ -501,7 +506,6 @@ func (s *Store) ReleaseHeld(ctx context.Context, org, hook string, now time.Time
 		ExpressionAttributeNames:  map[string]string{"#state": "state"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(pk), ":held": str(domain.DeliveryHeld)},
 		ConsistentRead:            aws.Bool(true),
-		Limit:                     aws.Int32(100),
 	}
 	released := 0
 	for {
