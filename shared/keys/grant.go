@@ -78,10 +78,10 @@ func (s *Service) applyGrant(ctx context.Context, p domain.Principal, role domai
 			return domain.Invalid("expiresIn", "expiresIn must be at most %s, the organization's maximum token lifetime", domain.Duration(max))
 		}
 	}
-	// A scoped token (an exchanged CI token, say) never mints one that
-	// outlives it. An unscoped caller's expiry does not carry over: the
-	// console's own sign-in token makes lasting CLI tokens.
-	if p.Scopes != nil && p.Expires != nil && (expires == nil || expires.After(*p.Expires)) {
+	// A scoped or restricted token (an exchanged CI token, say) never
+	// mints one that outlives it. An unlimited caller's expiry does not
+	// carry over: the console's own sign-in token makes lasting CLI tokens.
+	if (p.Scopes != nil || !p.Restrictions.Empty()) && p.Expires != nil && (expires == nil || expires.After(*p.Expires)) {
 		at := p.Expires.UTC()
 		expires = &at
 	}

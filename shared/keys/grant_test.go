@@ -163,3 +163,22 @@ func TestOrgKeyDoesNotInheritAdminScope(t *testing.T) {
 		t.Errorf("org key from an admin-only token: %d %s, want 422 invalid", status, code)
 	}
 }
+
+// A restricted token without scopes is limited too: what it mints does not
+// outlive it.
+func TestRestrictedTokenMintsNothingLongerLived(t *testing.T) {
+	e := newEnv(t)
+	_, _, restricted, parent := create(t, e, "/v1/tokens", apitest.BobToken, map[string]any{
+		"name": "ci", "expiresIn": "2h", "restrictions": map[string]any{"templates": []string{"sleeper"}},
+	})
+	if restricted == "" || parent.Expires == nil {
+		t.Fatal("no restricted token")
+	}
+	status, _, _, child := create(t, e, "/v1/tokens", restricted, map[string]any{"name": "child"})
+	if status != 201 {
+		t.Fatalf("child: %d", status)
+	}
+	if child.Expires == nil || !child.Expires.Equal(*parent.Expires) || child.Restrictions == nil {
+		t.Fatalf("child expires %v restrictions %+v; parent expires %v", child.Expires, child.Restrictions, parent.Expires)
+	}
+}
