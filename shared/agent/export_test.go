@@ -40,3 +40,6 @@ func NamespacesWork() error { return confine.ProbeNamespaces() }
 func AllowEgressTo(addrs ...netip.AddrPort) func(*Config) {
 	return func(c *Config) { c.egressAllow = append(c.egressAllow, addrs...) }
 }
+
+// KeptReader exposes keptReader to the external tests.
+var KeptReader = keptReader

@@ -1,10 +1,10 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -110,26 +110,29 @@ func (a *Agent) keepLog(ctx context.Context, node, id string) {
 }
 
 func (a *Agent) uploadLog(ctx context.Context, node, id string, l *envlog.Log) error {
-	var b bytes.Buffer
-	if _, err := l.Kept(&b); err != nil {
+	// The log is read twice, for its digest and for the upload, rather
+	// than held in memory: many environments may end at once.
+	h := sha256.New()
+	size, err := l.Kept(h)
+	if err != nil {
 		return fmt.Errorf("read the log: %w", err)
 	}
-	sum := sha256.Sum256(b.Bytes())
-	size := int64(b.Len())
+	sum := h.Sum(nil)
 	var c artifacts.Created
 	path := "/v1/nodes/" + url.PathEscape(node) + "/environments/" + url.PathEscape(id) + "/log"
-	if _, err := a.api.do(ctx, http.MethodPost, path, nodes.LogRequest{Size: &size, SHA256: hex.EncodeToString(sum[:])}, &c); err != nil {
+	if _, err := a.api.do(ctx, http.MethodPost, path, nodes.LogRequest{Size: &size, SHA256: hex.EncodeToString(sum)}, &c); err != nil {
 		return err
 	}
 	if len(c.Upload.Parts) != 1 || c.Upload.Multipart {
 		return fmt.Errorf("the API asked for an upload of %d parts; a log goes up in one", len(c.Upload.Parts))
 	}
 	p := c.Upload.Parts[0]
-	req, err := http.NewRequestWithContext(ctx, p.Method, p.URL, bytes.NewReader(b.Bytes()))
+	req, err := http.NewRequestWithContext(ctx, p.Method, p.URL, keptReader(l))
 	if err != nil {
 		return err
 	}
 	req.ContentLength = size
+	req.GetBody = func() (io.ReadCloser, error) { return keptReader(l), nil }
 	for k, v := range p.Headers {
 		req.Header.Set(k, v)
 	}
@@ -154,6 +157,23 @@ func (a *Agent) uploadLog(ctx context.Context, node, id string, l *envlog.Log) e
 	}
 	a.log.Info("log kept", "environment", id, "artifact", done.Artifact.ID, "bytes", size)
 	return nil
+}
+
+// keptReader reads what l keeps (Kept), as it is written, without holding
+// it: the upload's body. Closing it ends the read (the HTTP client closes
+// a request's body whatever happens).
+func keptReader(l *envlog.Log) io.ReadCloser {
+	pr, pw := io.Pipe()
+	go func() {
+		if !l.Hold() {
+			pw.CloseWithError(errors.New("the log was removed"))
+			return
+		}
+		defer l.Release()
+		_, err := l.Kept(pw)
+		pw.CloseWithError(err)
+	}()
+	return pr
 }
 
 // warmLog makes the log of a warm environment, which it adopts if it is

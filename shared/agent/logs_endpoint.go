@@ -2,11 +2,14 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/envlease/envlease/shared/agent/envlog"
 	"github.com/envlease/envlease/shared/clock"
@@ -33,7 +36,23 @@ type LogsConfig struct {
 	Logs  func(env string) (*envlog.Log, bool)
 	Clock clock.Clock
 	Log   *slog.Logger
+	// MaxReaders bounds the log reads served at once (followers hold
+	// theirs as long as the environment runs); DefaultMaxLogReaders if 0.
+	MaxReaders int
+	// WriteStall is how long one write to a reader may block before the
+	// reader is dropped; logWriteStall if 0.
+	WriteStall time.Duration
 }
+
+// DefaultMaxLogReaders bounds the live log reads a node serves at once: each
+// holds a goroutine, a buffer and the log's file, so a ticket holder must
+// not open them without end.
+const DefaultMaxLogReaders = 256
+
+// logWriteStall is how long one write to a follower may block before the
+// follower is dropped: one that stopped reading would otherwise hold its
+// goroutine and the log's file (past the log's removal) for good.
+const logWriteStall = time.Minute
 
 // LogsHandler serves the log of an environment the agent runs at
 // tunnel.LogsPath, to the holder of a ticket of kind logs naming it:
@@ -46,7 +65,10 @@ type LogsConfig struct {
 // log ends (it ended) or the client leaves. A follower never slows the
 // environment: it reads the node's file at its own pace, and one that fell
 // more than the log's bound behind is told how much it missed.
-type LogsHandler struct{ cfg LogsConfig }
+type LogsHandler struct {
+	cfg     LogsConfig
+	readers atomic.Int64
+}
 
 // NewLogsHandler returns a live log endpoint.
 func NewLogsHandler(cfg LogsConfig) *LogsHandler {
@@ -55,6 +77,12 @@ func NewLogsHandler(cfg LogsConfig) *LogsHandler {
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.MaxReaders <= 0 {
+		cfg.MaxReaders = DefaultMaxLogReaders
+	}
+	if cfg.WriteStall <= 0 {
+		cfg.WriteStall = logWriteStall
 	}
 	return &LogsHandler{cfg: cfg}
 }
@@ -77,6 +105,12 @@ func (h *LogsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer l.Release()
+	if h.readers.Add(1) > int64(h.cfg.MaxReaders) {
+		h.readers.Add(-1)
+		writeRefusal(w, refusal{http.StatusServiceUnavailable, fmt.Sprintf("the node serves %d log reads already; retry later", h.cfg.MaxReaders)})
+		return
+	}
+	defer h.readers.Add(-1)
 	start, end := l.Bounds()
 	off := start
 	follow := false
@@ -128,7 +162,18 @@ func (h *LogsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // copy sends the log from off; with follow, until it ends or ctx does.
 func (h *LogsHandler) copy(ctx context.Context, w http.ResponseWriter, l *envlog.Log, off int64, follow bool) {
-	fl, _ := w.(http.Flusher)
+	rc := http.NewResponseController(w)
+	// Each write may block for WriteStall at most (an error where the
+	// writer cannot say: nothing more to do then).
+	stall := func() { _ = rc.SetWriteDeadline(time.Now().Add(h.cfg.WriteStall)) }
+	// Send what is left under the bound, then take the deadline off: the
+	// connection may serve another request (its write error, if any,
+	// sticks, so nothing blocks after a stalled write).
+	defer func() {
+		stall()
+		_ = rc.Flush()
+		_ = rc.SetWriteDeadline(time.Time{})
+	}()
 	buf := make([]byte, 32<<10)
 	first := true
 	for {
@@ -138,12 +183,14 @@ func (h *LogsHandler) copy(ctx context.Context, w http.ResponseWriter, l *envlog
 		}
 		if from > off && !first {
 			// Fell behind by more than the bound: say so where it happened.
+			stall()
 			if _, err := fmt.Fprintf(w, "\n[envlease] %d bytes of the log were cut before this follower read them\n", from-off); err != nil {
 				return
 			}
 		}
 		first = false
 		if n > 0 {
+			stall()
 			if _, err := w.Write(buf[:n]); err != nil {
 				return
 			}
@@ -154,8 +201,9 @@ func (h *LogsHandler) copy(ctx context.Context, w http.ResponseWriter, l *envlog
 		if !follow {
 			return
 		}
-		if fl != nil {
-			fl.Flush()
+		stall()
+		if err := rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+			return
 		}
 		if !l.Wait(ctx, off) {
 			return

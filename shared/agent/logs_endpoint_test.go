@@ -1,9 +1,11 @@
 package agent_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -128,5 +130,91 @@ func TestLogsEndpoint(t *testing.T) {
 		}
 	case <-time.After(time.Minute):
 		t.Fatal("the follow did not end with its log")
+	}
+}
+
+// A node serves a bounded number of log reads at once, and drops a
+// follower that stopped reading, so neither holds goroutines and the log's
+// file without end.
+func TestLogsEndpointBoundsReaders(t *testing.T) {
+	key := bytes.Repeat([]byte{7}, ticket.KeySize)
+	l, err := envlog.Create(filepath.Join(t.TempDir(), "env.log"), 1<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Remove()
+	h := agent.NewLogsHandler(agent.LogsConfig{
+		Identity: func() (agent.TunnelIdentity, bool) {
+			return agent.TunnelIdentity{Org: "acme", Node: "node_1", Key: key}, true
+		},
+		Logs:       func(env string) (*envlog.Log, bool) { return l, env == "env_1" },
+		MaxReaders: 1, WriteStall: 200 * time.Millisecond,
+	})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	tk, err := ticket.Sign(key, ticket.Claims{Org: "acme", Env: "env_1", Node: "node_1", Open: ticket.OpenLogs, Exp: time.Now().Add(time.Hour).Unix()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	status := func() int {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/logs?env=env_1", nil)
+		req.Header.Set("Authorization", "Bearer "+tk)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		_, _ = io.Copy(io.Discard, res.Body)
+		return res.StatusCode
+	}
+
+	// A follower that never reads its answer.
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "GET /logs?env=env_1&follow=true HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+tk+"\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	// Its answer began (it holds the read), then it reads no more.
+	_ = conn.SetReadDeadline(time.Now().Add(time.Minute))
+	head, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil || !strings.Contains(head, " 200 ") {
+		t.Fatalf("the follower's answer: %q %v", head, err)
+	}
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		chunk := bytes.Repeat([]byte("x"), 64<<10)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			_, _ = l.Write(chunk)
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	// While it holds the one read, another is refused; once its writes
+	// stalled for longer than allowed it is dropped and reads work again.
+	saw503 := false
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		st := status()
+		if st == http.StatusServiceUnavailable {
+			saw503 = true
+		}
+		if st == http.StatusOK && saw503 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("reads: last %d, refused once: %v; the stalled follower was never dropped", st, saw503)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

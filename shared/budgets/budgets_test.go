@@ -224,3 +224,19 @@ func TestQuotaStaysExactWithBudgets(t *testing.T) {
 		t.Fatalf("50 concurrent leases: %d created, %d refused; want 3 and 47", created, quota)
 	}
 }
+
+// A grouping a budget counts by cannot be turned off: the budget would stop
+// counting, and a spent one stop blocking, without a word.
+func TestGroupingOfABudgetStaysOn(t *testing.T) {
+	e := newEnv(t)
+	must(t, e, http.MethodPut, "/v1/usage/settings", apitest.AliceToken, map[string]any{"groupings": []string{"project", "label:team"}}, 200)
+	must(t, e, http.MethodPut, "/v1/budgets/web-daily", apitest.AliceToken,
+		map[string]any{"scope": "project=web", "period": "day", "seconds": 60}, 200)
+	if r := must(t, e, http.MethodPut, "/v1/usage/settings", apitest.AliceToken, map[string]any{"groupings": []string{"label:team"}}, 409); !strings.Contains(string(r.Body), "web-daily") {
+		t.Fatalf("refusal does not name the budget: %s", r.Body)
+	}
+	// Another grouping may go; once the budget is gone, so may its own.
+	must(t, e, http.MethodPut, "/v1/usage/settings", apitest.AliceToken, map[string]any{"groupings": []string{"project"}}, 200)
+	must(t, e, http.MethodDelete, "/v1/budgets/web-daily", apitest.AliceToken, nil, 204)
+	must(t, e, http.MethodPut, "/v1/usage/settings", apitest.AliceToken, map[string]any{"groupings": []string{}}, 200)
+}

@@ -35,12 +35,11 @@ package execsession
 
 import (
 	"bufio"
-	"encoding/json"
-	"errors"
-	"fmt"
 	"io"
 	"syscall"
 	"time"
+
+	"github.com/envlease/envlease/shared/tunnel"
 )
 
 // Stream names.
@@ -107,40 +106,8 @@ func SignalName(sig syscall.Signal) string {
 	return ""
 }
 
-func writeLine(w io.Writer, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	if len(b)+1 > MaxLine {
-		return fmt.Errorf("exec: line of %d bytes, at most %d", len(b)+1, MaxLine)
-	}
-	_, err = w.Write(append(b, '\n'))
-	return err
-}
+func writeLine(w io.Writer, v any) error { return tunnel.WriteLineMax(w, v, MaxLine) }
 
 // readLine reads one JSON line of at most MaxLine bytes into v. r must be
 // the reader the stream is read through afterwards.
-func readLine(r *bufio.Reader, v any) error {
-	var line []byte
-	for {
-		chunk, err := r.ReadSlice('\n')
-		line = append(line, chunk...)
-		if len(line) > MaxLine {
-			return errors.New("exec: line too long")
-		}
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, bufio.ErrBufferFull) {
-			if errors.Is(err, io.EOF) && len(line) > 0 {
-				err = io.ErrUnexpectedEOF
-			}
-			return err
-		}
-	}
-	if err := json.Unmarshal(line, v); err != nil {
-		return fmt.Errorf("exec: malformed line: %w", err)
-	}
-	return nil
-}
+func readLine(r *bufio.Reader, v any) error { return tunnel.ReadLineMax(r, v, MaxLine) }

@@ -86,8 +86,56 @@ type issuerEntry struct {
 // client that refuses non-public addresses, unless a local stack allows
 // loopback).
 func NewVerifiers(client *http.Client, clk clock.Clock) *Verifiers {
-	return &Verifiers{client: client, clock: clk, byURL: map[string]*issuerEntry{}}
+	// go-oidc reads a discovery document whole: every answer an issuer
+	// gives is cut at maxDocumentBytes, so none can fill the function's
+	// memory.
+	c := *client
+	rt := c.Transport
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	c.Transport = boundedTransport{rt}
+	return &Verifiers{client: &c, clock: clk, byURL: map[string]*issuerEntry{}}
 }
+
+// boundedTransport fails the read of an answer longer than
+// maxDocumentBytes.
+type boundedTransport struct{ rt http.RoundTripper }
+
+func (b boundedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := b.rt.RoundTrip(r)
+	if err != nil {
+		return resp, err
+	}
+	resp.Body = &boundedBody{rc: resp.Body, left: maxDocumentBytes}
+	return resp, nil
+}
+
+var errTooLarge = fmt.Errorf("the issuer's answer is over %d bytes", maxDocumentBytes)
+
+type boundedBody struct {
+	rc   io.ReadCloser
+	left int64
+}
+
+func (b *boundedBody) Read(p []byte) (int, error) {
+	if b.left < 0 {
+		return 0, errTooLarge
+	}
+	// Read one byte past the bound, to tell a document of exactly the
+	// bound from a longer one.
+	if int64(len(p)) > b.left+1 {
+		p = p[:b.left+1]
+	}
+	n, err := b.rc.Read(p)
+	b.left -= int64(n)
+	if b.left < 0 {
+		return n, errTooLarge
+	}
+	return n, err
+}
+
+func (b *boundedBody) Close() error { return b.rc.Close() }
 
 // Verify checks raw's signature against issuerURL's published keys and its
 // issuer, expiry and not-before; audience and conditions are the caller's.

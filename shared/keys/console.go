@@ -50,6 +50,12 @@ func (s *Service) CreateConsoleCode(ctx context.Context, p domain.Principal) (Co
 	if p.Expires != nil {
 		return ConsoleCode{}, domain.Errorf(domain.CodeForbidden, "a token that expires (a console sign-in token) cannot ask for sign-in codes")
 	}
+	// The console token a code buys has every right of the person: a
+	// scoped or restricted token asking for one would step out of its
+	// limits.
+	if p.Scopes != nil || !p.Restrictions.Empty() {
+		return ConsoleCode{}, domain.Errorf(domain.CodeForbidden, "a scoped or restricted token cannot ask for sign-in codes: the console token would have every right of its holder")
+	}
 	now := s.clock.Now()
 	code, _, hash := auth.NewToken(PrefixConsoleCode)
 	c := domain.ConsoleCode{

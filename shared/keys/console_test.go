@@ -208,3 +208,34 @@ func TestConsoleCodeMalformedDoesNotBlock(t *testing.T) {
 		t.Fatalf("a good code after malformed ones from the same address: %d %s", res.Status, res.Body)
 	}
 }
+
+// A scoped or restricted CLI token that lives until revoked cannot buy a
+// console token, which would carry every right of the person.
+func TestConsoleCodeRefusedToLimitedTokens(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		grant map[string]any
+	}{
+		{"scoped", map[string]any{"scopes": []string{"tokens:write"}}},
+		{"restricted", map[string]any{"restrictions": map[string]any{"templates": []string{"web"}}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			body := map[string]any{"name": "limited"}
+			for k, v := range tc.grant {
+				body[k] = v
+			}
+			var tok struct {
+				Token string `json:"token"`
+			}
+			res := e.Do(http.MethodPost, "/v1/tokens", apitest.AliceToken, body)
+			if res.Status != http.StatusCreated {
+				t.Fatalf("create the token: %d %s", res.Status, res.Body)
+			}
+			res.JSON(t, &tok)
+			if res := e.Do(http.MethodPost, "/v1/console/codes", tok.Token, nil); res.Status != http.StatusForbidden {
+				t.Fatalf("a %s token asked for a code: %d %s", tc.name, res.Status, res.Body)
+			}
+		})
+	}
+}

@@ -2,6 +2,7 @@ package keys
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/envlease/envlease/shared/domain"
@@ -37,6 +38,14 @@ func (s *Service) applyGrant(ctx context.Context, p domain.Principal, role domai
 	if scopes, err = domain.CapScopes(scopes, p.Scopes); err != nil {
 		return err
 	}
+	if g.Scopes == nil && role != domain.RoleAdmin && slices.Contains(scopes, domain.ScopeAdmin) {
+		// Inherited from an admin's scoped token (an organization key it
+		// makes acts as a member): the admin scope stays with admins.
+		scopes = slices.DeleteFunc(slices.Clone(scopes), func(s string) bool { return s == domain.ScopeAdmin })
+		if len(scopes) == 0 {
+			return domain.Invalid("scopes", "this token holds only the admin scope, which a member's token or an organization key cannot carry: name its scopes")
+		}
+	}
 	restr, err := domain.NormalizeRestrictions(g.Restrictions)
 	if err != nil {
 		return err
@@ -69,10 +78,10 @@ func (s *Service) applyGrant(ctx context.Context, p domain.Principal, role domai
 			return domain.Invalid("expiresIn", "expiresIn must be at most %s, the organization's maximum token lifetime", domain.Duration(max))
 		}
 	}
-	// A scoped token (an exchanged CI token, say) never mints one that
-	// outlives it. An unscoped caller's expiry does not carry over: the
-	// console's own sign-in token makes lasting CLI tokens.
-	if p.Scopes != nil && p.Expires != nil && (expires == nil || expires.After(*p.Expires)) {
+	// A scoped or restricted token (an exchanged CI token, say) never
+	// mints one that outlives it. An unlimited caller's expiry does not
+	// carry over: the console's own sign-in token makes lasting CLI tokens.
+	if (p.Scopes != nil || !p.Restrictions.Empty()) && p.Expires != nil && (expires == nil || expires.After(*p.Expires)) {
 		at := p.Expires.UTC()
 		expires = &at
 	}

@@ -140,3 +140,45 @@ func TestOrganizationMaxLifetime(t *testing.T) {
 		t.Fatalf("expired: %d %s %q", r.Status, r.Body, r.Header.Get("WWW-Authenticate"))
 	}
 }
+
+// An organization key made by an admin's scoped token without scopes of its
+// own inherits them, but never the admin scope: the key acts as a member.
+func TestOrgKeyDoesNotInheritAdminScope(t *testing.T) {
+	e := newEnv(t)
+	_, _, admin, _ := create(t, e, "/v1/tokens", apitest.AliceToken, map[string]any{
+		"name": "ops", "scopes": []string{"admin", "environments:read"},
+	})
+	if admin == "" {
+		t.Fatal("no scoped admin token")
+	}
+	status, code, _, k := create(t, e, "/v1/keys", admin, map[string]any{"name": "ci"})
+	if status != http.StatusCreated {
+		t.Fatalf("org key from a scoped admin token: %d %s", status, code)
+	}
+	if len(k.Scopes) != 1 || k.Scopes[0] != "environments:read" {
+		t.Errorf("org key scopes %v, want [environments:read]", k.Scopes)
+	}
+	_, _, only, _ := create(t, e, "/v1/tokens", apitest.AliceToken, map[string]any{"name": "ops2", "scopes": []string{"admin"}})
+	if status, code, _, _ := create(t, e, "/v1/keys", only, map[string]any{"name": "ci2"}); status != http.StatusUnprocessableEntity || code != "invalid" {
+		t.Errorf("org key from an admin-only token: %d %s, want 422 invalid", status, code)
+	}
+}
+
+// A restricted token without scopes is limited too: what it mints does not
+// outlive it.
+func TestRestrictedTokenMintsNothingLongerLived(t *testing.T) {
+	e := newEnv(t)
+	_, _, restricted, parent := create(t, e, "/v1/tokens", apitest.BobToken, map[string]any{
+		"name": "ci", "expiresIn": "2h", "restrictions": map[string]any{"templates": []string{"sleeper"}},
+	})
+	if restricted == "" || parent.Expires == nil {
+		t.Fatal("no restricted token")
+	}
+	status, _, _, child := create(t, e, "/v1/tokens", restricted, map[string]any{"name": "child"})
+	if status != 201 {
+		t.Fatalf("child: %d", status)
+	}
+	if child.Expires == nil || !child.Expires.Equal(*parent.Expires) || child.Restrictions == nil {
+		t.Fatalf("child expires %v restrictions %+v; parent expires %v", child.Expires, child.Restrictions, parent.Expires)
+	}
+}

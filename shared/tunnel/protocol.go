@@ -49,28 +49,36 @@ type Reply struct {
 }
 
 // WriteLine writes v as one JSON line.
-func WriteLine(w io.Writer, v any) error {
+func WriteLine(w io.Writer, v any) error { return WriteLineMax(w, v, MaxLine) }
+
+// ReadLine reads one JSON line of at most MaxLine bytes into v. r must be
+// the reader the stream's bytes are read through afterwards: it may hold
+// some of them already.
+func ReadLine(r *bufio.Reader, v any) error { return ReadLineMax(r, v, MaxLine) }
+
+// WriteLineMax writes v as one JSON line of at most max bytes, for a
+// protocol over the same session whose lines are longer (package
+// execsession).
+func WriteLineMax(w io.Writer, v any, max int) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	if len(b)+1 > MaxLine {
-		return fmt.Errorf("tunnel: line of %d bytes, at most %d", len(b)+1, MaxLine)
+	if len(b)+1 > max {
+		return fmt.Errorf("line of %d bytes, at most %d", len(b)+1, max)
 	}
 	_, err = w.Write(append(b, '\n'))
 	return err
 }
 
-// ReadLine reads one JSON line of at most MaxLine bytes into v. r must be
-// the reader the stream's bytes are read through afterwards: it may hold
-// some of them already.
-func ReadLine(r *bufio.Reader, v any) error {
+// ReadLineMax is ReadLine with lines of at most max bytes.
+func ReadLineMax(r *bufio.Reader, v any, max int) error {
 	var line []byte
 	for {
 		chunk, err := r.ReadSlice('\n')
 		line = append(line, chunk...)
-		if len(line) > MaxLine {
-			return errors.New("tunnel: line too long")
+		if len(line) > max {
+			return errors.New("line too long")
 		}
 		if err == nil {
 			break
@@ -83,7 +91,7 @@ func ReadLine(r *bufio.Reader, v any) error {
 		}
 	}
 	if err := json.Unmarshal(line, v); err != nil {
-		return fmt.Errorf("tunnel: malformed line: %w", err)
+		return fmt.Errorf("malformed line: %w", err)
 	}
 	return nil
 }

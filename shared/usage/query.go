@@ -2,6 +2,7 @@ package usage
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -255,6 +256,9 @@ func (s *Service) PutSettings(ctx context.Context, p domain.Principal, in Settin
 		return Settings{}, err
 	}
 	in.Normalize()
+	if err := s.keepBudgetedGroupings(ctx, p.OrgID, cur, in); err != nil {
+		return Settings{}, err
+	}
 	today := DayStart(s.clock.Now()).Format(DayLayout)
 	for _, g := range in.Groupings {
 		if since, ok := cur.Since[g]; ok && cur.Enabled(g) {
@@ -267,4 +271,37 @@ func (s *Service) PutSettings(ctx context.Context, p domain.Principal, in Settin
 		return Settings{}, err
 	}
 	return in, nil
+}
+
+// BudgetReader reads an organization's budgets (store.Store): the settings
+// consult them before a grouping is turned off.
+type BudgetReader interface {
+	GetBudgets(ctx context.Context, org string) (BudgetState, error)
+}
+
+// keepBudgetedGroupings refuses to turn off a grouping a budget counts by:
+// its ledger would no longer be written, and the budget would silently stop
+// counting (and blocking). Only a change that turns one off reads the
+// budgets.
+func (s *Service) keepBudgetedGroupings(ctx context.Context, org string, cur, next Settings) error {
+	var dropped []string
+	for _, g := range cur.Groupings {
+		if !next.Enabled(g) {
+			dropped = append(dropped, g)
+		}
+	}
+	br, ok := s.store.(BudgetReader)
+	if len(dropped) == 0 || !ok {
+		return nil
+	}
+	st, err := br.GetBudgets(ctx, org)
+	if err != nil {
+		return err
+	}
+	for _, b := range st.Budgets {
+		if dim, _, _ := SplitScope(b.Scope); slices.Contains(dropped, dim) {
+			return domain.Errorf(domain.CodeConflict, "budget %q counts usage by %s: remove or rescope it before turning that grouping off", b.ID, dim)
+		}
+	}
+	return nil
 }
