@@ -76,7 +76,7 @@ func (a *Agent) checkpoint(ctx context.Context, node string, r *runningEnv, o *n
 	began := time.Now()
 	m, err := packFrozen(ctx, cp, tmp, domain.CheckpointManifest{
 		Version: checkpointVersion, Environment: r.id, Template: r.env.Template, Runtime: r.env.Needs.Runtime, Created: began.UTC(),
-	})
+	}, (*hp).Files().Reserved)
 	if err != nil {
 		return nodes.CheckpointPacked{}, err
 	}
@@ -120,13 +120,13 @@ func (a *Agent) checkpoint(ctx context.Context, node string, r *runningEnv, o *n
 
 // packFrozen packs the environment's changes with its processes frozen,
 // and thaws them however packing went.
-func packFrozen(ctx context.Context, cp runtimes.Checkpointer, w io.Writer, m domain.CheckpointManifest) (*domain.CheckpointManifest, error) {
+func packFrozen(ctx context.Context, cp runtimes.Checkpointer, w io.Writer, m domain.CheckpointManifest, reserved []string) (*domain.CheckpointManifest, error) {
 	thaw, how, err := cp.Freeze(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("freeze: %w", err)
 	}
 	m.Frozen = how
-	err = packCheckpoint(cp.CheckpointDir(), w, &m)
+	err = packCheckpoint(cp.CheckpointDir(), w, &m, reserved)
 	if terr := thaw(); terr != nil {
 		err = errors.Join(err, fmt.Errorf("thaw: %w", terr))
 	}

@@ -46,7 +46,7 @@ func BenchmarkCheckpoint(b *testing.B) {
 		for b.Loop() {
 			var buf bytes.Buffer
 			m := domain.CheckpointManifest{Version: 1}
-			if err := packCheckpoint(src, &buf, &m); err != nil {
+			if err := packCheckpoint(src, &buf, &m, nil); err != nil {
 				b.Fatal(err)
 			}
 			archive = buf.Bytes()
@@ -66,7 +66,7 @@ func BenchmarkCheckpoint(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if _, err := unpackCheckpoint(bytes.NewReader(archive), root, UnpackOptions{Budget: NewBudget(ArchiveLimits{})}); err != nil {
+			if _, err := unpackCheckpoint(bytes.NewReader(archive), root, nil, UnpackOptions{Budget: NewBudget(ArchiveLimits{})}); err != nil {
 				b.Fatal(err)
 			}
 			if err := verifyCheckpoint(root, m); err != nil {

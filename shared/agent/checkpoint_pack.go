@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -32,7 +33,7 @@ import (
 // or leads out is listed in m.Skipped, as the unpacker would refuse it.
 // Every read goes through an os.Root of dir, so the environment cannot lead
 // the packing out of its files with a link.
-func packCheckpoint(dir string, w io.Writer, m *domain.CheckpointManifest) error {
+func packCheckpoint(dir string, w io.Writer, m *domain.CheckpointManifest, reserved []string) error {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return err
@@ -48,6 +49,12 @@ func packCheckpoint(dir string, w io.Writer, m *domain.CheckpointManifest) error
 			return fmt.Errorf("%s: %w", name, err)
 		}
 		if name == "." {
+			return nil
+		}
+		if slices.Contains(reserved, name) {
+			if d.IsDir() {
+				return fs.SkipDir
+			}
 			return nil
 		}
 		return packEntry(root, tw, name, d, m)

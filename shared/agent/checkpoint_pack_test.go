@@ -44,7 +44,7 @@ func packed(t *testing.T, dir string) ([]byte, domain.CheckpointManifest) {
 	t.Helper()
 	var buf bytes.Buffer
 	m := domain.CheckpointManifest{Version: 1}
-	if err := packCheckpoint(dir, &buf, &m); err != nil {
+	if err := packCheckpoint(dir, &buf, &m, nil); err != nil {
 		t.Fatal(err)
 	}
 	return buf.Bytes(), m
@@ -62,7 +62,7 @@ func restoreInto(archive []byte, dir string) error {
 		return err
 	}
 	defer root.Close()
-	if _, err := unpackCheckpoint(bytes.NewReader(archive), root, UnpackOptions{}); err != nil {
+	if _, err := unpackCheckpoint(bytes.NewReader(archive), root, nil, UnpackOptions{}); err != nil {
 		return err
 	}
 	return verifyCheckpoint(root, m)
@@ -192,4 +192,39 @@ func mustJSON(t *testing.T, v any) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// A container's init folder is made of mount points: a checkpoint neither
+// packs it nor restores an archive that holds it (a replaced mount point
+// loses its mount, and the container would run what the archive put there).
+func TestCheckpointLeavesReservedNamesAlone(t *testing.T) {
+	dir := checkpointTree(t)
+	if err := os.MkdirAll(filepath.Join(dir, ".envlease/lib"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ".envlease/init"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	m := domain.CheckpointManifest{Version: 1}
+	if err := packCheckpoint(dir, &buf, &m, []string{".envlease"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range m.Files {
+		if strings.HasPrefix(f.Path, ".envlease") {
+			t.Errorf("packed %s", f.Path)
+		}
+	}
+	// An archive that holds it anyway (packed without the reservation) is
+	// refused when restored where it is reserved.
+	archive, _ := packed(t, dir)
+	root, err := os.OpenRoot(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	_, err = unpackCheckpoint(bytes.NewReader(archive), root, []string{".envlease"}, UnpackOptions{})
+	if err == nil || !strings.Contains(err.Error(), "is the node's") {
+		t.Fatalf("restoring a reserved name: %v", err)
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/envlease/envlease/shared/agent/runtimes"
@@ -50,7 +51,7 @@ func (a *Agent) restoreCheckpoint(ctx context.Context, s *nodes.Snapshot, fsys r
 		return nil, err
 	}
 	defer root.Close()
-	files, err := unpackCheckpoint(f, root, UnpackOptions{Owner: ownerOf(fsys), Budget: budget, Packed: s.Size})
+	files, err := unpackCheckpoint(f, root, fsys.Reserved, UnpackOptions{Owner: ownerOf(fsys), Budget: budget, Packed: s.Size})
 	if err != nil {
 		return nil, fmt.Errorf("unpack checkpoint %s: %w", s.ID, err)
 	}
@@ -120,7 +121,7 @@ func readCheckpointManifest(r io.Reader) (*domain.CheckpointManifest, error) {
 
 // unpackCheckpoint unpacks every entry but the manifest through
 // UnpackTarRoot, passing the archive on through a pipe.
-func unpackCheckpoint(r io.Reader, root *os.Root, opt UnpackOptions) (int, error) {
+func unpackCheckpoint(r io.Reader, root *os.Root, reserved []string, opt UnpackOptions) (int, error) {
 	src, done, err := decompressed(r)
 	if err != nil {
 		return 0, err
@@ -140,6 +141,9 @@ func unpackCheckpoint(r io.Reader, root *os.Root, opt UnpackOptions) (int, error
 				}
 				if h.Name == domain.CheckpointManifestEntry {
 					continue
+				}
+				if first, _, _ := strings.Cut(strings.TrimPrefix(path.Clean("/"+h.Name), "/"), "/"); slices.Contains(reserved, first) {
+					return fmt.Errorf("%s: %s is the node's, not the environment's", h.Name, first)
 				}
 				if err := tw.WriteHeader(h); err != nil {
 					return err

@@ -46,12 +46,13 @@ func TestWritesPerOperation(t *testing.T) {
 		t.Fatal(err)
 	}
 	id, shard := l.Environment.ID, e.Store.EnvDuePartition("acme", l.Environment.ID)
-	// The transaction: the quota item and the environment on the
+	// The transaction: the quota item, the environment and the condition
+	// on the organization's budgets item (docs/usage.md, Budgets) on the
 	// organization's key (2 units each), one entry in each index; the
 	// environment.leased event on the organization's event key, with its
 	// listing entries and its outbox entry (the shard follows the event's id,
 	// which the answer does not carry: written as WHDUE#n).
-	want := fmt.Sprint([]string{"table ORG#acme 2/4", "table EVT#acme 1/2",
+	want := fmt.Sprint([]string{"table ORG#acme 3/6", "table EVT#acme 1/2",
 		"GSI1 EVT#acme#environment 1/1", "GSI1 ORG#acme#ENV#live 1/1",
 		"GSI2 " + shard + " 1/1", "GSI2 WHDUE#n 1/1",
 		"GSI3 EVT#acme#environment/" + id + " 1/1", "GSI3 POOL#acme#local#pending 1/1"})

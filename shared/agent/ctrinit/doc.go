@@ -11,8 +11,14 @@
 // command ended: with its status, or 128+n when signal n killed it.
 package ctrinit
 
+// Dir holds everything of the init inside a container. Its files are
+// mount points: whatever is unpacked into the container must not replace
+// them (a replaced mount point loses its mount), so checkpoints neither
+// pack nor restore it.
+const Dir = "/.envlease"
+
 // Path is where the init is found inside a container, and its argv[0].
-const Path = "/.envlease/init"
+const Path = Dir + "/init"
 
 // libDir holds the loader and libraries of a dynamically linked init.
-const libDir = "/.envlease/lib"
+const libDir = Dir + "/lib"

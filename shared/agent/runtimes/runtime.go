@@ -70,6 +70,9 @@ type Files struct {
 	Home string
 	// Owner, when set, owns what is unpacked there (the node's ids).
 	Owner *Owner
+	// Reserved are names at Root that the runtime mounts over (a
+	// container's init): a checkpoint neither packs nor restores them.
+	Reserved []string
 }
 
 // Owner is a user and group of the node.

@@ -299,7 +299,8 @@ type handle struct {
 }
 
 func (h *handle) Files() runtimes.Files {
-	return runtimes.Files{Root: filepath.Join(h.ctr.Dir, "rootfs"), Home: h.home, Owner: &runtimes.Owner{UID: h.uid, GID: h.gid}}
+	return runtimes.Files{Root: filepath.Join(h.ctr.Dir, "rootfs"), Home: h.home, Owner: &runtimes.Owner{UID: h.uid, GID: h.gid},
+		Reserved: []string{strings.TrimPrefix(ctrinit.Dir, "/")}}
 }
 
 func (h *handle) Start(ctx context.Context) error {
