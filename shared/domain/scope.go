@@ -230,6 +230,20 @@ func (r *Restrictions) CheckLease(template, project string, labels map[string]st
 	return nil
 }
 
+// CheckEnv refuses acting on an environment (deleting, touching, a tunnel,
+// a command inside, its log, a checkpoint) that the restrictions would not
+// have let the token lease: a token restricted to a template or a project
+// reaches only its own kind of environments. nil allows all.
+func (r *Restrictions) CheckEnv(e Environment) error {
+	if r.Empty() {
+		return nil
+	}
+	if err := r.CheckLease(e.Template, e.Project, e.Labels); err != nil {
+		return &Error{Code: CodeRestricted, Message: fmt.Sprintf("this token's restrictions do not reach environment %s: %s", e.ID, err.(*Error).Message)}
+	}
+	return nil
+}
+
 // MatchCondition reports whether a claim value meets a condition: exact,
 // or a path.Match pattern ("refs/heads/*") when the condition has one.
 func MatchCondition(condition, value string) bool {

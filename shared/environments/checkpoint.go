@@ -87,7 +87,7 @@ func (s *Service) Checkpoint(ctx context.Context, p domain.Principal, id string,
 			return domain.Checkpoint{}, err
 		}
 	}
-	e, err := s.Get(ctx, p, id)
+	e, err := s.getActing(ctx, p, id)
 	for try := 0; err == nil; try++ {
 		if e.State != domain.StateReady {
 			return domain.Checkpoint{}, domain.Errorf(domain.CodeConflict, "environment %s is %s; only a ready environment can be checkpointed", e.ID, e.State)

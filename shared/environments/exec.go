@@ -49,7 +49,7 @@ func (s *Service) Exec(ctx context.Context, p domain.Principal, id string, req E
 	if err := validExec(req); err != nil {
 		return Exec{}, err
 	}
-	e, err := s.Get(ctx, p, id)
+	e, err := s.getActing(ctx, p, id)
 	if err != nil {
 		return Exec{}, err
 	}

@@ -58,7 +58,7 @@ type KeptLog struct {
 // runs (one read of the environment and one of its node), the kept
 // artifact once it ended.
 func (s *Service) Logs(ctx context.Context, p domain.Principal, id string) (Logs, error) {
-	e, err := s.Get(ctx, p, id)
+	e, err := s.getActing(ctx, p, id)
 	if err != nil {
 		return Logs{}, err
 	}

@@ -656,6 +656,16 @@ func (s *Service) Get(ctx context.Context, p domain.Principal, id string) (domai
 	return e, err
 }
 
+// getActing is Get for a request that acts on the environment: a token's
+// restrictions reach only environments it could have leased.
+func (s *Service) getActing(ctx context.Context, p domain.Principal, id string) (domain.Environment, error) {
+	e, err := s.Get(ctx, p, id)
+	if err == nil {
+		err = p.Restrictions.CheckEnv(e)
+	}
+	return e, err
+}
+
 func validID(id string) bool {
 	return strings.HasPrefix(id, "env_") && len(id) <= 64 && !strings.ContainsAny(id, "#/ ")
 }
@@ -693,7 +703,7 @@ func (s *Service) List(ctx context.Context, p domain.Principal, q domain.EnvQuer
 // Deleting an environment that is no longer live changes nothing and returns
 // it as it is, so a retried DELETE is harmless.
 func (s *Service) Delete(ctx context.Context, p domain.Principal, id string) (domain.Environment, error) {
-	e, err := s.Get(ctx, p, id)
+	e, err := s.getActing(ctx, p, id)
 	// A stop refused because the record changed since it was read (a touch,
 	// a node's report) comes back with the current record: decide again.
 	for attempt := 0; err == nil && e.State.Live(); attempt++ {
@@ -724,7 +734,7 @@ func (s *Service) Delete(ctx context.Context, p domain.Principal, id string) (do
 // backwards. A stopped, stopping or failed environment, or one whose deadline
 // has passed (the timeout job is about to stop it), is 410.
 func (s *Service) Touch(ctx context.Context, p domain.Principal, id string) (domain.Environment, error) {
-	e, err := s.Get(ctx, p, id)
+	e, err := s.getActing(ctx, p, id)
 	if err != nil {
 		return e, err
 	}

@@ -27,7 +27,7 @@ type Tunnel struct {
 // organization, signed with the key of the node that runs it. It costs the
 // environment's read and the node's.
 func (s *Service) Tunnel(ctx context.Context, p domain.Principal, id string) (Tunnel, error) {
-	e, err := s.Get(ctx, p, id)
+	e, err := s.getActing(ctx, p, id)
 	if err != nil {
 		return Tunnel{}, err
 	}
