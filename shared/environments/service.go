@@ -78,7 +78,7 @@ type Service struct {
 	// stopping.
 	stopper Stopper
 	// links, when set, signs the links of kept logs (logs.go).
-	links     Linker
+	links Linker
 	// changes, when set, wakes a wait as soon as its environment changes.
 	changes   Watcher
 	mu        sync.Mutex

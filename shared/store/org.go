@@ -14,10 +14,10 @@ import (
 )
 
 type orgItem struct {
-	PK    string   `dynamodbav:"PK"`
-	SK    string   `dynamodbav:"SK"`
-	ID    string   `dynamodbav:"id"`
-	Name  string   `dynamodbav:"name"`
+	PK   string `dynamodbav:"PK"`
+	SK   string `dynamodbav:"SK"`
+	ID   string `dynamodbav:"id"`
+	Name string `dynamodbav:"name"`
 	// Pools is left out when empty (PutOrg writes nil for none): minidyn
 	// keeps an empty list wrongly, reading it back as another attribute's
 	// string; DynamoDB keeps it, but absent is read the same.
