@@ -244,7 +244,10 @@ func (s *Service) exchange(ctx context.Context, req ExchangeRequest, now time.Ti
 		return outcome{}, domain.Unavailable("the identity token's issuer", err)
 	}
 	if err != nil {
-		return outcome{refusal: err, issuer: first}, nil
+		// Not an event of the organization: the signature may not have
+		// been checked (go-oidc checks expiry before it), so anyone could
+		// write such refusals into its events. Logged and counted only.
+		return outcome{refusal: err}, nil
 	}
 	var claims map[string]any
 	if err := tok.Claims(&claims); err != nil {
