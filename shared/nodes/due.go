@@ -10,14 +10,24 @@ import (
 // shard of records, keep those due by now, and hand them to act grouped by
 // organization (each group costs act one batch read of its environments).
 // A failed shard or group is reported and the walk goes on. It returns how
-// many records were read.
-func eachDueByOrg[T any](ctx context.Context, shards int, now time.Time,
+// many records were read, and when the next of them falls due: the
+// earliest due time of those not yet due, or now+again when act was handed
+// any (it moves them at least that far; again is the shortest backoff of
+// the job), or now when a shard filled its limit (more may be unread).
+// Zero: nothing was read, so nothing falls due until another is written.
+func eachDueByOrg[T any](ctx context.Context, shards, limit int, now time.Time, again time.Duration,
 	read func(ctx context.Context, shard int) ([]T, error),
 	key func(T) (org string, due time.Time),
 	act func(ctx context.Context, org string, due []T) error,
-) (int, error) {
+) (int, time.Time, error) {
 	var errs []error
 	seen := 0
+	var next time.Time
+	soonest := func(t time.Time) {
+		if next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
 	for shard := 0; shard < shards; shard++ {
 		recs, err := read(ctx, shard)
 		if err != nil {
@@ -25,11 +35,18 @@ func eachDueByOrg[T any](ctx context.Context, shards int, now time.Time,
 			continue
 		}
 		seen += len(recs)
+		if len(recs) >= limit {
+			soonest(now)
+		}
 		byOrg := map[string][]T{}
 		for _, r := range recs {
-			if org, at := key(r); !at.After(now) {
-				byOrg[org] = append(byOrg[org], r)
+			org, at := key(r)
+			if at.After(now) {
+				soonest(at)
+				continue
 			}
+			byOrg[org] = append(byOrg[org], r)
+			soonest(now.Add(again))
 		}
 		for org, list := range byOrg {
 			if err := act(ctx, org, list); err != nil {
@@ -37,5 +54,5 @@ func eachDueByOrg[T any](ctx context.Context, shards int, now time.Time,
 			}
 		}
 	}
-	return seen, errors.Join(errs...)
+	return seen, next, errors.Join(errs...)
 }
