@@ -41,16 +41,16 @@ func nodeService(d deps, links nodes.Linker) *nodes.Service {
 // startReoffers runs the re-offer job and the stop job every
 // devReofferEvery until the stack stops, as the nodesws function's
 // scheduled invocations do in AWS. Here every writer of offers and stop
-// notices shares d.store, so a tick walks the shards only when one was
-// written since the last walk or what that walk read falls due (and at
-// least every nodes.DefaultMaxIdle): an idle stack does not query the
-// table every second, which on minidyn (a query reads the whole table)
-// slowed everything as the table grew.
+// notices shares d.store, so a tick reads only the shards written since it
+// last read them or where what it read falls due (and all of them every
+// nodes.DefaultMaxIdle): an idle stack does not query the table every
+// second, which on minidyn (a query reads the whole table) slowed
+// everything as the table grew.
 func startReoffers(d deps) func() {
 	ctx, cancel := context.WithCancel(d.ctx)
-	d.offerer.SkipIdle(d.store.DueWrites, 0)
+	d.offerer.SkipIdle(d.store.OfferWrites, 0)
 	if d.stopper != nil {
-		d.stopper.SkipIdle(d.store.DueWrites, 0)
+		d.stopper.SkipIdle(d.store.StopWrites, 0)
 	}
 	var wg sync.WaitGroup
 	wg.Add(2)

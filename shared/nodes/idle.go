@@ -7,76 +7,88 @@ import (
 	"github.com/envlease/envlease/shared/clock"
 )
 
-// DefaultMaxIdle bounds how long a job loop that skips idle walks (SkipIdle)
-// goes without one all the same.
+// DefaultMaxIdle bounds how long a job loop that skips idle shards
+// (SkipIdle) goes without reading them all.
 const DefaultMaxIdle = 30 * time.Second
 
-// idleSkip lets a job loop skip the walk of its shards when it knows the
-// walk would find nothing due: no offer or stop notice was written since
-// its last walk (writes, a count every writer moves, has not changed) and
-// the earliest due time that walk saw has not come. It holds only where
-// every writer of those records moves writes: the local stack, where one
-// process holds the store. A walk that failed is not trusted, and maxIdle
-// bounds the time between walks whatever the count says, so a write the
-// count missed is still picked up; a message lost is sent again.
+// idleSkip lets a job loop read only the shards whose read could find
+// something due: those where a record was written since the loop last
+// read them (writes, a count per shard every writer moves, has changed),
+// those where what it read falls due, and those whose last read or action
+// failed. It holds only where every writer of those records moves writes:
+// the local stack, where one process holds the store. maxIdle bounds the
+// time between reads of every shard whatever the counts say, so a write
+// they missed is still picked up; a message lost is sent again.
 type idleSkip struct {
-	writes  func() uint64
+	writes  func(shard int) uint64
+	shards  int
 	maxIdle time.Duration
 
-	walked   bool
-	seen     uint64    // writes before the last walk
-	next     time.Time // when what the last walk read falls due; zero: nothing read
-	lastWalk time.Time
+	full  time.Time // when every shard was last read; zero: never
+	state map[int]shardState
 }
 
-// skip reports whether the walk due at now can be left out. A nil idleSkip
-// (the Lambda: writers are other processes) never skips.
-func (q *idleSkip) skip(now time.Time) bool {
-	switch {
-	case q == nil || !q.walked:
-		return false
-	case q.writes() != q.seen:
-		return false // something was offered or stopped since
-	case !q.next.IsZero() && !now.Before(q.next):
-		return false // something falls due
-	}
-	return now.Sub(q.lastWalk) < q.maxIdle
+type shardState struct {
+	seen  uint64    // writes before the shard's last read
+	next  time.Time // when what that read found falls due; zero: nothing
+	stale bool      // the read or an action on it failed
 }
 
-// before returns what the loop passes to after: the count read before a
-// walk, so a write during the walk is seen by the next tick.
-func (q *idleSkip) before() uint64 {
-	if q == nil {
-		return 0
-	}
-	return q.writes()
-}
-
-// after records a walk that started at now with writes at seen and found
-// its next due time next; a failed walk is not trusted.
-func (q *idleSkip) after(now time.Time, seen uint64, next time.Time, err error) {
-	if q == nil {
-		return
-	}
-	q.walked = err == nil
-	q.seen, q.next, q.lastWalk = seen, next, now
-}
-
-func newIdleSkip(writes func() uint64, maxIdle time.Duration) *idleSkip {
+func newIdleSkip(writes func(shard int) uint64, shards int, maxIdle time.Duration) *idleSkip {
 	if writes == nil {
 		return nil
 	}
 	if maxIdle <= 0 {
 		maxIdle = DefaultMaxIdle
 	}
-	return &idleSkip{writes: writes, maxIdle: maxIdle}
+	return &idleSkip{writes: writes, shards: shards, maxIdle: maxIdle, state: map[int]shardState{}}
+}
+
+// plan returns the shards to read at now (nil: all of them, as a nil
+// idleSkip, the Lambda's, always says: its writers are other processes)
+// and each one's write count before the read, so a write during the read
+// is seen by the next tick.
+func (q *idleSkip) plan(now time.Time) (only []int, seen map[int]uint64) {
+	if q == nil {
+		return nil, nil
+	}
+	seen = make(map[int]uint64, q.shards)
+	all := q.full.IsZero() || now.Sub(q.full) >= q.maxIdle
+	only = []int{}
+	for shard := 0; shard < q.shards; shard++ {
+		n := q.writes(shard)
+		st := q.state[shard]
+		if all || st.stale || n != st.seen || !st.next.IsZero() && !now.Before(st.next) {
+			only = append(only, shard)
+			seen[shard] = n
+		}
+	}
+	if all {
+		return nil, seen
+	}
+	return only, seen
+}
+
+// after records the reads of a walk that started at now.
+func (q *idleSkip) after(now time.Time, only []int, seen map[int]uint64, walks map[int]shardWalk) {
+	if q == nil {
+		return
+	}
+	if only == nil {
+		q.full = now
+	}
+	for shard, n := range seen {
+		w, ok := walks[shard]
+		q.state[shard] = shardState{seen: n, next: w.next, stale: !ok || w.failed}
+	}
 }
 
 // tickLoop runs pass on every tick until ctx ends, ticks is closed, or
-// until (zero: never) is less than interval away, leaving out the passes
-// idle says would find nothing due. report is handed what each pass did.
+// until (zero: never) is less than interval away, reading only the shards
+// idle says could hold something due (none: the tick costs nothing).
+// report is handed what each pass did.
 func tickLoop[R any](ctx context.Context, clk clock.Clock, ticks <-chan time.Time, interval time.Duration, until time.Time,
-	idle *idleSkip, pass func(ctx context.Context) (R, time.Time, error), report func(R, error),
+	idle *idleSkip, pass func(ctx context.Context, only []int) (R, map[int]shardWalk, error), report func(R, error),
 ) {
 	for {
 		if !until.IsZero() && time.Until(until) < interval {
@@ -91,12 +103,12 @@ func tickLoop[R any](ctx context.Context, clk clock.Clock, ticks <-chan time.Tim
 			}
 		}
 		now := clk.Now()
-		if idle.skip(now) {
+		only, seen := idle.plan(now)
+		if only != nil && len(only) == 0 {
 			continue
 		}
-		seen := idle.before()
-		res, next, err := pass(ctx)
-		idle.after(now, seen, next, err)
+		res, walks, err := pass(ctx, only)
+		idle.after(now, only, seen, walks)
 		report(res, err)
 	}
 }

@@ -27,19 +27,20 @@ func runTicks(loop func(context.Context, <-chan time.Time), n int) {
 
 const idleTicks = 20
 
-// The re-offer loop told of the process's writes (SkipIdle) walks its
-// shards only when an offer was written since its last walk, when what it
-// read falls due, or when it has not walked for maxIdle: over idle ticks it
-// queries the table once, where the loop without it queries every shard on
-// every tick. A lost offer is still sent again when due.
+// The re-offer loop told of the process's writes (SkipIdle) reads a shard
+// only when an offer was written to it since it last read it, when what it
+// read there falls due, or when it has not read every shard for maxIdle:
+// over idle ticks it reads the shards once, where the loop without it
+// reads every shard on every tick. A lost offer is still sent again when
+// due, for one query a tick that has something to do.
 func TestIdleReofferLoopSkipsItsWalks(t *testing.T) {
 	se := newSocketEnv(t)
-	se.offerer.SkipIdle(se.Store.DueWrites, time.Minute)
+	se.offerer.SkipIdle(se.Store.OfferWrites, time.Minute)
 	tok := se.credential(t, apitest.AliceToken, "local")
 	se.hello(t, "c1", tok, 4)
 	queries := func() int { return se.calls.Counts()["Query"] }
 
-	// Without SkipIdle (the scheduled function): every tick walks.
+	// Without SkipIdle (the scheduled function): every tick reads every shard.
 	plain := nodes.NewOfferer(se.Store.WithClient(dynamodb.New(se.Store.DB().Options(), se.calls.Option)), se.poster, se.Clock, se.Log, 3*time.Second)
 	se.calls.Reset()
 	runTicks(plain.ReofferOnTicks, idleTicks)
@@ -50,22 +51,22 @@ func TestIdleReofferLoopSkipsItsWalks(t *testing.T) {
 	steps := []struct {
 		name    string
 		before  func()
-		walks   int
+		queries int
 		offered bool
 	}{
-		{name: "idle: the first tick walks, the others do not", walks: 1},
-		{name: "still idle", walks: 0},
-		{name: "maxIdle on: one walk all the same", before: func() { se.Clock.Advance(time.Minute) }, walks: 1},
-		{name: "a lost offer: one walk reads it, not yet due", before: func() {
+		{name: "idle: the first tick reads every shard, the others none", queries: domain.OfferShards},
+		{name: "still idle", queries: 0},
+		{name: "maxIdle on: every shard read all the same", before: func() { se.Clock.Advance(time.Minute) }, queries: domain.OfferShards},
+		{name: "a lost offer: its shard read, the offer not yet due", before: func() {
 			se.poster.drop = true
 			se.lease(t, apitest.BobToken, map[string]any{"template": "shell"})
 			se.poster.drop = false
-		}, walks: 1},
-		// The walk that re-offers moves the offer (a write), so the next
-		// tick walks once more and finds it not due.
-		{name: "due: re-offered", before: func() { se.Clock.Advance(3 * time.Second) }, walks: 2, offered: true},
-		{name: "before the backoff: no walk", before: func() { se.Clock.Advance(5 * time.Second) }, walks: 0},
-		{name: "after the backoff: re-offered", before: func() { se.Clock.Advance(time.Second) }, walks: 2, offered: true},
+		}, queries: 1},
+		// The read that re-offers moves the offer (a write), so the next
+		// tick reads its shard once more and finds it not due.
+		{name: "due: re-offered", before: func() { se.Clock.Advance(3 * time.Second) }, queries: 2, offered: true},
+		{name: "before the backoff: nothing read", before: func() { se.Clock.Advance(5 * time.Second) }, queries: 0},
+		{name: "after the backoff: re-offered", before: func() { se.Clock.Advance(time.Second) }, queries: 2, offered: true},
 	}
 	for _, st := range steps {
 		if st.before != nil {
@@ -74,8 +75,8 @@ func TestIdleReofferLoopSkipsItsWalks(t *testing.T) {
 		se.poster.taken()
 		se.calls.Reset()
 		runTicks(se.offerer.ReofferOnTicks, idleTicks)
-		if got := queries(); got != st.walks*domain.OfferShards {
-			t.Fatalf("%s: %d queries over %d ticks (%v), want %d walks of %d shards", st.name, got, idleTicks, se.calls.Counts(), st.walks, domain.OfferShards)
+		if got := queries(); got != st.queries {
+			t.Fatalf("%s: %d queries over %d ticks (%v), want %d", st.name, got, idleTicks, se.calls.Counts(), st.queries)
 		}
 		if got := offered(se.poster.taken()); (len(got["c1"]) == 1) != st.offered {
 			t.Fatalf("%s: offers posted %v", st.name, got)
@@ -83,31 +84,31 @@ func TestIdleReofferLoopSkipsItsWalks(t *testing.T) {
 	}
 }
 
-// The stop loop skips its idle walks as the re-offer loop does; a stop
+// The stop loop skips its idle shards as the re-offer loop does; a stop
 // message that was lost is still sent again once its notice is due.
 func TestIdleStopLoopSkipsItsWalks(t *testing.T) {
 	se := newSocketEnv(t)
-	se.stopper.SkipIdle(se.Store.DueWrites, time.Minute)
+	se.stopper.SkipIdle(se.Store.StopWrites, time.Minute)
 	tok := se.credential(t, apitest.AliceToken, "local")
 	node := se.hello(t, "c1", tok, 4)
 	id := se.runningOn(t, "c1", tok, node)
 	queries := func() int { return se.calls.Counts()["Query"] }
 
 	steps := []struct {
-		name   string
-		before func()
-		walks  int
-		resent bool
+		name    string
+		before  func()
+		queries int
+		resent  bool
 	}{
-		{name: "idle: the first tick walks, the others do not", walks: 1},
-		{name: "still idle", walks: 0},
-		{name: "a lost stop: one walk reads its notice, not yet due", before: func() {
+		{name: "idle: the first tick reads every shard, the others none", queries: domain.StopShards},
+		{name: "still idle", queries: 0},
+		{name: "a lost stop: its shard read, the notice not yet due", before: func() {
 			se.poster.drop = true
 			se.del(t, id)
 			se.poster.drop = false
-		}, walks: 1},
-		{name: "not due yet: no walk", before: func() { se.Clock.Advance(29 * time.Second) }, walks: 0},
-		{name: "due: sent again", before: func() { se.Clock.Advance(time.Second) }, walks: 2, resent: true},
+		}, queries: 1},
+		{name: "not due yet: nothing read", before: func() { se.Clock.Advance(29 * time.Second) }, queries: 0},
+		{name: "due: sent again", before: func() { se.Clock.Advance(time.Second) }, queries: 2, resent: true},
 	}
 	for _, st := range steps {
 		if st.before != nil {
@@ -116,8 +117,8 @@ func TestIdleStopLoopSkipsItsWalks(t *testing.T) {
 		se.poster.taken()
 		se.calls.Reset()
 		runTicks(se.stopper.ResendOnTicks, idleTicks)
-		if got := queries(); got != st.walks*domain.StopShards {
-			t.Fatalf("%s: %d queries over %d ticks (%v), want %d walks of %d shards", st.name, got, idleTicks, se.calls.Counts(), st.walks, domain.StopShards)
+		if got := queries(); got != st.queries {
+			t.Fatalf("%s: %d queries over %d ticks (%v), want %d", st.name, got, idleTicks, se.calls.Counts(), st.queries)
 		}
 		if got := stopsOf(se.poster.taken()); slices.Equal(got["c1"], []string{id}) != st.resent {
 			t.Fatalf("%s: stops posted %v", st.name, got)

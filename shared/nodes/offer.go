@@ -234,16 +234,16 @@ type ReofferResult struct {
 // forgotten. It reads every offer shard, which holds only what was offered
 // and not yet seen claimed, so its cost follows what is pending.
 func (o *Offerer) Reoffer(ctx context.Context) (ReofferResult, error) {
-	res, _, err := o.reoffer(ctx)
+	res, _, err := o.reoffer(ctx, nil)
 	return res, err
 }
 
-// reoffer is Reoffer, also saying when the next offer it read falls due
-// (zero: it read none).
-func (o *Offerer) reoffer(ctx context.Context) (ReofferResult, time.Time, error) {
+// reoffer is Reoffer over the shards given (nil: all), also saying per
+// shard read when its next offer falls due.
+func (o *Offerer) reoffer(ctx context.Context, only []int) (ReofferResult, map[int]shardWalk, error) {
 	var res ReofferResult
 	now := o.clock.Now()
-	n, next, err := eachDueByOrg(ctx, domain.OfferShards, offersPerShard, now, min(o.after, MaxReofferBackoff),
+	n, walks, err := eachDueByOrg(ctx, domain.OfferShards, only, offersPerShard, now, min(o.after, MaxReofferBackoff),
 		func(ctx context.Context, shard int) ([]domain.Offer, error) {
 			return o.store.ShardOffers(ctx, shard, offersPerShard)
 		},
@@ -252,7 +252,7 @@ func (o *Offerer) reoffer(ctx context.Context) (ReofferResult, time.Time, error)
 			return o.reofferOrg(ctx, org, due, now, &res)
 		})
 	res.Offers = n
-	return res, next, err
+	return res, walks, err
 }
 
 func (o *Offerer) reofferOrg(ctx context.Context, org string, offers []domain.Offer, now time.Time, res *ReofferResult) error {
@@ -293,14 +293,16 @@ func (o *Offerer) reofferOrg(ctx context.Context, org string, offers []domain.Of
 	return nil
 }
 
-// SkipIdle makes ReofferLoop leave out the passes that would find nothing
-// due: writes must count every put of an offer by every writer of the
-// table (store.Store.DueWrites, where one process holds the store: the
-// local stack), and maxIdle (0: DefaultMaxIdle) bounds the time between
-// passes all the same. Without it every tick walks every shard, as the
-// scheduled function must (its writers are other functions).
-func (o *Offerer) SkipIdle(writes func() uint64, maxIdle time.Duration) {
-	o.idle = newIdleSkip(writes, maxIdle)
+// SkipIdle makes ReofferLoop read only the shards that could hold an offer
+// due: those written since it last read them, and those where what it read
+// falls due. writes must count every put of an offer of a shard by every
+// writer of the table (store.Store.OfferWrites, where one process holds
+// the store: the local stack); maxIdle (0: DefaultMaxIdle) bounds the time
+// between reads of every shard all the same. Without it every tick reads
+// every shard, as the scheduled function must (its writers are other
+// functions).
+func (o *Offerer) SkipIdle(writes func(shard int) uint64, maxIdle time.Duration) {
+	o.idle = newIdleSkip(writes, domain.OfferShards, maxIdle)
 }
 
 // ReofferLoop runs Reoffer every interval until ctx ends or until stops

@@ -118,16 +118,16 @@ type ResendResult struct {
 // stopping are forgotten. It reads every shard, which holds only stops not
 // yet seen finished, so its cost follows what is stopping.
 func (s *Stopper) Resend(ctx context.Context) (ResendResult, error) {
-	res, _, err := s.resend(ctx)
+	res, _, err := s.resend(ctx, nil)
 	return res, err
 }
 
-// resend is Resend, also saying when the next notice it read falls due
-// (zero: it read none).
-func (s *Stopper) resend(ctx context.Context) (ResendResult, time.Time, error) {
+// resend is Resend over the shards given (nil: all), also saying per
+// shard read when its next notice falls due.
+func (s *Stopper) resend(ctx context.Context, only []int) (ResendResult, map[int]shardWalk, error) {
 	var res ResendResult
 	now := s.clock.Now()
-	n, next, err := eachDueByOrg(ctx, domain.StopShards, noticesPerShard, now, min(s.after, MaxResendBackoff),
+	n, walks, err := eachDueByOrg(ctx, domain.StopShards, only, noticesPerShard, now, min(s.after, MaxResendBackoff),
 		func(ctx context.Context, shard int) ([]domain.StopNotice, error) {
 			return s.store.ShardStopNotices(ctx, shard, noticesPerShard)
 		},
@@ -136,7 +136,7 @@ func (s *Stopper) resend(ctx context.Context) (ResendResult, time.Time, error) {
 			return s.resendOrg(ctx, org, due, now, &res)
 		})
 	res.Notices = n
-	return res, next, err
+	return res, walks, err
 }
 
 func (s *Stopper) resendOrg(ctx context.Context, org string, notices []domain.StopNotice, now time.Time, res *ResendResult) error {
@@ -185,11 +185,12 @@ func (s *Stopper) resendOrg(ctx context.Context, org string, notices []domain.St
 	return nil
 }
 
-// SkipIdle makes ResendLoop leave out the passes that would find nothing
+// SkipIdle makes ResendLoop read only the shards that could hold a notice
 // due, as Offerer.SkipIdle does for re-offers: writes must count every put
-// of a stop notice by every writer of the table.
-func (s *Stopper) SkipIdle(writes func() uint64, maxIdle time.Duration) {
-	s.idle = newIdleSkip(writes, maxIdle)
+// of a stop notice of a shard by every writer of the table
+// (store.Store.StopWrites).
+func (s *Stopper) SkipIdle(writes func(shard int) uint64, maxIdle time.Duration) {
+	s.idle = newIdleSkip(writes, domain.StopShards, maxIdle)
 }
 
 // ResendLoop runs Resend every interval until ctx ends or until stops
