@@ -40,9 +40,18 @@ func nodeService(d deps, links nodes.Linker) *nodes.Service {
 
 // startReoffers runs the re-offer job and the stop job every
 // devReofferEvery until the stack stops, as the nodesws function's
-// scheduled invocations do in AWS.
+// scheduled invocations do in AWS. Here every writer of offers and stop
+// notices shares d.store, so a tick reads only the shards written since it
+// last read them or where what it read falls due (and all of them every
+// nodes.DefaultMaxIdle): an idle stack does not query the table every
+// second, which on minidyn (a query reads the whole table) slowed
+// everything as the table grew.
 func startReoffers(d deps) func() {
 	ctx, cancel := context.WithCancel(d.ctx)
+	d.offerer.SkipIdle(d.store.OfferWrites, 0)
+	if d.stopper != nil {
+		d.stopper.SkipIdle(d.store.StopWrites, 0)
+	}
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() {

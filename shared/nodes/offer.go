@@ -57,6 +57,9 @@ type Offerer struct {
 
 	mu    sync.Mutex
 	cache map[string]cachedConns
+
+	// idle, when set (SkipIdle), lets ReofferLoop leave out idle passes.
+	idle *idleSkip
 }
 
 type cachedConns struct {
@@ -231,9 +234,16 @@ type ReofferResult struct {
 // forgotten. It reads every offer shard, which holds only what was offered
 // and not yet seen claimed, so its cost follows what is pending.
 func (o *Offerer) Reoffer(ctx context.Context) (ReofferResult, error) {
+	res, _, err := o.reoffer(ctx, nil)
+	return res, err
+}
+
+// reoffer is Reoffer over the shards given (nil: all), also saying per
+// shard read when its next offer falls due.
+func (o *Offerer) reoffer(ctx context.Context, only []int) (ReofferResult, map[int]shardWalk, error) {
 	var res ReofferResult
 	now := o.clock.Now()
-	n, err := eachDueByOrg(ctx, domain.OfferShards, now,
+	n, walks, err := eachDueByOrg(ctx, domain.OfferShards, only, offersPerShard, now, min(o.after, MaxReofferBackoff),
 		func(ctx context.Context, shard int) ([]domain.Offer, error) {
 			return o.store.ShardOffers(ctx, shard, offersPerShard)
 		},
@@ -242,7 +252,7 @@ func (o *Offerer) Reoffer(ctx context.Context) (ReofferResult, error) {
 			return o.reofferOrg(ctx, org, due, now, &res)
 		})
 	res.Offers = n
-	return res, err
+	return res, walks, err
 }
 
 func (o *Offerer) reofferOrg(ctx context.Context, org string, offers []domain.Offer, now time.Time, res *ReofferResult) error {
@@ -283,6 +293,18 @@ func (o *Offerer) reofferOrg(ctx context.Context, org string, offers []domain.Of
 	return nil
 }
 
+// SkipIdle makes ReofferLoop read only the shards that could hold an offer
+// due: those written since it last read them, and those where what it read
+// falls due. writes must count every put of an offer of a shard by every
+// writer of the table (store.Store.OfferWrites, where one process holds
+// the store: the local stack); maxIdle (0: DefaultMaxIdle) bounds the time
+// between reads of every shard all the same. Without it every tick reads
+// every shard, as the scheduled function must (its writers are other
+// functions).
+func (o *Offerer) SkipIdle(writes func(shard int) uint64, maxIdle time.Duration) {
+	o.idle = newIdleSkip(writes, domain.OfferShards, maxIdle)
+}
+
 // ReofferLoop runs Reoffer every interval until ctx ends or until stops
 // (zero: never) is less than interval away: the scheduled function runs it
 // within its invocation, the local job loop for as long as it runs. It logs
@@ -290,21 +312,16 @@ func (o *Offerer) reofferOrg(ctx context.Context, org string, offers []domain.Of
 func (o *Offerer) ReofferLoop(ctx context.Context, interval time.Duration, until time.Time) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	for {
-		if !until.IsZero() && time.Until(until) < interval {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		res, err := o.Reoffer(ctx)
+	o.reofferTicks(ctx, t.C, interval, until)
+}
+
+func (o *Offerer) reofferTicks(ctx context.Context, ticks <-chan time.Time, interval time.Duration, until time.Time) {
+	tickLoop(ctx, o.clock, ticks, interval, until, o.idle, o.reoffer, func(res ReofferResult, err error) {
 		switch {
 		case err != nil && ctx.Err() == nil:
 			o.log.ErrorContext(ctx, "re-offer run", "summary", res, "err", err.Error())
 		case res.Reoffered > 0 || res.Done > 0:
 			o.log.InfoContext(ctx, "re-offer run", "summary", res)
 		}
-	}
+	})
 }

@@ -49,6 +49,9 @@ type Stopper struct {
 	clock  clock.Clock
 	log    *slog.Logger
 	after  time.Duration
+
+	// idle, when set (SkipIdle), lets ResendLoop leave out idle passes.
+	idle *idleSkip
 }
 
 // NewStopper returns a Stopper; resendAfter 0 takes DefaultResendAfter.
@@ -115,9 +118,16 @@ type ResendResult struct {
 // stopping are forgotten. It reads every shard, which holds only stops not
 // yet seen finished, so its cost follows what is stopping.
 func (s *Stopper) Resend(ctx context.Context) (ResendResult, error) {
+	res, _, err := s.resend(ctx, nil)
+	return res, err
+}
+
+// resend is Resend over the shards given (nil: all), also saying per
+// shard read when its next notice falls due.
+func (s *Stopper) resend(ctx context.Context, only []int) (ResendResult, map[int]shardWalk, error) {
 	var res ResendResult
 	now := s.clock.Now()
-	n, err := eachDueByOrg(ctx, domain.StopShards, now,
+	n, walks, err := eachDueByOrg(ctx, domain.StopShards, only, noticesPerShard, now, min(s.after, MaxResendBackoff),
 		func(ctx context.Context, shard int) ([]domain.StopNotice, error) {
 			return s.store.ShardStopNotices(ctx, shard, noticesPerShard)
 		},
@@ -126,7 +136,7 @@ func (s *Stopper) Resend(ctx context.Context) (ResendResult, error) {
 			return s.resendOrg(ctx, org, due, now, &res)
 		})
 	res.Notices = n
-	return res, err
+	return res, walks, err
 }
 
 func (s *Stopper) resendOrg(ctx context.Context, org string, notices []domain.StopNotice, now time.Time, res *ResendResult) error {
@@ -175,26 +185,29 @@ func (s *Stopper) resendOrg(ctx context.Context, org string, notices []domain.St
 	return nil
 }
 
+// SkipIdle makes ResendLoop read only the shards that could hold a notice
+// due, as Offerer.SkipIdle does for re-offers: writes must count every put
+// of a stop notice of a shard by every writer of the table
+// (store.Store.StopWrites).
+func (s *Stopper) SkipIdle(writes func(shard int) uint64, maxIdle time.Duration) {
+	s.idle = newIdleSkip(writes, domain.StopShards, maxIdle)
+}
+
 // ResendLoop runs Resend every interval until ctx ends or until stops
 // (zero: never) is less than interval away, as ReofferLoop does.
 func (s *Stopper) ResendLoop(ctx context.Context, interval time.Duration, until time.Time) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	for {
-		if !until.IsZero() && time.Until(until) < interval {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		res, err := s.Resend(ctx)
+	s.resendTicks(ctx, t.C, interval, until)
+}
+
+func (s *Stopper) resendTicks(ctx context.Context, ticks <-chan time.Time, interval time.Duration, until time.Time) {
+	tickLoop(ctx, s.clock, ticks, interval, until, s.idle, s.resend, func(res ResendResult, err error) {
 		switch {
 		case err != nil && ctx.Err() == nil:
 			s.log.ErrorContext(ctx, "stop job run", "summary", res, "err", err.Error())
 		case res.Resent > 0 || res.Done > 0:
 			s.log.InfoContext(ctx, "stop job run", "summary", res)
 		}
-	}
+	})
 }

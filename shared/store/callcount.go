@@ -481,5 +481,5 @@ func valueSize(v types.AttributeValue) int {
 // WithClient returns a store that shares s's table through another client,
 // e.g. one with a CallCounter attached.
 func (s *Store) WithClient(db *dynamodb.Client) *Store {
-	return &Store{db: db, table: s.table, shards: s.shards, clock: s.clock, changes: s.changes}
+	return &Store{db: db, table: s.table, shards: s.shards, clock: s.clock, changes: s.changes, due: s.due}
 }

@@ -98,6 +98,7 @@ func (s *Store) PutStopNotice(ctx context.Context, n domain.StopNotice) error {
 		return err
 	}
 	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: item})
+	s.dueWritten(stopPK(StopShard(n.Environment))) // whatever the answer: a call that timed out may have written
 	return dependencyError("put stop notice", err)
 }
 

@@ -44,12 +44,14 @@ type Store struct {
 	// changes signals, inside this process, environments whose state a
 	// transaction of this store (or of a WithClient copy) changed.
 	changes *changeSignal
+	// due counts, inside this process, puts of offers and stop notices per shard.
+	due *dueWrites
 }
 
 // New returns a store over table. Every call it makes is counted against the
 // request in its context (see package metrics), for the request log.
 func New(db *dynamodb.Client, table string) *Store {
-	return &Store{db: dynamodb.New(db.Options(), countRequestCalls), table: table, shards: Schema.DueShards, changes: newChangeSignal()}
+	return &Store{db: dynamodb.New(db.Options(), countRequestCalls), table: table, shards: Schema.DueShards, changes: newChangeSignal(), due: newDueWrites()}
 }
 
 func countRequestCalls(o *dynamodb.Options) {

@@ -24,6 +24,8 @@ func (s *Store) transact(ctx context.Context, op string, items []types.TransactW
 	backoff := 10 * time.Millisecond
 	for attempt := 0; ; attempt++ {
 		_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+		// Counted whatever the answer: a call that timed out may have committed.
+		s.dueCommitted(items)
 		if err == nil {
 			s.changes.committed(items)
 			return nil, nil

@@ -1,0 +1,17 @@
+package nodes
+
+import (
+	"context"
+	"time"
+)
+
+// ReofferOnTicks runs ReofferLoop's passes on the ticks given, until they
+// are closed, so a test decides when a tick comes.
+func (o *Offerer) ReofferOnTicks(ctx context.Context, ticks <-chan time.Time) {
+	o.reofferTicks(ctx, ticks, 0, time.Time{})
+}
+
+// ResendOnTicks is ReofferOnTicks for the stop job.
+func (s *Stopper) ResendOnTicks(ctx context.Context, ticks <-chan time.Time) {
+	s.resendTicks(ctx, ticks, 0, time.Time{})
+}
