@@ -117,7 +117,9 @@ func TestConsoleAccessibility(t *testing.T) {
 		chromedp.Click(chromedp.CSS("details.panel summary")),
 		chromedp.SetUploadFiles(chromedp.CSS("input[type=file]"), []string{file}),
 		submit("form[aria-label='Upload an artifact']"))
-	b.until(t, "listed", `!!document.querySelector('tr[data-artifact]')`)
+	// Other artifacts may be listed already (ended environments' kept
+	// logs): wait for the one uploaded here, whose upload has then ended.
+	b.until(t, "listed", `[...document.querySelectorAll('tr[data-artifact]')].some(r => r.textContent.includes('a11y.txt'))`)
 	b.focusOn(t, "tr[data-artifact] form button[type=submit]")
 	b.key(t, kb.Enter)
 	b.until(t, "the link", `!!document.querySelector('#artifact-link .link-url')`)
