@@ -85,6 +85,10 @@ type Agent struct {
 	noContainer error
 
 	warm *warmPool
+	// imageSHAs maps an image artifact's id to its archive's SHA-256, as
+	// a claim linked it: a sealed artifact never changes, so warm
+	// containers of its templates start from the node's cache (runtimes.go).
+	imageSHAs sync.Map
 	// tun is the tunnel endpoint; nil with NoTunnel.
 	tun *tunnels
 	// logs are the environments' logs (logs.go).

@@ -398,3 +398,47 @@ func (b *logBuffer) String() string {
 }
 
 func (b *logBuffer) has(s string) bool { return strings.Contains(b.String(), s) }
+
+// A warm template whose image is an artifact keeps warm containers once a
+// lease brought the archive: they start from the node's image cache, and
+// the next lease takes one without downloading the image again.
+func TestWarmContainerFromImageArtifact(t *testing.T) {
+	busyboxRef(t)
+	snaps := newSnapshots(t)
+	s := newStackLinks(t, snaps, domain.Template{
+		Name: "warmart", Runtime: agent.RuntimeContainer, Image: &domain.Image{Artifact: "art_image"}, Warm: 1, Workdir: "/work",
+		Command: []string{"sh", "-c", `mkdir -p www; echo warm > www/index.html; exec httpd -f -p "$PORT" -h www`},
+		Exports: map[string]domain.Export{"web": {Port: 8080}},
+		Quota:   domain.Quota{MaxLeases: 5},
+	})
+	snaps.store = s.Store
+	snaps.add(t, "art_image", dockerArchive(t, busybox.img))
+	var logs logBuffer
+	dir := s.runAgentWith(t, t.TempDir(), time.Second, func(c *agent.Config) {
+		c.ReadyTimeout = time.Minute
+		c.Log = slog.New(slog.NewJSONHandler(&logs, nil))
+	})
+	// Before any lease the node cannot have the image: nothing warm.
+	first := s.lease(t, "warmart")
+	s.waitLong(t, first, domain.StateReady)
+	for deadline := time.Now().Add(2 * time.Minute); !logs.has(`"msg":"warm environment ready"`); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no warm container became ready after the image came:\n%s", logs.String())
+		}
+	}
+	second := s.lease(t, "warmart")
+	env := s.waitLong(t, second, domain.StateReady)
+	s.Clock.Set(time.Now()) // the agent judges tickets by the real clock
+	if got := s.getThroughTunnel(t, second, env.Exports[0].Target, "/"); got != "warm\n" {
+		t.Errorf("index = %q", got)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "containers", second)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the second lease made a container of its own (%v) rather than take the warm one", err)
+	}
+	snaps.mu.Lock()
+	hits := snaps.hits["art_image"]
+	snaps.mu.Unlock()
+	if hits != 1 {
+		t.Errorf("the image artifact was downloaded %d times", hits)
+	}
+}

@@ -88,8 +88,33 @@ func (a *Agent) warmable(t domain.Template) bool {
 	if rt.Name() == RuntimeProcess {
 		return len(t.Command) > 0
 	}
-	// An image artifact comes with a claim's link only.
-	return t.Image != nil && t.Image.Ref != ""
+	if t.Image == nil {
+		return false
+	}
+	if t.Image.Artifact != "" {
+		// An image artifact comes with a claim's link: its warm containers
+		// start once a lease brought it, from the node's image cache.
+		_, ok := a.imageSHAs.Load(t.Image.Artifact)
+		return ok
+	}
+	return t.Image.Ref != ""
+}
+
+// warmImageArtifact is the image artifact a warm container of t starts
+// from: the one a claim linked before, which the container runtime finds
+// unpacked in its cache; if it was evicted since, the warm start fails
+// (and backs off) until a lease downloads it again.
+func (a *Agent) warmImageArtifact(t domain.Template) *runtimes.ImageArtifact {
+	if t.Image == nil || t.Image.Artifact == "" {
+		return nil
+	}
+	sha, ok := a.imageSHAs.Load(t.Image.Artifact)
+	if !ok {
+		return nil
+	}
+	return &runtimes.ImageArtifact{SHA256: sha.(string), Fetch: func(context.Context) (string, func(), error) {
+		return "", nil, fmt.Errorf("image artifact %s is no longer in the node's cache; the next lease downloads it again", t.Image.Artifact)
+	}}
 }
 
 // imageArtifact tells the runtime of the image artifact the claim links
@@ -100,6 +125,9 @@ func (a *Agent) imageArtifact(c *nodes.Claimed) *runtimes.ImageArtifact {
 		return nil
 	}
 	link := *c.Image
+	if _, known := a.imageSHAs.LoadOrStore(link.ID, link.SHA256); !known && a.warm != nil {
+		a.warm.poke() // its template's warm containers may start now
+	}
 	return &runtimes.ImageArtifact{SHA256: link.SHA256, Fetch: func(ctx context.Context) (string, func(), error) {
 		f, err := a.fetch(ctx, &link, "image artifact "+link.ID)
 		if err != nil {

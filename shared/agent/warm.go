@@ -161,7 +161,8 @@ func (w *warmPool) start(ctx context.Context, t domain.Template) {
 	rt, err := w.a.runtimeFor(t)
 	id := "warm-" + hex.EncodeToString(b[:])
 	if err == nil {
-		h, err = rt.Prepare(ctx, runtimes.Env{ID: id, Template: t, Org: w.a.organization(), Output: w.a.warmLog(id)})
+		h, err = rt.Prepare(ctx, runtimes.Env{ID: id, Template: t, Org: w.a.organization(), Output: w.a.warmLog(id),
+			ImageArtifact: w.a.warmImageArtifact(t)})
 		w.a.warmPrepared(id, h)
 	}
 	started := false
