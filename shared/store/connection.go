@@ -301,25 +301,13 @@ func (s *Store) DeleteOffer(ctx context.Context, org, env string) error {
 // ShardOffers returns up to limit offers of one shard, due or not: the
 // shard holds only environments offered and not yet seen claimed.
 func (s *Store) ShardOffers(ctx context.Context, shard, limit int) ([]domain.Offer, error) {
-	p := dynamodb.NewQueryPaginator(s.db, &dynamodb.QueryInput{
-		TableName:                 aws.String(s.table),
-		KeyConditionExpression:    aws.String("PK = :pk"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(offerPK(shard))},
-		Limit:                     aws.Int32(int32(min(limit, 500))),
-	})
-	var out []domain.Offer
-	for p.HasMorePages() && len(out) < limit {
-		res, err := p.NextPage(ctx)
-		if err != nil {
-			return nil, dependencyError("shard offers", err)
-		}
-		for _, raw := range res.Items {
-			var it offerItem
-			if err := unmarshal(raw, &it); err != nil {
-				return nil, err
-			}
-			out = append(out, domain.Offer{OrgID: it.Org, Pool: it.Pool, Environment: it.Env, Due: it.Due.UTC(), Attempts: it.Attempts, Created: it.Created.UTC()})
-		}
+	items, err := queryUpTo[offerItem](ctx, s, "shard offers", s.shardQuery(offerPK(shard), limit), limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]domain.Offer, 0, len(items))
+	for _, it := range items {
+		out = append(out, domain.Offer{OrgID: it.Org, Pool: it.Pool, Environment: it.Env, Due: it.Due.UTC(), Attempts: it.Attempts, Created: it.Created.UTC()})
 	}
 	return out, nil
 }

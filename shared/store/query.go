@@ -14,9 +14,15 @@ import (
 // It is for bounded collections (an organization's keys, templates, quotas):
 // listings that grow with use are paged to the client instead.
 func queryAll[I any](ctx context.Context, s *Store, op string, in *dynamodb.QueryInput) ([]I, error) {
+	return queryUpTo[I](ctx, s, op, in, 0)
+}
+
+// queryUpTo is queryAll that reads no further page once it holds limit
+// items (0: no limit); the last page read may take it past limit.
+func queryUpTo[I any](ctx context.Context, s *Store, op string, in *dynamodb.QueryInput, limit int) ([]I, error) {
 	var out []I
 	p := dynamodb.NewQueryPaginator(s.db, in)
-	for p.HasMorePages() {
+	for p.HasMorePages() && (limit == 0 || len(out) < limit) {
 		page, err := p.NextPage(ctx)
 		if err != nil {
 			return nil, dependencyError(op, err)
@@ -30,6 +36,17 @@ func queryAll[I any](ctx context.Context, s *Store, op string, in *dynamodb.Quer
 		}
 	}
 	return out, nil
+}
+
+// shardQuery reads one shard partition of the due records (offers, stop
+// notices), at most limit items a page.
+func (s *Store) shardQuery(pk string, limit int) *dynamodb.QueryInput {
+	return &dynamodb.QueryInput{
+		TableName:                 aws.String(s.table),
+		KeyConditionExpression:    aws.String("PK = :pk"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(pk)},
+		Limit:                     aws.Int32(int32(min(limit, 500))),
+	}
 }
 
 // queryIndexAll is queryAll over an index that does not project what I

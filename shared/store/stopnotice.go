@@ -113,26 +113,14 @@ func (s *Store) DeleteStopNotice(ctx context.Context, org, env string) error {
 // ShardStopNotices returns up to limit stop notices of one shard, due or
 // not: the shard holds only stops not yet seen finished.
 func (s *Store) ShardStopNotices(ctx context.Context, shard, limit int) ([]domain.StopNotice, error) {
-	p := dynamodb.NewQueryPaginator(s.db, &dynamodb.QueryInput{
-		TableName:                 aws.String(s.table),
-		KeyConditionExpression:    aws.String("PK = :pk"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(stopPK(shard))},
-		Limit:                     aws.Int32(int32(min(limit, 500))),
-	})
-	var out []domain.StopNotice
-	for p.HasMorePages() && len(out) < limit {
-		res, err := p.NextPage(ctx)
-		if err != nil {
-			return nil, dependencyError("shard stop notices", err)
-		}
-		for _, raw := range res.Items {
-			var it stopItem
-			if err := unmarshal(raw, &it); err != nil {
-				return nil, err
-			}
-			out = append(out, domain.StopNotice{OrgID: it.Org, Node: it.Node, Environment: it.Env, Due: it.Due.UTC(),
-				Attempts: it.Attempts, Created: it.Created.UTC()})
-		}
+	items, err := queryUpTo[stopItem](ctx, s, "shard stop notices", s.shardQuery(stopPK(shard), limit), limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]domain.StopNotice, 0, len(items))
+	for _, it := range items {
+		out = append(out, domain.StopNotice{OrgID: it.Org, Node: it.Node, Environment: it.Env, Due: it.Due.UTC(),
+			Attempts: it.Attempts, Created: it.Created.UTC()})
 	}
 	return out, nil
 }
