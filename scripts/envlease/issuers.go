@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/envlease/envlease/shared/client"
 	"github.com/envlease/envlease/shared/domain"
 )
 
@@ -49,7 +48,7 @@ func (a *app) issuersAddCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			req := client.IssuerRequest{Name: got[0], URL: url, Audience: audience, Conditions: conds, Scopes: scopes, TokenLifetime: lifetime}
+			req := domain.IssuerRequest{Name: got[0], URL: url, Audience: audience, Conditions: conds, Scopes: scopes, TokenLifetime: lifetime}
 			if len(templates) > 0 || len(projects) > 0 || len(lbls) > 0 {
 				req.Restrictions = &domain.Restrictions{Templates: templates, Projects: projects, Labels: lbls}
 			}

@@ -54,19 +54,8 @@ func (c *Client) ExchangeToken(ctx context.Context, org, idToken string) (Issued
 	return out, err
 }
 
-// IssuerRequest registers a trusted OIDC issuer.
-type IssuerRequest struct {
-	Name          string               `json:"name"`
-	URL           string               `json:"url"`
-	Audience      string               `json:"audience"`
-	Conditions    map[string]string    `json:"conditions"`
-	Scopes        []string             `json:"scopes"`
-	Restrictions  *domain.Restrictions `json:"restrictions,omitempty"`
-	TokenLifetime string               `json:"tokenLifetime,omitempty"`
-}
-
 // CreateIssuer trusts an OIDC issuer's CI identities (admins only).
-func (c *Client) CreateIssuer(ctx context.Context, req IssuerRequest) (domain.TrustedIssuer, error) {
+func (c *Client) CreateIssuer(ctx context.Context, req domain.IssuerRequest) (domain.TrustedIssuer, error) {
 	var out struct {
 		Issuer domain.TrustedIssuer `json:"issuer"`
 	}

@@ -22,3 +22,15 @@ type TrustedIssuer struct {
 
 	OrgID string `json:"-"`
 }
+
+// IssuerRequest is the body of POST /v1/issuers, which registers a
+// TrustedIssuer (TokenLifetime as a duration string).
+type IssuerRequest struct {
+	Name          string            `json:"name"`
+	URL           string            `json:"url"`
+	Audience      string            `json:"audience"`
+	Conditions    map[string]string `json:"conditions"`
+	Scopes        []string          `json:"scopes"`
+	Restrictions  *Restrictions     `json:"restrictions,omitempty"`
+	TokenLifetime string            `json:"tokenLifetime,omitempty"`
+}

@@ -32,7 +32,7 @@ func (s *Service) handleExchange(w http.ResponseWriter, r *http.Request, _ domai
 }
 
 func (s *Service) handleRegister(w http.ResponseWriter, r *http.Request, p domain.Principal) error {
-	var req IssuerRequest
+	var req domain.IssuerRequest
 	if err := httpapi.Decode(r, &req); err != nil {
 		return err
 	}

@@ -61,24 +61,13 @@ func NewService(st Store, clk clock.Clock, urls URLChecker, verifiers *Verifiers
 	return &Service{store: st, clock: clk, urls: urls, verifiers: verifiers, log: log}
 }
 
-// IssuerRequest is the body of POST /v1/issuers.
-type IssuerRequest struct {
-	Name          string               `json:"name"`
-	URL           string               `json:"url"`
-	Audience      string               `json:"audience"`
-	Conditions    map[string]string    `json:"conditions"`
-	Scopes        []string             `json:"scopes"`
-	Restrictions  *domain.Restrictions `json:"restrictions,omitempty"`
-	TokenLifetime string               `json:"tokenLifetime,omitempty"`
-}
-
 var claimName = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`)
 
 // orgID is the form of an organization id (fixture.ValidateID's).
 var orgID = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 
 // Register adds a trusted issuer. Admins only (the route says so).
-func (s *Service) Register(ctx context.Context, p domain.Principal, req IssuerRequest) (domain.TrustedIssuer, error) {
+func (s *Service) Register(ctx context.Context, p domain.Principal, req domain.IssuerRequest) (domain.TrustedIssuer, error) {
 	if err := keys.ValidateName(req.Name); err != nil {
 		return domain.TrustedIssuer{}, err
 	}
