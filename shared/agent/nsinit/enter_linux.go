@@ -24,9 +24,7 @@ import (
 // parent and exits with its status; Begin returns once the command runs.
 type Enter struct {
 	*exec.Cmd
-	cfg            Config
-	cfgW, repR     *os.File
-	childR, childW *os.File
+	pipes
 }
 
 // EnterCommand prepares the command that runs cfg in the namespaces of
@@ -41,40 +39,23 @@ func EnterCommand(init int, cfg Config) (*Enter, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfgR, cfgW, err := os.Pipe()
+	p, err := newPipes(cfg)
 	if err != nil {
-		return nil, err
-	}
-	repR, repW, err := os.Pipe()
-	if err != nil {
-		cfgR.Close()
-		cfgW.Close()
 		return nil, err
 	}
 	cmd := exec.Command(nsenter, "--target", strconv.Itoa(init), "--mount", "--ipc", "--net", "--pid", "--", self, execMarker)
-	cmd.ExtraFiles = []*os.File{cfgR, repW}
+	cmd.ExtraFiles = p.childFiles()
 	cmd.Env = []string{}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	return &Enter{Cmd: cmd, cfg: cfg, cfgW: cfgW, repR: repR, childR: cfgR, childW: repW}, nil
-}
-
-// Close releases the pipes of a command that did not start.
-func (e *Enter) Close() {
-	for _, f := range []*os.File{e.cfgW, e.repR, e.childR, e.childW} {
-		f.Close()
-	}
+	return &Enter{Cmd: cmd, pipes: p}, nil
 }
 
 // Begin, once started, hands the stage its configuration and waits until
 // the command runs: it returns what could not be applied, or why the
 // command did not start.
 func (e *Enter) Begin() ([]string, error) {
-	e.childR.Close()
-	e.childW.Close()
 	defer e.repR.Close()
-	err := json.NewEncoder(e.cfgW).Encode(e.cfg)
-	e.cfgW.Close()
-	if err != nil {
+	if err := e.send(); err != nil {
 		return nil, fmt.Errorf("exec: %w", err)
 	}
 	// nsenter keeps its copy of the reports open: the stage's last report

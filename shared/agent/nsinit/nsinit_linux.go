@@ -185,10 +185,8 @@ func run() int {
 // Cmd is an init about to start: Start it, then Begin.
 type Cmd struct {
 	*exec.Cmd
-	cfg            Config
-	cfgW, repR     *os.File
-	childR, childW *os.File
-	lines          *bufio.Reader
+	pipes
+	lines *bufio.Reader
 	// done is closed once the reports are read to their end; status is
 	// then the command's wait status, if the init sent one.
 	done   chan struct{}
@@ -201,33 +199,61 @@ type Cmd struct {
 // own), in its own process group. The caller sets Stdout, Stderr,
 // Env (of the init itself) and may add to SysProcAttr before Start.
 func Command(cfg Config) (*Cmd, error) {
-	cfgR, cfgW, err := os.Pipe()
+	p, err := newPipes(cfg)
 	if err != nil {
-		return nil, err
-	}
-	repR, repW, err := os.Pipe()
-	if err != nil {
-		cfgR.Close()
-		cfgW.Close()
 		return nil, err
 	}
 	c := &Cmd{
 		Cmd: &exec.Cmd{
 			Path: "/proc/self/exe", Args: []string{marker},
-			ExtraFiles:  []*os.File{cfgR, repW},
+			ExtraFiles:  p.childFiles(),
 			SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Cloneflags: syscall.CLONE_NEWNET | syscall.CLONE_NEWPID | syscall.CLONE_NEWNS | syscall.CLONE_NEWIPC},
 		},
-		cfg: cfg, cfgW: cfgW, repR: repR, childR: cfgR, childW: repW,
-		lines: bufio.NewReader(repR), done: make(chan struct{}),
+		pipes: p, lines: bufio.NewReader(p.repR), done: make(chan struct{}),
 	}
 	return c, nil
 }
 
+// pipes carry a stage's configuration in and its reports out: the init's
+// (Command) and an entered command's (EnterCommand).
+type pipes struct {
+	cfg            Config
+	cfgW, repR     *os.File
+	childR, childW *os.File
+}
+
+func newPipes(cfg Config) (pipes, error) {
+	cfgR, cfgW, err := os.Pipe()
+	if err != nil {
+		return pipes{}, err
+	}
+	repR, repW, err := os.Pipe()
+	if err != nil {
+		cfgR.Close()
+		cfgW.Close()
+		return pipes{}, err
+	}
+	return pipes{cfg: cfg, cfgW: cfgW, repR: repR, childR: cfgR, childW: repW}, nil
+}
+
+// childFiles are the stage's ends, its descriptors 3 and 4.
+func (p *pipes) childFiles() []*os.File { return []*os.File{p.childR, p.childW} }
+
 // Close releases the pipes of a command that did not start.
-func (c *Cmd) Close() {
-	for _, f := range []*os.File{c.cfgW, c.repR, c.childR, c.childW} {
+func (p *pipes) Close() {
+	for _, f := range []*os.File{p.cfgW, p.repR, p.childR, p.childW} {
 		f.Close()
 	}
+}
+
+// send, once the stage started, drops the parent's copies of its ends and
+// hands it the configuration.
+func (p *pipes) send() error {
+	p.childR.Close()
+	p.childW.Close()
+	err := json.NewEncoder(p.cfgW).Encode(p.cfg)
+	p.cfgW.Close()
+	return err
 }
 
 // Begin, once the init started (and is where it belongs, its cgroup),
@@ -235,11 +261,7 @@ func (c *Cmd) Close() {
 // returns the warnings of what the init could not apply, or why the
 // command did not start.
 func (c *Cmd) Begin() ([]string, error) {
-	c.childR.Close()
-	c.childW.Close()
-	err := json.NewEncoder(c.cfgW).Encode(c.cfg)
-	c.cfgW.Close()
-	if err != nil {
+	if err := c.send(); err != nil {
 		return nil, fmt.Errorf("environment init: %w", err)
 	}
 	var r report
