@@ -28,7 +28,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/envlease/envlease/shared/agent"
-	"github.com/envlease/envlease/shared/agent/container"
+	"github.com/envlease/envlease/shared/agent/runc"
 	"github.com/envlease/envlease/shared/agent/image"
 	"github.com/envlease/envlease/shared/apitest"
 	"github.com/envlease/envlease/shared/devstack/debian"
@@ -97,13 +97,13 @@ func (s *stack) waitLong(t *testing.T, id string, want domain.State) domain.Envi
 
 // containerState reads the state file the container runtime keeps of a
 // running environment.
-func containerState(t *testing.T, dir, id string) container.State {
+func containerState(t *testing.T, dir, id string) runc.State {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(dir, "containers", id, "state.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var st container.State
+	var st runc.State
 	if err := json.Unmarshal(b, &st); err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func containerState(t *testing.T, dir, id string) container.State {
 
 // assertContainerGone checks that nothing of a container is left on the
 // node: no process, mount, cgroup or folder.
-func assertContainerGone(t *testing.T, dir string, st container.State) {
+func assertContainerGone(t *testing.T, dir string, st runc.State) {
 	t.Helper()
 	if st.Pid > 0 {
 		if err := syscall.Kill(st.Pid, 0); !errors.Is(err, syscall.ESRCH) {
@@ -265,12 +265,12 @@ func TestRestartedAgentRemovesLeftoverContainers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rf.Release()
-	rc, err := container.New(container.Options{Dir: filepath.Join(dir, "containers")})
+	rc, err := runc.New(runc.Options{Dir: filepath.Join(dir, "containers")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	const id = "env_fromacrash"
-	ctr, err := rc.Create(ctx, rf.Dir, container.Config{ID: id, Args: []string{"sh", "-c", "sleep 3600 & exec sleep 3600"}})
+	ctr, err := rc.Create(ctx, rf.Dir, runc.Config{ID: id, Args: []string{"sh", "-c", "sleep 3600 & exec sleep 3600"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 
-	runc "github.com/envlease/envlease/shared/agent/container"
+	"github.com/envlease/envlease/shared/agent/runc"
 	"github.com/envlease/envlease/shared/agent/runtimes"
 )
 

@@ -22,7 +22,7 @@ import (
 	"github.com/envlease/envlease/shared/agent/buildcache"
 	"github.com/envlease/envlease/shared/agent/bytesize"
 	"github.com/envlease/envlease/shared/agent/confine"
-	runc "github.com/envlease/envlease/shared/agent/container"
+	"github.com/envlease/envlease/shared/agent/runc"
 	"github.com/envlease/envlease/shared/agent/ctrinit"
 	"github.com/envlease/envlease/shared/agent/image"
 	"github.com/envlease/envlease/shared/agent/runtimes"

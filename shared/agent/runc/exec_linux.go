@@ -1,4 +1,4 @@
-package container
+package runc
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 
-	runc "github.com/containerd/go-runc"
+	gorunc "github.com/containerd/go-runc"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
@@ -57,8 +57,8 @@ func (r *Runtime) Exec(ctx context.Context, id string, e ExecRequest) (int, erro
 		errw = io.Discard
 	}
 	logFile := filepath.Join(dir, "runc.log")
-	err = r.runc(logFile).Exec(ctx, id, p, &runc.ExecOpts{IO: streamIO{e.Stdin, out, errw}})
-	var ee *runc.ExitError
+	err = r.runc(logFile).Exec(ctx, id, p, &gorunc.ExecOpts{IO: streamIO{e.Stdin, out, errw}})
+	var ee *gorunc.ExitError
 	if errors.As(err, &ee) {
 		return ee.Status, nil
 	}

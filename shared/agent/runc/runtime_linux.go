@@ -1,4 +1,4 @@
-package container
+package runc
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"time"
 
-	runc "github.com/containerd/go-runc"
+	gorunc "github.com/containerd/go-runc"
 	"golang.org/x/sys/unix"
 )
 
@@ -132,8 +132,8 @@ func (r *Runtime) Version(ctx context.Context) (string, error) {
 
 // runc gives a client of the runtime's runc; with a log file, runc's own
 // messages go there (its stderr is the container's).
-func (r *Runtime) runc(logFile string) *runc.Runc {
-	return &runc.Runc{Command: r.opt.Runc, Root: r.runcRoot, Log: logFile, LogFormat: runc.JSON}
+func (r *Runtime) runc(logFile string) *gorunc.Runc {
+	return &gorunc.Runc{Command: r.opt.Runc, Root: r.runcRoot, Log: logFile, LogFormat: gorunc.JSON}
 }
 
 func (r *Runtime) dir(id string) string { return filepath.Join(r.opt.Dir, id) }
@@ -244,7 +244,7 @@ func (r *Runtime) Create(ctx context.Context, lower string, c Config) (ctr *Cont
 	defer stderr.Close()
 	pidFile := filepath.Join(dir, "pid")
 	logFile := filepath.Join(dir, "runc.log")
-	if err := r.runc(logFile).Create(ctx, c.ID, dir, &runc.CreateOpts{PidFile: pidFile, IO: fileIO{stdout, stderr}}); err != nil {
+	if err := r.runc(logFile).Create(ctx, c.ID, dir, &gorunc.CreateOpts{PidFile: pidFile, IO: fileIO{stdout, stderr}}); err != nil {
 		return nil, fmt.Errorf("container %s: runc create: %w%s", c.ID, err, runcLog(logFile))
 	}
 	pid, err := readPid(pidFile)
@@ -319,13 +319,13 @@ func (r *Runtime) Lookup(id string) (*Container, bool) {
 
 // State asks runc for a container's state (created, running, stopped,
 // paused).
-func (r *Runtime) State(ctx context.Context, id string) (*runc.Container, error) {
+func (r *Runtime) State(ctx context.Context, id string) (*gorunc.Container, error) {
 	return r.runc("").State(ctx, id)
 }
 
 // Kill sends sig to every process of the container.
 func (r *Runtime) Kill(ctx context.Context, id string, sig syscall.Signal) error {
-	return r.runc("").Kill(ctx, id, int(sig), &runc.KillOpts{All: true})
+	return r.runc("").Kill(ctx, id, int(sig), &gorunc.KillOpts{All: true})
 }
 
 // Stop asks the container's process to end (SIGTERM to all its
@@ -394,7 +394,7 @@ func (r *Runtime) Delete(ctx context.Context, id string) error {
 		_ = writeState(dir, st)
 	}
 	var errs []error
-	if err := r.runc("").Delete(ctx, id, &runc.DeleteOpts{Force: true}); err != nil && !notExist(err) {
+	if err := r.runc("").Delete(ctx, id, &gorunc.DeleteOpts{Force: true}); err != nil && !notExist(err) {
 		errs = append(errs, fmt.Errorf("runc delete: %w", err))
 	}
 	if c, ok := r.Lookup(id); ok {

@@ -4,7 +4,7 @@
 // way containerd's shim does (create, start, state, kill, delete), keeping a
 // small state file per environment so that a restarted agent finds and
 // removes what an earlier run left. See docs/nodes.md, "Containers".
-package container
+package runc
 
 import (
 	"errors"

@@ -1,4 +1,4 @@
-package container
+package runc
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"strings"
 	"syscall"
 
-	runc "github.com/containerd/go-runc"
+	gorunc "github.com/containerd/go-runc"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
@@ -67,8 +67,8 @@ func (r *Runtime) ExecStart(ctx context.Context, id string, e ExecRequest, termi
 	run := &Running{done: make(chan struct{})}
 	go func() {
 		defer close(run.done)
-		err := r.runc(logFile).Exec(ctx, id, p, &runc.ExecOpts{IO: attrIO{streamIO{e.Stdin, e.Stdout, e.Stderr}, attr}, Started: started})
-		var ee *runc.ExitError
+		err := r.runc(logFile).Exec(ctx, id, p, &gorunc.ExecOpts{IO: attrIO{streamIO{e.Stdin, e.Stdout, e.Stderr}, attr}, Started: started})
+		var ee *gorunc.ExitError
 		switch {
 		case errors.As(err, &ee):
 			run.code = ee.Status
