@@ -28,8 +28,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/envlease/envlease/shared/agent"
-	"github.com/envlease/envlease/shared/agent/runc"
 	"github.com/envlease/envlease/shared/agent/image"
+	"github.com/envlease/envlease/shared/agent/runc"
 	"github.com/envlease/envlease/shared/apitest"
 	"github.com/envlease/envlease/shared/devstack/debian"
 	"github.com/envlease/envlease/shared/domain"
