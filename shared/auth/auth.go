@@ -3,6 +3,7 @@ package auth
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/envlease/envlease/shared/clock"
@@ -60,8 +61,12 @@ func (a *Authenticator) Authenticate(ctx context.Context, header, addr string) (
 		return domain.Principal{}, locked(left)
 	}
 	if !valid {
-		reason := "missing or malformed bearer token"
+		// Each reason says what was sent, so a client can tell a user
+		// who sent nothing from one whose token is wrong.
+		reason := "malformed bearer token: want 'Authorization: Bearer <token>' with a token of 16 to 256 printable characters"
 		switch {
+		case strings.TrimSpace(header) == "":
+			reason = "missing bearer token"
 		case key != nil && key.Revoked != nil:
 			reason = "token has been revoked"
 		case key != nil:

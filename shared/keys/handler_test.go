@@ -205,6 +205,7 @@ func TestErrors(t *testing.T) {
 	}{
 		{"no token", "GET", "/v1/keys", "", nil, 401, "unauthorized", "missing"},
 		{"unknown token", "GET", "/v1/keys", "els_cli_doesnotexist0000000000000000", nil, 401, "unauthorized", "unknown"},
+		{"malformed token", "GET", "/v1/keys", "short", nil, 401, "unauthorized", "malformed"},
 		{"unknown route", "GET", "/v1/nope", apitest.AliceToken, nil, 404, "not_found", "/v1/nope"},
 		{"wrong method", "PUT", "/v1/keys", apitest.AliceToken, nil, 405, "method_not_allowed", "GET, HEAD, POST"},
 		{"malformed json", "POST", "/v1/tokens", apitest.AliceToken, `{"name":`, 400, "bad_request", "malformed"},
