@@ -148,7 +148,10 @@ func (a *app) session() (*session, error) {
 	}
 	url, token := s.profile.URL, s.profile.Token
 	if v := a.getenv("ENVLEASE_URL"); v != "" {
-		url = v
+		var fixed string
+		if url, fixed = withScheme("ENVLEASE_URL", v); fixed != "" {
+			a.say("%s", fixed)
+		}
 	}
 	if v := a.getenv("ENVLEASE_TOKEN"); v != "" {
 		token = v
@@ -164,7 +167,7 @@ func (a *app) session() (*session, error) {
 	if url == "" || token == "" {
 		return nil, &authError{msg: fmt.Sprintf("not logged in (profile %q): run 'envlease login --url URL', or set ENVLEASE_URL and ENVLEASE_TOKEN", name)}
 	}
-	c, err := client.New(url, token, client.WithUserAgent(userAgent()))
+	c, err := a.newClient(url, token)
 	if err != nil {
 		return nil, usagef("%v", err)
 	}

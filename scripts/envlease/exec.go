@@ -2,11 +2,16 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
 	"github.com/envlease/envlease/shared/execsession"
@@ -19,13 +24,17 @@ var shellCommand = []string{"/bin/sh", "-c", `if command -v bash >/dev/null 2>&1
 func (a *app) execCommand() *cobra.Command {
 	var tty, noStdin bool
 	c := &cobra.Command{
-		Use:   "exec ID [-t] [--] CMD [ARG...]",
+		Use:   "exec ID [-t] [-n] -- CMD [ARG...]",
 		Short: "Run a command inside an environment",
 		Long: `Run CMD inside a ready environment, in its namespaces, as its user, in its
 folder, cgroup and limits, through the agent of the node that runs it. Standard
 input goes to CMD (-n: none), its standard output and error come back as they are
 written, and envlease exits with CMD's exit code (128 plus the signal's number when
 a signal ended it). Ctrl-C and SIGTERM are passed on to CMD.
+
+exec's flags go before or after the id (exec -n ID -- CMD, exec ID -n -- CMD);
+everything after -- is CMD's. Without -- everything after the id is CMD's, so a
+CMD with flags of its own and exec flags after the id need the --.
 
 -t runs CMD in a pseudo-terminal (as envlease shell does): its output all comes on
 standard output, and when standard input is a terminal it is put in raw mode, so
@@ -41,35 +50,53 @@ exec is refused (exec: false: code exec_disabled); 4 when there is no such
 environment; see 'envlease help exit-codes'.`,
 		Example: "  envlease exec env_19cec2a0e00p4k7w1m9z3c5b -- make test\n" +
 			"  echo hello | envlease exec env_19cec2a0e00p4k7w1m9z3c5b -- sh -c 'cat > /tmp/greeting'\n" +
-			"  envlease exec -t env_19cec2a0e00p4k7w1m9z3c5b -- top",
+			"  envlease exec env_19cec2a0e00p4k7w1m9z3c5b -t -- top",
 		Args: func(cmd *cobra.Command, got []string) error {
-			if len(execArgs(got)) == 0 {
-				return usagef("usage: %s", cmd.UseLine())
+			if _, err := execArgs(cmd.Flags(), got); err != nil {
+				return usagef("%v; usage: %s", err, cmd.UseLine())
 			}
 			return nil
 		},
 		ValidArgsFunction: a.completeEnvironments,
-		RunE: a.runE(func(ctx context.Context, _ *cobra.Command, got []string) error {
-			return a.execIn(ctx, got[0], execArgs(got), tty, noStdin)
+		RunE: a.runE(func(ctx context.Context, cmd *cobra.Command, got []string) error {
+			argv, _ := execArgs(cmd.Flags(), got)
+			return a.execIn(ctx, got[0], argv, tty, noStdin)
 		}),
 	}
-	// Everything after the environment is CMD's, flags included.
+	// Flags are read up to the environment's id; execArgs reads exec's
+	// flags between the id and "--".
 	c.Flags().SetInterspersed(false)
 	c.Flags().BoolVarP(&tty, "tty", "t", false, "run CMD in a pseudo-terminal")
 	c.Flags().BoolVarP(&noStdin, "no-stdin", "n", false, "give CMD no standard input")
 	return c
 }
 
-// execArgs is CMD of exec's arguments: after the environment and an
-// optional "--" (which cobra leaves in, flags ending at the environment).
-func execArgs(got []string) []string {
-	if len(got) < 2 {
-		return nil
+// execArgs is CMD of exec's arguments (the environment's id first, as
+// flags parsed up to it leave them), and reads exec's own flags given
+// between the id and "--": exec's flags go before or after the id, as in
+// kubectl exec, and everything after "--" is CMD's. Without "--" all that
+// follows the id is CMD's, its flags included, as it always was.
+func execArgs(flags *pflag.FlagSet, got []string) ([]string, error) {
+	if len(got) == 0 {
+		return nil, errors.New("give the environment's id, then -- and the command")
 	}
-	if got[1] == "--" {
-		return got[2:]
+	rest := got[1:]
+	if dash := slices.Index(rest, "--"); dash >= 0 {
+		between := rest[:dash]
+		rest = rest[dash+1:]
+		if len(between) > 0 {
+			if err := flags.Parse(between); err != nil {
+				return nil, err
+			}
+			if extra := flags.Args(); len(extra) > 0 {
+				return nil, fmt.Errorf("only exec's flags go between the environment's id and --, not %q", strings.Join(extra, " "))
+			}
+		}
 	}
-	return got[1:]
+	if len(rest) == 0 {
+		return nil, errors.New("give the command to run after the environment's id and --")
+	}
+	return rest, nil
 }
 
 func (a *app) shellCommand() *cobra.Command {

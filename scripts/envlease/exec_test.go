@@ -59,6 +59,10 @@ func TestExec(t *testing.T) {
 	if r := u.run("unread", "exec", "-n", id, "--", "sh", "-c", "cat; echo end"); r.code != 0 || r.stdout != "end\n" {
 		t.Fatalf("exec -n: exit %d, %q", r.code, r.stdout)
 	}
+	// exec's flags after the id, as kubectl users put them.
+	if r := u.run("unread", "exec", id, "-n", "--", "sh", "-c", "cat; echo end"); r.code != 0 || r.stdout != "end\n" {
+		t.Fatalf("exec ID -n --: exit %d, %q, %q", r.code, r.stdout, r.stderr)
+	}
 	u.fails(exitUsage, "", "exec", id)
 
 	other := newUser(t, s)
@@ -79,7 +83,7 @@ func TestExec(t *testing.T) {
 		}
 		evs = append(evs, ev)
 	}
-	if len(evs) != 3 {
+	if len(evs) != 4 {
 		t.Fatalf("exec events: %+v", evs)
 	}
 	for _, ev := range evs {

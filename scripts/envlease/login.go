@@ -52,6 +52,10 @@ ENVLEASE_PROFILE) names another.`,
 			if url == "" {
 				return usagef("--url is required (the API's base URL, such as http://127.0.0.1:8080)")
 			}
+			var fixed string
+			if url, fixed = withScheme("--url", url); fixed != "" {
+				a.say("%s", fixed)
+			}
 			if _, err := client.ParseBaseURL(url); err != nil {
 				return usagef("%v", err)
 			}
@@ -59,7 +63,7 @@ ENVLEASE_PROFILE) names another.`,
 			if err != nil {
 				return err
 			}
-			c, err := client.New(url, token, client.WithUserAgent(userAgent()))
+			c, err := a.newClient(url, token)
 			if err != nil {
 				return usagef("%v", err)
 			}

@@ -78,7 +78,14 @@ func TestLoginRefusesABadTokenAndSavesNothing(t *testing.T) {
 	u.fails(exitUsage, "", "login", "--url", s.URL)
 	u.fails(exitUsage, clienttest.AliceToken, "login")
 	u.fails(exitUsage, "", "login", "--url", s.URL, clienttest.AliceToken)
-	u.fails(exitUsage, clienttest.AliceToken, "login", "--url", "127.0.0.1:8080")
+	u.fails(exitUsage, clienttest.AliceToken, "login", "--url", "ftp://127.0.0.1:8080")
+	// An address without a scheme is completed (http:// on this machine),
+	// and the user is told.
+	r = u.run(clienttest.AliceToken+"\n", "login", "--url", strings.TrimPrefix(s.URL, "http://"))
+	if r.code != 0 {
+		t.Fatalf("login without a scheme: exit %d: %s", r.code, r.stderr)
+	}
+	contains(t, "login without a scheme", r.stderr, "has no scheme: using "+s.URL)
 }
 
 func TestLogoutRevokes(t *testing.T) {
@@ -97,7 +104,20 @@ func TestLogoutRevokes(t *testing.T) {
 	laptop.fails(exitAuth, "", "whoami")
 	// The token no longer works anywhere.
 	laptop.env = []string{"ENVLEASE_URL=" + s.URL, "ENVLEASE_TOKEN=" + token}
-	laptop.fails(exitAuth, "", "whoami")
+	r := laptop.fails(exitAuth, "", "whoami")
+	contains(t, "a revoked token's error", r.stderr, "revoked", "envlease login --url URL")
+	laptop.env = nil
+
+	// A profile whose token no longer works is forgotten by logout --revoke
+	// all the same: there is nothing left to revoke.
+	laptop.login(token2(t, admin))
+	admin.ok("keys", "revoke", laptopKey(t, laptop))
+	r = laptop.run("", "logout", "--revoke")
+	if r.code != 0 {
+		t.Fatalf("logout --revoke with a revoked token: exit %d: %s", r.code, r.stderr)
+	}
+	contains(t, "logout", r.stderr, "no longer works", "Logged out")
+	contains(t, "whoami after logout", laptop.fails(exitAuth, "", "whoami").stderr, "not logged in")
 	// And the admin sees it revoked.
 	var keys struct {
 		Keys []struct {
@@ -111,4 +131,20 @@ func TestLogoutRevokes(t *testing.T) {
 			t.Fatal("logout --revoke left the token valid")
 		}
 	}
+}
+
+// token2 is a second CLI token of alice's.
+func token2(t *testing.T, admin *user) string {
+	t.Helper()
+	return strings.TrimSpace(admin.ok("tokens", "create", "laptop-2"))
+}
+
+// laptopKey is the key id of the token u is logged in with.
+func laptopKey(t *testing.T, u *user) string {
+	t.Helper()
+	var who struct {
+		Identity client.Identity `json:"identity"`
+	}
+	u.json(&who, "whoami")
+	return who.Identity.Key.ID
 }

@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
 
 	"github.com/spf13/cobra"
+
+	"github.com/envlease/envlease/shared/client"
 )
 
 func (a *app) logoutCommand() *cobra.Command {
@@ -28,21 +31,13 @@ everywhere, not only on this machine.`,
 			if cfg.Profiles[name] == nil {
 				return &authError{msg: fmt.Sprintf("profile %q is not logged in", name)}
 			}
+			// The profile is forgotten whatever the revoke does: a token
+			// that no longer works (expired, revoked) has nothing left to
+			// revoke, and a user who logs out must not be kept logged in.
 			var revoked string
+			var revokeErr error
 			if revoke {
-				s, err := a.session()
-				if err != nil {
-					return err
-				}
-				id, err := s.client.Whoami(ctx)
-				if err != nil {
-					return err
-				}
-				k, err := s.client.RevokeKey(ctx, id.Key.ID)
-				if err != nil {
-					return fmt.Errorf("revoking %s: %w", id.Key.ID, err)
-				}
-				revoked = k.ID
+				revoked, revokeErr = a.revokeOwnToken(ctx)
 			}
 			delete(cfg.Profiles, name)
 			if cfg.Default == name {
@@ -55,6 +50,9 @@ everywhere, not only on this machine.`,
 				a.say("Revoked token %s.", revoked)
 			}
 			a.say("Logged out of profile %q.", name)
+			if revokeErr != nil {
+				return fmt.Errorf("the profile is forgotten, but its token was NOT revoked: %w; revoke it with 'envlease keys revoke KEY_ID' from another login, or in the console", revokeErr)
+			}
 			if a.json() {
 				return a.printJSON(map[string]any{"profile": name, "revoked": revoked})
 			}
@@ -63,4 +61,26 @@ everywhere, not only on this machine.`,
 	}
 	cmd.Flags().BoolVar(&revoke, "revoke", false, "revoke the token at the API too")
 	return cmd
+}
+
+// revokeOwnToken revokes the token the session uses. A token the service no
+// longer accepts (401: expired, revoked, unknown) needs no revoking.
+func (a *app) revokeOwnToken(ctx context.Context) (string, error) {
+	s, err := a.session()
+	if err != nil {
+		return "", err
+	}
+	id, err := s.client.Whoami(ctx)
+	if client.StatusOf(err) == http.StatusUnauthorized {
+		a.say("The token no longer works (%v): nothing to revoke.", err)
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	k, err := s.client.RevokeKey(ctx, id.Key.ID)
+	if err != nil {
+		return "", fmt.Errorf("revoking %s: %w", id.Key.ID, err)
+	}
+	return k.ID, nil
 }

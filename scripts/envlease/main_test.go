@@ -72,6 +72,9 @@ func (u *user) run(stdin string, args ...string) result {
 		"HOME=" + u.home,
 		"XDG_CONFIG_HOME=" + filepath.Join(u.home, ".config"),
 		"PATH=" + os.Getenv("PATH"),
+		// A refused connection is reported at once, not waited for as a
+		// local server still starting (a test that waits sets its own).
+		"ENVLEASE_SERVER_WAIT=0",
 	}, u.env...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer

@@ -74,7 +74,7 @@ func (a *app) ciToken(url string) (string, error) {
 	if tok := readCICache(key); tok != "" {
 		return tok, nil
 	}
-	c, err := client.New(url, "", client.WithUserAgent(userAgent()))
+	c, err := a.newClient(url, "")
 	if err != nil {
 		return "", usagef("%v", err)
 	}
@@ -203,7 +203,7 @@ organization.`,
 			if idToken == "" {
 				return usagef("no CI identity: set ENVLEASE_OIDC to the job's identity token, or run in GitHub Actions with permissions: id-token: write")
 			}
-			c, err := client.New(url, "", client.WithUserAgent(userAgent()))
+			c, err := a.newClient(url, "")
 			if err != nil {
 				return usagef("%v", err)
 			}

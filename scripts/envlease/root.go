@@ -183,14 +183,7 @@ func (a *app) printError(err error, code int) {
 		fmt.Fprintln(a.stderr, string(b))
 		return
 	}
-	msg := err.Error()
-	switch {
-	case code == exitTimeout && !errors.Is(err, errTimedOut):
-		msg = "timed out: " + msg
-	case code == exitInterrupted:
-		msg = "interrupted"
-	}
-	fmt.Fprintln(a.stderr, "envlease: "+msg)
+	fmt.Fprintln(a.stderr, "envlease: "+a.explain(err, code))
 }
 
 // isTerminal reports whether f is a terminal (progress bars and prompts
