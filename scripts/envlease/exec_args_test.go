@@ -60,3 +60,22 @@ func TestExecArgs(t *testing.T) {
 		})
 	}
 }
+
+func TestNearest(t *testing.T) {
+	cases := []struct {
+		name string
+		of   []string
+		want string
+	}{
+		{"shel", []string{"shell", "sleeper", "warmweb"}, "shell"},
+		{"tempalte", []string{"template", "timeout", "share"}, "template"},
+		{"wrmweb", []string{"shell", "warmweb"}, "warmweb"},
+		{"postgres", []string{"shell", "warmweb"}, ""},
+		{"x", []string{"shell"}, ""},
+	}
+	for _, c := range cases {
+		if got := nearest(c.name, c.of); got != c.want {
+			t.Errorf("nearest(%q, %q) = %q, want %q", c.name, c.of, got, c.want)
+		}
+	}
+}

@@ -44,6 +44,10 @@ func TestClientErrorsSayWhatToDo(t *testing.T) {
 			exitAuth, []string{"unknown token", "envlease login --url URL"}},
 		{"malformed token", []string{"ENVLEASE_URL=" + s.URL, "ENVLEASE_TOKEN=short"}, []string{"whoami"},
 			exitAuth, []string{"malformed bearer token", "envlease login --url URL"}},
+		{"mistyped flag", []string{"ENVLEASE_URL=" + s.URL, "ENVLEASE_TOKEN=" + clienttest.BobToken}, []string{"lease", "--tempalte", "shell"},
+			exitUsage, []string{"unknown flag: --tempalte", "did you mean --template?"}},
+		{"unknown template", []string{"ENVLEASE_URL=" + s.URL, "ENVLEASE_TOKEN=" + clienttest.BobToken}, []string{"lease", "--template", "shel", "--no-sandbox"},
+			exitError, []string{`unknown template "shel"`, "Did you mean --template shell?"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -90,7 +90,7 @@ service answered 502 or 503 never leases twice.`,
 			req.IdempotencyKey = newIdempotencyKey()
 			leased, err := s.client.Lease(ctx, req)
 			if err != nil {
-				return err
+				return templateHint(ctx, s.client, req.Template, err)
 			}
 			env := leased.Environment
 			if wait {

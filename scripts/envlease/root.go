@@ -96,7 +96,7 @@ ENVLEASE_PROFILE selects a profile like --profile.`,
 			return nil
 		},
 	}
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{msg: err.Error()} })
+	root.SetFlagErrorFunc(flagError)
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.profileFlag, "profile", "", "the profile to use (default: the config's default profile)")
 	pf.StringVarP(&a.output, "output", "o", "table", "output format: table or json (json goes to standard output; messages to standard error); usage and budgets also csv")

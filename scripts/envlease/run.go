@@ -137,7 +137,7 @@ func (a *app) runWith(ctx context.Context, o runOptions, argv []string) error {
 	req.IdempotencyKey = newIdempotencyKey()
 	leased, err := s.client.Lease(ctx, req)
 	if err != nil {
-		return err
+		return templateHint(ctx, s.client, req.Template, err)
 	}
 	markStep("lease")
 	env := leased.Environment

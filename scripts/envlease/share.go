@@ -58,6 +58,9 @@ func findTemplate(ctx context.Context, c *client.Client, name string) (domain.Te
 	if name == "" {
 		return domain.Template{}, usagef("give --template: your organization has %d templates (%s)", len(names), strings.Join(names, ", "))
 	}
+	if s := nearest(name, names); s != "" {
+		return domain.Template{}, fmt.Errorf("template %q is not one of your organization's (%s); did you mean --template %s?", name, strings.Join(names, ", "), s)
+	}
 	return domain.Template{}, fmt.Errorf("template %q is not one of your organization's (%s)", name, strings.Join(names, ", "))
 }
 
