@@ -32,6 +32,17 @@ var openBrowser = func(target string) error {
 	return cmd.Start()
 }
 
+// hasDisplay reports whether a browser can be opened here: macOS and
+// Windows always have a desktop; elsewhere a graphical session sets
+// DISPLAY or WAYLAND_DISPLAY.
+func hasDisplay(getenv func(string) string) bool {
+	switch runtime.GOOS {
+	case "darwin", "windows":
+		return true
+	}
+	return getenv("DISPLAY") != "" || getenv("WAYLAND_DISPLAY") != ""
+}
+
 // signInPoll is how often the command looks whether the page has spent the
 // code, to remove the sign-in file as soon as it has served.
 var signInPoll = time.Second
@@ -65,6 +76,10 @@ token of its own (named "console sign-in", valid 12 hours, listed by
 'envlease keys ls'), shows whose account it is and signs in only when you
 confirm.
 
+Without a display (DISPLAY and WAYLAND_DISPLAY unset, as over ssh) envlease
+prints the sign-in address and how long it works instead, for a browser
+elsewhere, and exits.
+
 It needs a person's CLI token: an organization API key is pasted into the
 console's sign-in form instead.`,
 		Args: args(0),
@@ -82,7 +97,16 @@ console's sign-in form instead.`,
 			if err != nil {
 				return fmt.Errorf("asking for a console sign-in code: %w", err)
 			}
-			file, cleanup, err := writeSignInPage(page.String() + "#code=" + url.QueryEscape(code.Code))
+			signIn := page.String() + "#code=" + url.QueryEscape(code.Code)
+			if !hasDisplay(a.getenv) {
+				// Nothing to open a browser on (ssh, a container): the
+				// address goes to this terminal, the user's own, for a
+				// browser elsewhere.
+				a.say("No display to open a browser on. Open this address in a browser within %.0f seconds (until %s); it signs in once:\n\n  %s\n\nOr open %s and sign in with a token.",
+					consoleCodeLifetime.Seconds(), code.Expires.Local().Format("15:04:05"), signIn, page)
+				return nil
+			}
+			file, cleanup, err := writeSignInPage(signIn)
 			if err != nil {
 				return err
 			}

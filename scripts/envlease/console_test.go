@@ -44,7 +44,7 @@ func console(t *testing.T, base, token string, use func(address string)) (file, 
 		return nil
 	}
 	t.Cleanup(func() { openBrowser, signInPoll = saved, savedPoll })
-	env := map[string]string{"ENVLEASE_URL": base, "ENVLEASE_TOKEN": token, "HOME": t.TempDir(), "XDG_CONFIG_HOME": t.TempDir()}
+	env := map[string]string{"ENVLEASE_URL": base, "ENVLEASE_TOKEN": token, "HOME": t.TempDir(), "XDG_CONFIG_HOME": t.TempDir(), "DISPLAY": ":0"}
 	var out, errb bytes.Buffer
 	done := make(chan int, 1)
 	go func() {
@@ -120,4 +120,19 @@ func TestConsoleRefusesAnOrganizationKey(t *testing.T) {
 	if code == 0 || opened != "" || !strings.Contains(stderr, "organization API key") {
 		t.Fatalf("exit %d, opened %q: %s", code, opened, stderr)
 	}
+}
+
+// Without a display the sign-in address is printed, with how long it
+// works, and no browser is started.
+func TestConsoleWithoutADisplayPrintsTheAddress(t *testing.T) {
+	s := clienttest.Start(t)
+	saved := openBrowser
+	openBrowser = func(string) error { t.Error("a browser was started without a display"); return nil }
+	t.Cleanup(func() { openBrowser = saved })
+	env := map[string]string{"ENVLEASE_URL": s.URL, "ENVLEASE_TOKEN": clienttest.AliceToken, "HOME": t.TempDir(), "XDG_CONFIG_HOME": t.TempDir()}
+	var out, errb bytes.Buffer
+	if code := run([]string{"console"}, strings.NewReader(""), &out, &errb, func(k string) string { return env[k] }); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	contains(t, "console's message", errb.String(), "No display", "within 60 seconds", s.URL+"/#code=elc_", "signs in once")
 }
