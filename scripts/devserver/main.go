@@ -29,7 +29,6 @@ import (
 	"github.com/envlease/envlease/shared/fixture"
 	"github.com/envlease/envlease/shared/httpapi"
 	"github.com/envlease/envlease/shared/nodes"
-	"github.com/envlease/envlease/shared/platform"
 	"github.com/envlease/envlease/shared/store"
 )
 
@@ -69,7 +68,8 @@ type deps struct {
 }
 
 func main() {
-	addr := flag.String("addr", "127.0.0.1:8080", "listen address of the API")
+	addr := flag.String("addr", "127.0.0.1:8080", "listen address of the API (log in with envlease login --url http://<addr>)")
+	logFile := flag.String("log-file", defaultLogFile(), "where the JSON request log goes (- for standard error); warnings and errors are shown here too")
 	fixturePath := flag.String("fixture", "", "organization configuration file (default: the built-in demo, scripts/devserver/demo.json)")
 	sweep := flag.Duration("sweep", 15*time.Second, "how often the timeout and expiry jobs and the lost-node sweep run")
 	dataDir := flag.String("data", "", "folder for S3 objects (default: a temporary folder removed on exit)")
@@ -81,12 +81,18 @@ func main() {
 	dynamo := flag.String("dynamo", "minidyn", "the local DynamoDB: minidyn (in-process, starts at once) or local (Amazon's DynamoDB Local; needs Java, strict like DynamoDB)")
 	flag.Parse()
 
-	log := platform.Logger(os.Stderr, *logLevel)
+	log, closeLog, err := openLog(*logFile, *logLevel, os.Stderr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "devserver:", err)
+		os.Exit(1)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	opts := options{addr: *addr, fixture: *fixturePath, dataDir: *dataDir, dynamo: *dynamo, sweep: *sweep, out: os.Stdout, progress: os.Stderr,
-		webhooks: *hooks, allowLocalHooks: *allowLocal, allowLocalIssuers: *allowLocalOIDC, containers: *containers}
-	if err := run(ctx, opts, log); err != nil {
+		webhooks: *hooks, allowLocalHooks: *allowLocal, allowLocalIssuers: *allowLocalOIDC, containers: *containers, logFile: *logFile}
+	err = run(ctx, opts, log)
+	closeLog()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "devserver:", err)
 		os.Exit(1)
 	}
@@ -111,6 +117,8 @@ type options struct {
 	containers bool
 	// out receives the banner; progress the start-up and shutdown notes.
 	out, progress io.Writer
+	// logFile is -log-file, for the banner to name.
+	logFile string
 	// ready, when set, is called with the base URL once the API serves.
 	ready func(baseURL string)
 	// wrap, when set, wraps the API's handler: the end-to-end tests check
@@ -150,8 +158,11 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	}
 
 	ln, err := net.Listen("tcp", addr)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("listen on %s: the address is already in use (another dev server?): stop what has it, or start this one on another address with -addr, such as -addr 127.0.0.1:8081, and log in with envlease login --url http://127.0.0.1:8081", addr)
+	}
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", addr, err)
+		return fmt.Errorf("listen on %s (-addr): %w", addr, err)
 	}
 	defer ln.Close()
 
@@ -203,7 +214,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	stopAll := func() { stopOnce.Do(stopBackground) }
 	defer stopAll()
 
-	printBanner(o.out, d.baseURL, be, file, containerNote)
+	printBanner(o.out, d.baseURL, be, file, containerNote, o.logFile)
 	if o.ready != nil {
 		o.ready(d.baseURL)
 	}
@@ -231,13 +242,16 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	return nil
 }
 
-func printBanner(w io.Writer, base string, be backends, f fixture.File, containers string) {
-	fmt.Fprintf(w, "\nenvlease is running at %s\n", base)
+func printBanner(w io.Writer, base string, be backends, f fixture.File, containers, logFile string) {
+	fmt.Fprintf(w, "\nenvlease is running at %s  (another address: -addr)\n", base)
 	fmt.Fprintf(w, "  Console:       %s/  (sign in with a demo token below)\n", base)
 	fmt.Fprintf(w, "  DynamoDB (%s): %s  table %s\n", be.dynamoKind, be.dynamoEndpoint, be.table)
 	fmt.Fprintf(w, "  S3 (%s):     %s  bucket %s\n", be.s3Kind, be.s3Endpoint, be.bucket)
 	if containers != "" {
 		fmt.Fprintf(w, "  %s\n", containers)
+	}
+	if logFile != "" && logFile != "-" {
+		fmt.Fprintf(w, "  Request log:   %s  (warnings and errors show here too; -log-file - puts it all here)\n", logFile)
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Demo tokens:")
@@ -248,7 +262,8 @@ func printBanner(w io.Writer, base string, be backends, f fixture.File, containe
 			}
 		}
 	}
-	fmt.Fprintf(w, "\nTry: curl -s -H 'Authorization: Bearer %s' %s/v1/keys\n", firstToken(f), base)
+	fmt.Fprintf(w, "\nTry: echo %s | envlease login --url %s\n", firstToken(f), base)
+	fmt.Fprintf(w, " or: curl -s -H 'Authorization: Bearer %s' %s/v1/keys\n", firstToken(f), base)
 	fmt.Fprintln(w, "Stop with Ctrl-C.")
 }
 
