@@ -47,6 +47,7 @@ up to --timeout).`,
 		}),
 	}
 	f.add(cmd)
+	cmd.Flags().BoolVarP(&a.quiet, "quiet", "q", false, "print only the checkpoint artifact's id")
 	return cmd
 }
 
@@ -77,6 +78,7 @@ A checkpoint that fails leaves the environment running.`,
 		}),
 	}
 	f.add(cmd)
+	cmd.Flags().BoolVarP(&a.quiet, "quiet", "q", false, "print only the checkpoint artifact's id")
 	return cmd
 }
 
@@ -111,6 +113,7 @@ fails the environment, naming it. --wait waits until it is ready.`,
 	}
 	cmd.Flags().StringVar(&name, "name", "", "the environment's name (default: the template's)")
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the environment is ready")
+	cmd.Flags().BoolVarP(&a.quiet, "quiet", "q", false, "print only the environment's id")
 	return cmd
 }
 
@@ -147,6 +150,7 @@ until the copy is ready.`,
 	f.add(cmd)
 	cmd.Flags().StringVar(&name, "env-name", "", "the copy's name (default: the template's)")
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the copy is ready")
+	cmd.Flags().BoolVarP(&a.quiet, "quiet", "q", false, "print only the copy's id")
 	return cmd
 }
 
@@ -189,6 +193,10 @@ func (a *app) leaseFrom(ctx context.Context, s *session, art domain.Artifact, na
 func (a *app) printCheckpoint(ans client.CheckpointAnswer) error {
 	if a.json() {
 		return a.printJSON(ans)
+	}
+	if a.quiet {
+		_, err := fmt.Fprintln(a.stdout, ans.Artifact.ID)
+		return err
 	}
 	t := newTable(a.stdout, "ARTIFACT", "NAME", "FILES", "BYTES", "SIZE", "EXPIRES")
 	t.row(ans.Artifact.ID, ans.Artifact.Name, strconv.Itoa(ans.Checkpoint.Files), size(ans.Checkpoint.Bytes), size(ans.Artifact.Size), ans.Artifact.Expires.Local().Format("2006-01-02 15:04"))

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -16,6 +17,11 @@ func (a *app) printEnvironment(e domain.Environment) error {
 	if a.json() {
 		return a.printJSON(e)
 	}
+	if a.quiet {
+		_, err := fmt.Fprintln(a.stdout, e.ID)
+		return err
+	}
+	defer a.sayHowToReach([]domain.Environment{e})
 	now := time.Now()
 	readyIn := ""
 	if e.ReadyMs != nil {
@@ -57,6 +63,31 @@ func (a *app) printEnvironment(e domain.Environment) error {
 		"STOPPED", stopped,
 		"SNAPSHOT", e.Snapshot,
 	)
+}
+
+// sayHowToReach tells, on standard error, how to reach the exports of the
+// live environments shown: their listen addresses on this machine answer
+// only while something forwards them, and without a sandbox they have none.
+func (a *app) sayHowToReach(envs []domain.Environment) {
+	var listen, none []string
+	for _, e := range envs {
+		if !e.State.Live() || len(e.Exports) == 0 {
+			continue
+		}
+		if e.Exports[0].Listen != "" {
+			listen = append(listen, e.ID)
+		} else {
+			none = append(none, e.ID)
+		}
+	}
+	if len(listen) == 1 {
+		a.say("The export addresses answer while they are forwarded: envlease port-forward %s (or lease with --forward).", listen[0])
+	} else if len(listen) > 1 {
+		a.say("Export addresses answer while they are forwarded: envlease port-forward ID (or lease with --forward).")
+	}
+	if len(none) > 0 {
+		a.say("%s has exports but no sandbox to listen on: lease with this machine as the sandbox ('envlease sandbox register', then lease --forward) to reach them.", strings.Join(none, ", "))
+	}
 }
 
 func readyAfter(t *time.Time, after string, now time.Time) string {

@@ -7,7 +7,7 @@ import (
 )
 
 func (a *app) getCommand() *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:               "get ID",
 		Short:             "Show an environment, in any state",
 		Args:              args(1),
@@ -24,4 +24,6 @@ func (a *app) getCommand() *cobra.Command {
 			return a.printEnvironment(e)
 		}),
 	}
+	cmd.Flags().BoolVarP(&a.quiet, "quiet", "q", false, "print only the environment's id")
+	return cmd
 }

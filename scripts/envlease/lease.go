@@ -13,6 +13,7 @@ import (
 
 	"github.com/envlease/envlease/shared/client"
 	"github.com/envlease/envlease/shared/domain"
+	"github.com/envlease/envlease/shared/tunnel"
 )
 
 // defaultWait bounds `lease --wait` when --timeout is not given.
@@ -27,6 +28,7 @@ func (a *app) leaseCommand() *cobra.Command {
 		req        client.LeaseRequest
 		labelArgs  []string
 		wait       bool
+		forward    bool
 		noSandbox  bool
 		sandboxArg string
 		shareArgs  []string
@@ -43,6 +45,11 @@ Leases name the profile's sandbox (see 'envlease sandbox register'), so the
 environment's exports get listen addresses on this machine. Beyond the
 template's quota the lease is refused with exit code 5.
 
+--forward waits as --wait does, then carries the exports' listen addresses on
+this machine to the environment (as 'envlease port-forward' does) until
+Ctrl-C; the environment runs on afterwards. Without it the addresses answer
+only while 'envlease port-forward ID' runs.
+
 --share NAME=DIR sends the files of the local folder DIR into the template's
 share NAME: they are packed (the share's exclude patterns and --exclude
 applied; regular files, folders and symbolic links that stay inside) into a
@@ -54,7 +61,8 @@ service answered 502 or 503 never leases twice.`,
 		Example: `  envlease lease --template shell
   envlease lease --template shell --share src=. --exclude node_modules --wait
   envlease lease --template shell --label team=web --label pr=42 --idle 15m --wait
-  ID=$(envlease lease --template shell -o json | jq -r .environment.id)`,
+  envlease lease --template shell --forward
+  ID=$(envlease lease --template shell --wait -q)`,
 		Args: args(0),
 		RunE: a.runE(func(ctx context.Context, cmd *cobra.Command, _ []string) error {
 			var err error
@@ -93,11 +101,14 @@ service answered 502 or 503 never leases twice.`,
 				return templateHint(ctx, s.client, req.Template, err)
 			}
 			env := leased.Environment
-			if wait {
+			if wait || forward {
 				a.say("Leased %s; waiting for it to be ready…", env.ID)
 				if env, err = a.waitReady(ctx, s.client, env, nil); err != nil {
 					return err
 				}
+			}
+			if forward {
+				return a.leaseAndForward(ctx, s, env)
 			}
 			if a.json() {
 				leased.Environment = env
@@ -120,6 +131,8 @@ service answered 502 or 503 never leases twice.`,
 	f.StringVar(&sandboxArg, "sandbox", "", "the sandbox to forward exports to (default: the profile's)")
 	f.BoolVar(&noSandbox, "no-sandbox", false, "lease without a sandbox")
 	f.BoolVarP(&wait, "wait", "w", false, "wait until the environment is ready")
+	f.BoolVar(&forward, "forward", false, "wait until ready, then forward its exports to this machine until Ctrl-C (as port-forward does); the environment runs on")
+	f.BoolVarP(&a.quiet, "quiet", "q", false, "print only the environment's id")
 	_ = cmd.MarkFlagRequired("template")
 	_ = cmd.RegisterFlagCompletionFunc("template", a.completeTemplates)
 	return cmd
@@ -214,4 +227,31 @@ func (a *app) waitReady(ctx context.Context, c *client.Client, env domain.Enviro
 		}
 		env = next
 	}
+}
+
+// leaseAndForward prints the ready environment, then forwards its exports
+// until Ctrl-C, which ends forwarding, not the lease.
+func (a *app) leaseAndForward(ctx context.Context, s *session, env domain.Environment) error {
+	if a.json() {
+		if err := a.printJSON(client.Leased{Environment: env}); err != nil {
+			return err
+		}
+	} else if a.quiet {
+		fmt.Fprintln(a.stdout, env.ID)
+	} else if err := details(a.stdout, "ID", env.ID, "TEMPLATE", env.Template, "STATE", string(env.State)); err != nil {
+		return err
+	}
+	if len(env.Exports) == 0 {
+		a.say("%s has no exports to forward.", env.ID)
+		return nil
+	}
+	if env.Sandbox == "" {
+		return fmt.Errorf("%s was leased without a sandbox, so its exports have no address on this machine: lease without --no-sandbox", env.ID)
+	}
+	err := tunnel.Forward(ctx, s.client, env.ID, a.forwardEvent(env.ID), tunnel.Options{})
+	if errors.Is(err, context.Canceled) {
+		a.say("Stopped forwarding; %s runs on ('envlease rm %s' deletes it).", env.ID, env.ID)
+		return nil
+	}
+	return err
 }

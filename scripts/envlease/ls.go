@@ -75,7 +75,11 @@ every state with --all. At most --limit are shown (0: all of them).`,
 				}
 				t.row(e.ID, e.Name, e.Template, string(e.State), ago(e.Created, now), idle, orDash(exports(e.Exports)))
 			}
-			return t.flush()
+			if err := t.flush(); err != nil {
+				return err
+			}
+			a.sayHowToReach(envs)
+			return nil
 		}),
 	}
 	f := cmd.Flags()

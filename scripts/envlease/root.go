@@ -29,6 +29,9 @@ type app struct {
 	profileFlag string
 	output      string
 	timeout     time.Duration
+	// quiet is -q of the commands that make or show one thing: print
+	// only its id, for a script to keep.
+	quiet bool
 
 	// started is set once a command's own code runs: an error before that
 	// (an unknown command or flag, a wrong number of arguments, a missing
