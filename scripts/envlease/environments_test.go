@@ -103,7 +103,7 @@ func TestOrganizationListings(t *testing.T) {
 	if !names["shell"] || !names["sleeper"] || len(templates.Pools) == 0 {
 		t.Fatalf("templates: %+v", templates)
 	}
-	contains(t, "templates", u.ok("templates"), "NAME", "shell", "sleeper", "web:8080", "30m", "6h")
+	contains(t, "templates", u.ok("templates"), "NAME", "shell", "sleeper", "web:8080", "SHARES", "src=/workspace", "30m", "6h")
 
 	u.ok("lease", "-t", "sleeper")
 	var quotas struct {

@@ -33,6 +33,7 @@ func (a *app) leaseCommand() *cobra.Command {
 		sandboxArg string
 		shareArgs  []string
 		excludes   []string
+		noIgnore   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "lease --template T [--share NAME=DIR]... [--label K=V]... [--idle D] [--hard D] [--name N]",
@@ -52,7 +53,9 @@ only while 'envlease port-forward ID' runs.
 
 --share NAME=DIR sends the files of the local folder DIR into the template's
 share NAME: they are packed (the share's exclude patterns and --exclude
-applied; regular files, folders and symbolic links that stay inside) into a
+applied; regular files, folders and symbolic links that stay inside; .git
+and what the folder's .gitignore and .envleaseignore files match left out,
+unless --no-ignore) into a
 tar.zst, uploaded as an artifact that expires an hour after the lease's hard
 timeout, and unpacked at the share's path before the command starts.
 
@@ -91,7 +94,7 @@ service answered 502 or 503 never leases twice.`,
 				if err != nil {
 					return err
 				}
-				if req.Shares, err = a.uploadShares(ctx, s.client, t, req.Hard, shares, excludes); err != nil {
+				if req.Shares, err = a.uploadShares(ctx, s.client, t, req.Hard, shares, excludes, noIgnore); err != nil {
 					return err
 				}
 			}
@@ -122,6 +125,7 @@ service answered 502 or 503 never leases twice.`,
 	f.StringArrayVarP(&labelArgs, "label", "l", nil, "a label KEY=VALUE (repeatable)")
 	f.StringArrayVar(&shareArgs, "share", nil, "send the files of the local folder DIR into the template's share NAME, as NAME=DIR (repeatable)")
 	f.StringArrayVar(&excludes, "exclude", nil, "leave out of every --share what matches this pattern, besides the template's excludes (repeatable)")
+	f.BoolVar(&noIgnore, "no-ignore", false, "send .git and what .gitignore and .envleaseignore files match too")
 	f.StringVar(&req.Idle, "idle", "", "idle timeout, such as 15m (default and upper bound: the template's)")
 	f.StringVar(&req.Hard, "hard", "", "hard timeout, such as 2h (default and upper bound: the template's)")
 	f.StringVar(&req.Name, "name", "", "the environment's name (default: the template's)")

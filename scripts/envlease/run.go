@@ -34,6 +34,7 @@ const releaseWait = 30 * time.Second
 type runOptions struct {
 	template, name, idle, hard string
 	shares, excludes, labels   []string
+	noIgnore                   bool
 }
 
 func (a *app) runCommand() *cobra.Command {
@@ -79,6 +80,7 @@ runs use the usual exit codes ('envlease help exit-codes').
 	f.StringVarP(&o.template, "template", "t", "", "the template to lease from (default: the organization's only one)")
 	f.StringArrayVar(&o.shares, "share", nil, "send the files of the local folder DIR into the template's share NAME, as NAME=DIR (repeatable)")
 	f.StringArrayVar(&o.excludes, "exclude", nil, "leave out of every --share what matches this pattern, besides the template's excludes (repeatable)")
+	f.BoolVar(&o.noIgnore, "no-ignore", false, "send .git and what .gitignore and .envleaseignore files match too")
 	f.StringArrayVarP(&o.labels, "label", "l", nil, "a label KEY=VALUE (repeatable)")
 	f.StringVar(&o.idle, "idle", "", "idle timeout, such as 15m (default and upper bound: the template's)")
 	f.StringVar(&o.hard, "hard", "", "hard timeout, such as 2h (default and upper bound: the template's)")
@@ -130,7 +132,7 @@ func (a *app) runWith(ctx context.Context, o runOptions, argv []string) error {
 		}
 		markStep("template")
 		req.Template = t.Name
-		if req.Shares, err = a.uploadShares(ctx, s.client, t, o.hard, shares, o.excludes); err != nil {
+		if req.Shares, err = a.uploadShares(ctx, s.client, t, o.hard, shares, o.excludes, o.noIgnore); err != nil {
 			return err
 		}
 	}

@@ -56,6 +56,9 @@ func shareTree(t *testing.T) string {
 	write("sub/b.txt", "beta")
 	write("debug.log", "excluded by the template")
 	write("node_modules/x.js", "excluded by --exclude")
+	write(".git/HEAD", "a repository's own: never shared")
+	write(".gitignore", "secret.txt\n")
+	write("secret.txt", "ignored by .gitignore")
 	for name, target := range map[string]string{"link": "a.txt", "out": "../../etc/passwd", "abs": "/etc/passwd"} {
 		if err := os.Symlink(target, filepath.Join(dir, name)); err != nil {
 			t.Fatal(err)
@@ -84,14 +87,15 @@ func TestLeaseShareSendsFiles(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("lease --share: exit %d\n%s", r.code, r.stderr)
 	}
-	contains(t, "lease --share stderr", r.stderr, "Packing share src", "left out abs", "left out out", "Uploaded share src as art_")
+	contains(t, "lease --share stderr", r.stderr, "Packing share src", "left out abs", "left out out", "Uploaded share src as art_",
+		"4 paths left out: .git, what .gitignore")
 	var leased client.Leased
 	if err := json.Unmarshal([]byte(r.stdout), &leased); err != nil {
 		t.Fatal(err)
 	}
 	env := leased.Environment
 	if len(env.Shares) != 1 || !strings.HasPrefix(env.Shares[0].Artifact, "art_") || env.Shares[0].LocalPath != dir ||
-		!slices.Equal(env.Shares[0].Files, []string{"a.txt", "link", "sub/b.txt"}) || env.Shares[0].EnvPath != "/workspace/src" {
+		!slices.Equal(env.Shares[0].Files, []string{".gitignore", "a.txt", "link", "sub/b.txt"}) || env.Shares[0].EnvPath != "/workspace/src" {
 		t.Fatalf("shares %+v", env.Shares)
 	}
 	target := env.Exports[0].Target
@@ -100,7 +104,7 @@ func TestLeaseShareSendsFiles(t *testing.T) {
 			t.Errorf("%s: %d %q, want %q", path, code, body, want)
 		}
 	}
-	for _, path := range []string{"/src/debug.log", "/src/node_modules/x.js", "/src/out", "/src/abs"} {
+	for _, path := range []string{"/src/debug.log", "/src/node_modules/x.js", "/src/out", "/src/abs", "/src/.git/HEAD", "/src/secret.txt"} {
 		if code, _ := fetch(t, s, env.ID, target, path); code != 404 {
 			t.Errorf("%s: %d, want 404", path, code)
 		}

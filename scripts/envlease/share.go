@@ -69,7 +69,7 @@ func findTemplate(ctx context.Context, c *client.Client, name string) (domain.Te
 // into a tar.zst, pushes it as an artifact that lives as long as the lease
 // can (hard + shareMargin), and returns the lease's shares naming them. The
 // file names go along for display when all of them fit the lease's budget.
-func (a *app) uploadShares(ctx context.Context, c *client.Client, t domain.Template, hard string, shares []shareArg, exclude []string) ([]client.ShareRequest, error) {
+func (a *app) uploadShares(ctx context.Context, c *client.Client, t domain.Template, hard string, shares []shareArg, exclude []string, noIgnore bool) ([]client.ShareRequest, error) {
 	if len(shares) == 0 {
 		return nil, nil
 	}
@@ -95,7 +95,7 @@ func (a *app) uploadShares(ctx context.Context, c *client.Client, t domain.Templ
 			}
 			return nil, usagef("--share %s=%s: template %q has no share %q (its shares: %s)", sh.name, sh.dir, t.Name, sh.name, orDash(strings.Join(have, ", ")))
 		}
-		l, err := sharepack.List(sh.dir, append(slices.Clone(t.Shares[idx].Exclude), exclude...))
+		l, err := sharepack.List(sh.dir, append(slices.Clone(t.Shares[idx].Exclude), exclude...), sharepack.Options{NoIgnore: noIgnore})
 		if err != nil {
 			return nil, usagef("--share %s=%s: %v", sh.name, sh.dir, err)
 		}
@@ -109,7 +109,7 @@ func (a *app) uploadShares(ctx context.Context, c *client.Client, t domain.Templ
 	}
 	if names > environments.MaxShareFiles || nameBytes > environments.MaxShareFileBytes {
 		// The names are for display only; the archives carry the files.
-		a.say("The shares hold %d files, more than a lease lists (%d names, %s); the environment will show no file names.",
+		a.say("All %d files are sent, but the environment's details will not list their names: they list at most %d (%s of names).",
 			names, environments.MaxShareFiles, size(environments.MaxShareFileBytes))
 		for i := range reqs {
 			reqs[i].Files = nil
@@ -127,7 +127,11 @@ func (a *app) uploadShares(ctx context.Context, c *client.Client, t domain.Templ
 
 // pushShare packs one listing into a temporary file and pushes it.
 func (a *app) pushShare(ctx context.Context, c *client.Client, name string, l sharepack.Listing, expires string) (string, error) {
-	a.say("Packing share %s from %s: %d files, %s.", name, l.Dir, l.Files, size(l.Bytes))
+	left := ""
+	if l.Ignored > 0 {
+		left = fmt.Sprintf(" (%d paths left out: .git, what .gitignore, .envleaseignore and excludes match; --no-ignore sends all)", l.Ignored)
+	}
+	a.say("Packing share %s from %s: %d files, %s%s.", name, l.Dir, l.Files, size(l.Bytes), left)
 	for _, s := range l.Skipped {
 		a.say("  left out %s: %s", s.Path, s.Why)
 	}

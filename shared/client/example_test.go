@@ -95,7 +95,7 @@ func Example_run() {
 	if err := os.WriteFile(filepath.Join(dir, "index.html"), []byte("hello from the share\n"), 0o644); err != nil {
 		log.Fatal(err)
 	}
-	files, err := sharepack.List(dir, nil)
+	files, err := sharepack.List(dir, nil, sharepack.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -55,14 +55,35 @@ type Listing struct {
 	// files' sizes when listed.
 	Files int
 	Bytes int64
+	// Ignored counts what exclude patterns and ignore files left out (a
+	// folder once, not what it holds).
+	Ignored int
 }
 
+// Options choose what of a folder List leaves out besides its exclude
+// patterns.
+type Options struct {
+	// NoIgnore sends everything: no .git folder left out, no ignore file
+	// read (the CLI's --no-ignore).
+	NoIgnore bool
+}
+
+// IgnoreFile is envlease's own ignore file: the syntax of .gitignore, read
+// after it in every folder, so its lines win (a "!pattern" in it sends what
+// .gitignore leaves out).
+const IgnoreFile = ".envleaseignore"
+
 // List walks dir without following symbolic links and lists what goes into
-// its archive. A path matching one of exclude (domain.Excluded, the rule the
-// service filters share file names with) is left out silently, a folder with
-// everything in it; what the agent would refuse is left out and reported in
+// its archive. Unless o.NoIgnore, what a user keeps out of a repository
+// stays out: the .git folder, and what the .gitignore and .envleaseignore
+// files of dir and its folders match (git's rules, each file for its own
+// folder and below; the global excludes file and .git/info/exclude are not
+// read). A path matching one of exclude (domain.Excluded, the rule the
+// service filters share file names with) is left out too. All of these are
+// left out silently, a folder with everything in it, and counted in
+// Listing.Ignored; what the agent would refuse is left out and reported in
 // Skipped.
-func List(dir string, exclude []string) (Listing, error) {
+func List(dir string, exclude []string, o Options) (Listing, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return Listing{}, err
@@ -78,6 +99,12 @@ func List(dir string, exclude []string) (Listing, error) {
 	if !st.IsDir() {
 		return Listing{}, fmt.Errorf("%s is not a folder", dir)
 	}
+	var ig ignores
+	if !o.NoIgnore {
+		if err := ig.read(abs, nil); err != nil {
+			return Listing{}, err
+		}
+	}
 	l := Listing{Dir: abs}
 	err = filepath.WalkDir(abs, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -91,11 +118,17 @@ func List(dir string, exclude []string) (Listing, error) {
 			return err
 		}
 		rel = filepath.ToSlash(rel)
-		if domain.Excluded(exclude, rel) {
+		if domain.Excluded(exclude, rel) || (!o.NoIgnore && ig.match(rel, d.IsDir())) {
+			l.Ignored++
 			if d.IsDir() {
 				return filepath.SkipDir
 			}
 			return nil
+		}
+		if d.IsDir() && !o.NoIgnore {
+			if err := ig.read(p, strings.Split(rel, "/")); err != nil {
+				return err
+			}
 		}
 		switch t := d.Type(); {
 		case t.IsDir():

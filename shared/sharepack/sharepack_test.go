@@ -89,7 +89,7 @@ func pathsOf(l sharepack.Listing) []string {
 // inside are kept, the others left out with a reason.
 func TestListAppliesExcludesAndKeepsOnlyInsideLinks(t *testing.T) {
 	dir := sample.make(t, sample.names())
-	l, err := sharepack.List(dir, []string{"*.log", "node_modules", "logs"})
+	l, err := sharepack.List(dir, []string{"*.log", "node_modules", "logs"}, sharepack.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestListFollowsALinkToTheFolder(t *testing.T) {
 	if err := os.Symlink(dir, link); err != nil {
 		t.Fatal(err)
 	}
-	l, err := sharepack.List(link, nil)
+	l, err := sharepack.List(link, nil, sharepack.Options{})
 	if err != nil || !slices.Equal(pathsOf(l), []string{"a.txt"}) {
 		t.Fatalf("listing through a link: %q %v", pathsOf(l), err)
 	}
@@ -129,14 +129,14 @@ func TestListFollowsALinkToTheFolder(t *testing.T) {
 
 func TestListRefusesAFile(t *testing.T) {
 	dir := tree{"f": "x"}.make(t, []string{"f"})
-	if _, err := sharepack.List(filepath.Join(dir, "f"), nil); err == nil || !strings.Contains(err.Error(), "not a folder") {
+	if _, err := sharepack.List(filepath.Join(dir, "f"), nil, sharepack.Options{}); err == nil || !strings.Contains(err.Error(), "not a folder") {
 		t.Fatalf("err %v", err)
 	}
 }
 
 func pack(t *testing.T, dir string, exclude ...string) []byte {
 	t.Helper()
-	l, err := sharepack.List(dir, exclude)
+	l, err := sharepack.List(dir, exclude, sharepack.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
