@@ -35,8 +35,9 @@ const exitCodesHelp = `Exit codes of every envlease command:
      not do this (403), or too many failed attempts from this address (429 locked)
   4  not found: no such resource in your organization (404), or it is gone (410:
      an expired artifact, a stopped environment that can no longer be touched)
-  5  quota: the organization runs as many environments of the template as its
-     quota allows (429 quota); delete one first
+  5  quota or budget: the organization runs as many environments of the template
+     as its quota allows (429 quota; delete one first), or a budget of the
+     lease's scope is spent (429 budget; see 'envlease budgets ls')
   6  timeout: --timeout passed, or a wait (lease --wait) ran out
 130  interrupted (Ctrl-C or SIGTERM)
 

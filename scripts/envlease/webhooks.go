@@ -31,7 +31,7 @@ func (a *app) webhooksCreateCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "create URL --type T [--type T]...",
 		Short:   "Add a webhook; its signing secret goes to standard output, shown only this once",
-		Example: `  SECRET=$(envlease webhooks create https://hooks.example.com/envlease --type environment. --type quota.refused)`,
+		Example: `  SECRET=$(envlease webhooks create https://example.com/envlease-hooks --type environment. --type quota.refused)`,
 		Args:    args(1),
 		RunE: a.runE(func(ctx context.Context, cmd *cobra.Command, got []string) error {
 			if len(types) == 0 {

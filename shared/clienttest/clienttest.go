@@ -83,6 +83,12 @@ func WithTemplates(org string, ts ...domain.Template) Option {
 	}
 }
 
+// WithFixture serves f instead of the test fixture: the dev server's demo,
+// for the documentation's examples, which are written against it.
+func WithFixture(f fixture.File) Option {
+	return func(file *fixture.File) { *file = f }
+}
+
 // Start runs the stack until the test ends. Every answer the API gives is
 // checked against the API description, as in the dev server's own tests.
 func Start(t testing.TB, opts ...Option) *Stack {
