@@ -135,8 +135,13 @@ func (f *forwarder) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if e.State != domain.StateReady {
-		return fmt.Errorf("environment %s is %s: its exports can be forwarded once it is ready", e.ID, e.State)
+	switch {
+	case !e.State.Live():
+		// Said as the API says it to a tunnel ticket: it will never be
+		// ready again, so "wait" would be the wrong advice.
+		return fmt.Errorf("environment %s is %s: it no longer runs, so there is nothing to tunnel to", e.ID, e.State)
+	case e.State != domain.StateReady:
+		return fmt.Errorf("environment %s is %s: its exports can be forwarded once it is ready (envlease lease --wait waits for that)", e.ID, e.State)
 	}
 	exports, err := listen(e)
 	if err != nil {
