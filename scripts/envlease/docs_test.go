@@ -119,3 +119,87 @@ func sub(c *cobra.Command, name string) *cobra.Command {
 	}
 	return nil
 }
+
+// docInvocation is an envlease command line of the documentation, from its
+// "envlease" to the end of the shell command it is in.
+var docInvocation = regexp.MustCompile(`(?:^|[\s|;&(]|\$\()envlease((?: [^|;&)#]*)?)`)
+
+// TestDocumentedFlagsExist checks the flags of every envlease command line
+// the documentation shows, inline code too: each is a flag of the command
+// it is given to (or a global one).
+func TestDocumentedFlagsExist(t *testing.T) {
+	a := &app{stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }, output: "table"}
+	root := a.rootCommand()
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
+	checked := 0
+	for _, f := range append([]string{"../../README.md"}, globDocs(t)...) {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for n, l := range strings.Split(string(b), "\n") {
+			var code []string
+			for _, m := range docCode.FindAllStringSubmatch(l, -1) {
+				code = append(code, m[1])
+			}
+			if strings.HasPrefix(strings.TrimSpace(l), "envlease ") || strings.HasPrefix(strings.TrimSpace(l), "$ envlease ") {
+				code = append(code, l)
+			}
+			for _, c := range code {
+				for _, m := range docInvocation.FindAllStringSubmatch(c, -1) {
+					words := strings.Fields(m[1])
+					cmd, rest, err := root.Find(words)
+					if err != nil || cmd == root {
+						continue // TestDocumentedCommandsExist reports those
+					}
+					for _, w := range rest {
+						if w == "--" {
+							break
+						}
+						if !strings.HasPrefix(w, "-") || w == "-" || strings.HasPrefix(w, "-$") {
+							continue
+						}
+						checked++
+						if !hasFlag(cmd, w) {
+							t.Errorf("%s:%d: envlease %s has no flag %s (in %q)", filepath.Base(f), n+1, cmd.Name(), w, strings.TrimSpace(c))
+						}
+					}
+				}
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no flag found in the documentation: the test reads nothing")
+	}
+	t.Logf("%d documented flags checked", checked)
+}
+
+// hasFlag reports whether cmd takes the flag word w (--name, --name=v, -x,
+// -xy for shorthands).
+func hasFlag(cmd *cobra.Command, w string) bool {
+	flags := cmd.Flags()
+	flags.AddFlagSet(cmd.InheritedFlags())
+	if name, ok := strings.CutPrefix(w, "--"); ok {
+		name, _, _ = strings.Cut(name, "=")
+		return flags.Lookup(name) != nil || name == "help"
+	}
+	for _, r := range strings.TrimPrefix(w, "-") {
+		if r == '=' {
+			break
+		}
+		if flags.ShorthandLookup(string(r)) == nil && r != 'h' {
+			return false
+		}
+	}
+	return true
+}
+
+func globDocs(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob("../../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
