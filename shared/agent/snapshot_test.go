@@ -96,7 +96,7 @@ func TestSnapshotRestoreIsConfined(t *testing.T) {
 	}
 	s.runAgentIn(t, work, 300*time.Millisecond)
 
-	snaps.add(t, "art_good", archive(t, dir("work/"), file("work/hello.txt", "hello"), symlink("link", "work/hello.txt"),
+	snaps.add(t, "art_good", tarOf(t, dir("work/"), file("work/hello.txt", "hello"), symlink("link", "work/hello.txt"),
 		hardlink("work/again.txt", "work/hello.txt")).Bytes())
 	good := s.leaseSnapshot(t, "restore", "art_good")
 	e := s.wait(t, good, domain.StateReady)
@@ -128,7 +128,7 @@ func TestSnapshotRestoreIsConfined(t *testing.T) {
 
 	// s -> . makes s/s/s/x, textually <root>/x/../../../sibling = <root>/sibling,
 	// really <root>/../../../sibling: the sibling of the work dir.
-	snaps.add(t, "art_evil", archive(t, symlink("s", "."), symlink("s/s/s/x", "../../../sibling"), file("x/evil", "out")).Bytes())
+	snaps.add(t, "art_evil", tarOf(t, symlink("s", "."), symlink("s/s/s/x", "../../../sibling"), file("x/evil", "out")).Bytes())
 	evil := s.leaseSnapshot(t, "restore", "art_evil")
 	failed := s.wait(t, evil, domain.StateFailed)
 	if !strings.Contains(failed.Error, `"x/evil"`) || !strings.Contains(failed.Error, "outside the folder") {

@@ -1,16 +1,26 @@
-package agent
+// Package archive reads and unpacks the archives that come from members
+// (share and snapshot archives, checkpoints; image layers apply through
+// package image on the same Reader): every pass over an archive goes through
+// Reader, which holds each entry to Limits (entries, the length of a name,
+// the bytes of all names, the bytes of files) before the caller keeps
+// anything of it, and UnpackTarRoot writes what passes through an os.Root.
+// See docs/security.md, "Archives from members".
+package archive
 
 import (
 	"fmt"
 	"math"
+	"strconv"
+	"unicode/utf8"
 )
 
-// ArchiveLimits bound what the archives of one environment, its snapshot and
+// Limits bound what the archives of one environment, its snapshot and
 // every share's archive together, may unpack to: a few kilobytes of
-// compressed archive can otherwise stand for millions of files or gigabytes
-// of zeros, and a member could fill a node's disk or inodes with a harmless
-// template. Zero takes the default; a negative value turns the limit off.
-type ArchiveLimits struct {
+// compressed archive can otherwise stand for millions of files, gigabytes
+// of zeros or of names, and a member could fill a node's disk or inodes, or
+// the agent's memory, with a harmless template. Zero takes the default; a
+// negative value turns the limit off.
+type Limits struct {
 	// MaxEntries bounds the entries unpacked (files, folders, links): each
 	// takes an inode or a folder entry (default DefaultArchiveMaxEntries).
 	MaxEntries int64
@@ -22,6 +32,16 @@ type ArchiveLimits struct {
 	// environment may unpack whatever its archives' size (default
 	// DefaultArchiveMaxRatio).
 	MaxRatio float64
+	// MaxNameBytes bounds the name of one entry, and the target of a link
+	// (default DefaultMaxNameBytes). It is checked as soon as the header
+	// is read, before the name is kept or written anywhere.
+	MaxNameBytes int64
+	// MaxNamesBytes bounds the bytes of all names of the archives together,
+	// the folders their names imply included (default
+	// DefaultMaxNamesBytes): whatever keeps names of an archive in memory
+	// (a checkpoint's first pass, the list an unpacking undoes, an image
+	// layer's opaque whiteouts) keeps at most that much.
+	MaxNamesBytes int64
 }
 
 // Default archive limits. 250,000 entries hold a large monorepo with its
@@ -33,19 +53,29 @@ type ArchiveLimits struct {
 // archives of zeros, which compress over 1000 times (1 GiB of zeros is 33 KB
 // as .tar.zst). The allowance lets a small archive of a few zero-filled or
 // sparse files through, which no ratio would judge fairly.
+//
+// 4096 bytes is Linux's PATH_MAX: no path a program can open is longer,
+// and tar writers already need PAX records past 100 bytes. 64 MiB of names
+// is 250,000 names of 256 bytes, more than a deep node_modules takes; the
+// audit's checkpoint of 2,000 names of 1 MB (2 GB of names in 100 KB of
+// zstd) is refused at its first name.
 const (
-	DefaultArchiveMaxEntries = 250_000
-	DefaultArchiveMaxBytes   = 8 << 30
-	DefaultArchiveMaxRatio   = 100
-	RatioAllowance           = 64 << 20
+	DefaultMaxEntries    = 250_000
+	DefaultMaxBytes      = 8 << 30
+	DefaultMaxRatio      = 100
+	DefaultMaxNameBytes  = 4096
+	DefaultMaxNamesBytes = 64 << 20
+	RatioAllowance       = 64 << 20
 )
 
 // The agent flags that set each limit, named in the errors so an operator
 // knows what to raise.
 const (
-	flagMaxEntries = "-archive-max-entries"
-	flagMaxBytes   = "-archive-max-bytes"
-	flagMaxRatio   = "-archive-max-ratio"
+	flagMaxEntries    = "-archive-max-entries"
+	flagMaxBytes      = "-archive-max-bytes"
+	flagMaxRatio      = "-archive-max-ratio"
+	flagMaxNameBytes  = "-archive-max-name"
+	flagMaxNamesBytes = "-archive-max-names"
 )
 
 // roomEvery: how often, in entries and in bytes, an unpacking asks whether
@@ -56,44 +86,73 @@ const (
 	roomEveryBytes   = 64 << 20
 )
 
-// withDefaults fills the limits left at zero.
-func (l ArchiveLimits) withDefaults() ArchiveLimits {
+// WithDefaults fills the limits left at zero.
+func (l Limits) WithDefaults() Limits {
 	if l.MaxEntries == 0 {
-		l.MaxEntries = DefaultArchiveMaxEntries
+		l.MaxEntries = DefaultMaxEntries
 	}
 	if l.MaxBytes == 0 {
-		l.MaxBytes = DefaultArchiveMaxBytes
+		l.MaxBytes = DefaultMaxBytes
 	}
 	if l.MaxRatio == 0 {
-		l.MaxRatio = DefaultArchiveMaxRatio
+		l.MaxRatio = DefaultMaxRatio
+	}
+	if l.MaxNameBytes == 0 {
+		l.MaxNameBytes = DefaultMaxNameBytes
+	}
+	if l.MaxNamesBytes == 0 {
+		l.MaxNamesBytes = DefaultMaxNamesBytes
 	}
 	return l
 }
 
 // Budget counts what the archives of one environment have unpacked, against
-// its ArchiveLimits: one Budget is passed to every UnpackTarRoot of the
-// environment, in turn (it is not safe for concurrent use).
+// its Limits: one Budget is passed to every UnpackTarRoot of the
+// environment, in turn (it is not safe for concurrent use). A pass that
+// only reads an archive (a checkpoint's first pass) counts against a Budget
+// of its own under the same Limits (Budget.Limits).
 type Budget struct {
-	limits ArchiveLimits
+	limits Limits
 	// Room, when set, says whether the node still has room; it is asked
 	// every roomEveryEntries entries and roomEveryBytes bytes, and an error
 	// ends the unpacking with it.
 	Room func() error
 
-	entries, bytes, packed int64
+	entries, bytes, names, packed int64
 	// archives counts the archives begun; unsized whether one of them had
 	// no known size, which leaves the ratio unjudged.
 	archives int
 	unsized  bool
 	// nextEntries and nextBytes are where Room is asked next.
 	nextEntries, nextBytes int64
+	// fixed: the limits are not the agent's flags (an image's), so the
+	// errors name none.
+	fixed bool
 }
 
 // NewBudget returns an empty budget under limits (zero fields take the
 // defaults).
-func NewBudget(limits ArchiveLimits) *Budget {
-	return &Budget{limits: limits.withDefaults(), nextEntries: roomEveryEntries, nextBytes: roomEveryBytes}
+func NewBudget(limits Limits) *Budget {
+	return &Budget{limits: limits.WithDefaults(), nextEntries: roomEveryEntries, nextBytes: roomEveryBytes}
 }
+
+// Fixed marks limits that no agent flag sets (an image's): their errors
+// name no flag.
+func (b *Budget) Fixed() *Budget {
+	b.fixed = true
+	return b
+}
+
+// limit is the error of passing the limit that flag sets.
+func (b *Budget) limit(flag, what, detail string) *LimitError {
+	if b.fixed {
+		flag = ""
+	}
+	return &LimitError{Limit: flag, what: what, detail: detail}
+}
+
+// Limits are the budget's limits, defaults filled in.
+func (b *Budget) Limits() Limits { return b.limits }
 
 // begin starts an archive of packed bytes as downloaded (0: unknown).
 func (b *Budget) begin(packed int64) {
@@ -109,24 +168,56 @@ func (b *Budget) begin(packed int64) {
 func (b *Budget) Entries() int64 { return b.entries }
 func (b *Budget) Bytes() int64   { return b.bytes }
 
+// name counts the name of an entry (or a folder its name implies) and
+// refuses one past the length or total limits. A link's target is held to
+// the length limit (name with total false).
+func (b *Budget) name(n string, total bool) error {
+	l := b.limits
+	if l.MaxNameBytes > 0 && int64(len(n)) > l.MaxNameBytes {
+		return b.limit(flagMaxNameBytes, "a name of "+sizeText(int64(len(n))), fmt.Sprintf("exceeds %d bytes", l.MaxNameBytes))
+	}
+	if !total {
+		return nil
+	}
+	if l.MaxNamesBytes > 0 && b.names+int64(len(n)) > l.MaxNamesBytes {
+		return b.limit(flagMaxNamesBytes, b.what(), "exceed"+b.verbS()+" "+sizeText(l.MaxNamesBytes)+" of names")
+	}
+	b.names += int64(len(n))
+	return nil
+}
+
+// Quote quotes an entry's name for a message: whole when it is within the
+// length limit, else its first 64 bytes and its length, so that an error
+// about a name that was refused for its length is not as long as the name.
+func (b *Budget) Quote(n string) string {
+	if b == nil || b.limits.MaxNameBytes <= 0 || int64(len(n)) <= b.limits.MaxNameBytes {
+		return strconv.Quote(n)
+	}
+	cut := 64
+	for cut > 0 && !utf8.RuneStart(n[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%s)", strconv.Quote(n[:cut]), sizeText(int64(len(n))))
+}
+
 // entry counts one entry of size bytes (0 but for a regular file) before it
 // is written, and refuses it when it would pass a limit.
 func (b *Budget) entry(size int64) error {
 	l := b.limits
 	if l.MaxEntries > 0 && b.entries+1 > l.MaxEntries {
-		return &LimitError{Limit: flagMaxEntries, what: b.what(), detail: fmt.Sprintf("exceed%s %d entries", b.verbS(), l.MaxEntries)}
+		return b.limit(flagMaxEntries, b.what(), fmt.Sprintf("exceed%s %d entries", b.verbS(), l.MaxEntries))
 	}
 	total := b.bytes + size
 	if size < 0 || total < b.bytes {
 		total = math.MaxInt64
 	}
 	if l.MaxBytes > 0 && total > l.MaxBytes {
-		return &LimitError{Limit: flagMaxBytes, what: b.what(), detail: "exceed" + b.verbS() + " " + sizeText(l.MaxBytes) + " unpacked"}
+		return b.limit(flagMaxBytes, b.what(), "exceed"+b.verbS()+" "+sizeText(l.MaxBytes)+" unpacked")
 	}
 	if l.MaxRatio > 0 && !b.unsized && total > RatioAllowance && float64(total) > l.MaxRatio*float64(b.packed) {
-		return &LimitError{Limit: flagMaxRatio, what: b.what(), detail: fmt.Sprintf(
+		return b.limit(flagMaxRatio, b.what(), fmt.Sprintf(
 			"would unpack to %s from %s of archive: more than %g times %s size beyond the first %s",
-			sizeText(total), sizeText(b.packed), l.MaxRatio, b.their(), sizeText(RatioAllowance))}
+			sizeText(total), sizeText(b.packed), l.MaxRatio, b.their(), sizeText(RatioAllowance)))
 	}
 	b.entries++
 	b.bytes = total
@@ -173,10 +264,15 @@ type LimitError struct {
 }
 
 func (e *LimitError) Error() string {
+	if e.Limit == "" {
+		return e.what + " " + e.detail
+	}
 	return fmt.Sprintf("%s %s (agent limit %s)", e.what, e.detail, e.Limit)
 }
 
-// sizeText writes n bytes for a person: 1.5 GiB, 33.1 KiB, 512 B.
+// SizeText writes n bytes for a person: 1.5 GiB, 33.1 KiB, 512 B.
+func SizeText(n int64) string { return sizeText(n) }
+
 func sizeText(n int64) string {
 	const unit = 1024
 	if n < unit {
@@ -188,12 +284,4 @@ func sizeText(n int64) string {
 		exp++
 	}
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
-
-// budget is a new environment's archive budget: the configured limits, and
-// the node's floors of free disk and inodes asked as it unpacks.
-func (a *Agent) budget() *Budget {
-	b := NewBudget(a.cfg.Archives)
-	b.Room = a.noRoom
-	return b
 }

@@ -1,4 +1,13 @@
-package agent
+// Package checkpoint takes and restores an environment's checkpoints
+// (docs/environments.md, "Checkpoints"; the node protocol's part in
+// docs/nodes.md): Take freezes the environment, packs what it changed into a
+// tar.zst whose last entry is its manifest, and uploads it in the parts the
+// service presigned; Restore reads a checkpoint artifact in three passes (its
+// manifest and names, bounded by the environment's archive limits; its
+// entries through the confined unpacker; every file against the manifest).
+// The agent only wires it: it passes the environment's runtime handle, the
+// node protocol's calls and the downloaded artifact.
+package checkpoint
 
 import (
 	"context"
@@ -19,54 +28,49 @@ import (
 	"github.com/envlease/envlease/shared/nodes"
 )
 
-// checkpointTimeout bounds one checkpoint from its order to its upload.
-const checkpointTimeout = 30 * time.Minute
+// Version is the manifest's version this agent writes and reads.
+const Version = 1
 
-// checkpointOrdered takes the ordered checkpoint of an environment the node
-// runs, once per checkpoint id however often it is ordered (a push and the
-// heartbeat both carry it), in the background.
-func (a *Agent) checkpointOrdered(ctx context.Context, node, envID string, o *nodes.CheckpointOrder) {
-	if o == nil || o.ID == "" {
-		return
-	}
-	r := a.env(envID)
-	if r == nil {
-		return
-	}
-	if _, taken := r.checkpoints.LoadOrStore(o.ID, true); taken {
-		return
-	}
-	go func() {
-		ctx, cancel := context.WithTimeout(ctx, checkpointTimeout)
-		defer cancel()
-		log := a.log.With("environment", envID, "checkpoint", o.ID)
-		packed, err := a.checkpoint(ctx, node, r, o, log)
-		if err != nil {
-			log.Warn("checkpoint failed", "err", err)
-			packed = nodes.CheckpointPacked{Error: err.Error()}
-		}
-		if _, err := a.checkpointCall(ctx, nodes.MsgCheckpointDone, node, envID, o.ID, packed); err != nil {
-			log.Warn("checkpoint's end not recorded", "err", err)
-		}
-	}()
+// Timeout bounds one checkpoint from its order to its upload.
+const Timeout = 30 * time.Minute
+
+// Call sends checkpointUpload or checkpointDone (typ) with p for the
+// checkpoint being taken, and returns the service's answer.
+type Call func(ctx context.Context, typ string, p nodes.CheckpointPacked) (nodes.Message, error)
+
+// Take is one checkpoint to take.
+type Take struct {
+	// Handle is the environment's; its runtime must be a
+	// runtimes.Checkpointer.
+	Handle runtimes.Handle
+	// Manifest is the manifest's description of the environment; Take
+	// fills its version, files, skips and how it was frozen.
+	Manifest domain.CheckpointManifest
+	// Order is the service's order.
+	Order nodes.CheckpointOrder
+	// TempDir holds the archive while it is uploaded (the agent's work
+	// dir); Room, when set, says whether the node has room for it.
+	TempDir string
+	Room    func() error
+	Call    Call
+	HTTP    *http.Client
+	Log     *slog.Logger
 }
 
-// checkpoint packs the environment (frozen while packed), asks for the
-// artifact's upload and uploads it.
-func (a *Agent) checkpoint(ctx context.Context, node string, r *runningEnv, o *nodes.CheckpointOrder, log *slog.Logger) (nodes.CheckpointPacked, error) {
-	hp := r.h.Load()
-	if hp == nil {
-		return nodes.CheckpointPacked{}, errors.New("the environment is not running")
-	}
-	cp, ok := (*hp).(runtimes.Checkpointer)
+// Run packs the environment (frozen while packed), asks for the artifact's
+// upload and uploads it. What it returns is what checkpointDone says.
+func (t Take) Run(ctx context.Context) (nodes.CheckpointPacked, error) {
+	cp, ok := t.Handle.(runtimes.Checkpointer)
 	if !ok {
 		return nodes.CheckpointPacked{}, errors.New("its runtime cannot checkpoint")
 	}
 	// The archive goes to the node's disk first: not below its floor.
-	if err := a.noRoom(); err != nil {
-		return nodes.CheckpointPacked{}, err
+	if t.Room != nil {
+		if err := t.Room(); err != nil {
+			return nodes.CheckpointPacked{}, err
+		}
 	}
-	tmp, err := os.CreateTemp(a.cfg.WorkDir, "checkpoint-*")
+	tmp, err := os.CreateTemp(t.TempDir, "checkpoint-*")
 	if err != nil {
 		return nodes.CheckpointPacked{}, err
 	}
@@ -74,71 +78,71 @@ func (a *Agent) checkpoint(ctx context.Context, node string, r *runningEnv, o *n
 	defer tmp.Close()
 
 	began := time.Now()
-	m, err := packFrozen(ctx, cp, tmp, domain.CheckpointManifest{
-		Version: checkpointVersion, Environment: r.id, Template: r.env.Template, Runtime: r.env.Needs.Runtime, Created: began.UTC(),
-	}, (*hp).Files().Reserved)
+	m := t.Manifest
+	m.Version, m.Created = Version, began.UTC()
+	packed, err := PackFrozen(ctx, cp, tmp, &m, t.Handle.Files().Reserved)
 	if err != nil {
 		return nodes.CheckpointPacked{}, err
 	}
-	packed := nodes.CheckpointPacked{}
-	for _, f := range m.Files {
+	p := nodes.CheckpointPacked{}
+	for _, f := range packed.Files {
 		if f.Type == domain.CheckpointTypeFile {
-			packed.Files++
-			packed.Bytes += f.Size
+			p.Files++
+			p.Bytes += f.Size
 		}
 	}
-	partSize := o.PartSize
+	partSize := t.Order.PartSize
 	if partSize <= 0 {
 		partSize = artifacts.DefaultPartSize
 	}
-	if err := digests(tmp, partSize, &packed); err != nil {
-		return packed, err
+	if err := Digests(tmp, partSize, &p); err != nil {
+		return p, err
 	}
-	log.Info("checkpoint packed", "files", packed.Files, "bytes", packed.Bytes, "size", packed.Size, "skipped", len(m.Skipped), "frozen", m.Frozen, "took", time.Since(began).Round(time.Millisecond))
+	t.Log.Info("checkpoint packed", "files", p.Files, "bytes", p.Bytes, "size", p.Size, "skipped", len(packed.Skipped), "frozen", packed.Frozen, "took", time.Since(began).Round(time.Millisecond))
 
-	ans, err := a.checkpointCall(ctx, nodes.MsgCheckpointUpload, node, r.id, o.ID, packed)
+	ans, err := t.Call(ctx, nodes.MsgCheckpointUpload, p)
 	if err == nil && ans.Uploading != nil && ans.Uploading.PartSize > 0 && ans.Uploading.Artifact.ID == "" {
 		// Declared for another part size than the service's: again for its.
-		if err := digests(tmp, ans.Uploading.PartSize, &packed); err != nil {
-			return packed, err
+		if err := Digests(tmp, ans.Uploading.PartSize, &p); err != nil {
+			return p, err
 		}
-		ans, err = a.checkpointCall(ctx, nodes.MsgCheckpointUpload, node, r.id, o.ID, packed)
+		ans, err = t.Call(ctx, nodes.MsgCheckpointUpload, p)
 	}
 	if err != nil {
-		return packed, err
+		return p, err
 	}
 	if ans.Uploading == nil || ans.Uploading.Artifact.ID == "" {
-		return packed, errors.New("the service answered the upload request without an artifact")
+		return p, errors.New("the service answered the upload request without an artifact")
 	}
-	for _, p := range ans.Uploading.Upload.Parts {
-		if err := a.putPart(ctx, tmp, p); err != nil {
-			return packed, fmt.Errorf("upload part %d: %w", p.PartNumber, err)
+	for _, part := range ans.Uploading.Upload.Parts {
+		if err := putPart(ctx, t.HTTP, tmp, part); err != nil {
+			return p, fmt.Errorf("upload part %d: %w", part.PartNumber, err)
 		}
 	}
-	return packed, nil
+	return p, nil
 }
 
-// packFrozen packs the environment's changes with its processes frozen,
-// and thaws them however packing went.
-func packFrozen(ctx context.Context, cp runtimes.Checkpointer, w io.Writer, m domain.CheckpointManifest, reserved []string) (*domain.CheckpointManifest, error) {
+// PackFrozen packs the environment's changes with its processes frozen,
+// and thaws them however packing went; m gets how it was frozen.
+func PackFrozen(ctx context.Context, cp runtimes.Checkpointer, w io.Writer, m *domain.CheckpointManifest, reserved []string) (*domain.CheckpointManifest, error) {
 	thaw, how, err := cp.Freeze(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("freeze: %w", err)
 	}
 	m.Frozen = how
-	err = packCheckpoint(cp.CheckpointDir(), w, &m, reserved)
+	err = Pack(cp.CheckpointDir(), w, m, reserved)
 	if terr := thaw(); terr != nil {
 		err = errors.Join(err, fmt.Errorf("thaw: %w", terr))
 	}
 	if err != nil {
 		return nil, err
 	}
-	return &m, nil
+	return m, nil
 }
 
-// digests fills the archive's size, SHA-256 and, when it is larger than
+// Digests fills the archive's size, SHA-256 and, when it is larger than
 // partSize, the SHA-256 of each part.
-func digests(f *os.File, partSize int64, p *nodes.CheckpointPacked) error {
+func Digests(f *os.File, partSize int64, p *nodes.CheckpointPacked) error {
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return err
 	}
@@ -167,7 +171,7 @@ func digests(f *os.File, partSize int64, p *nodes.CheckpointPacked) error {
 }
 
 // putPart sends one presigned part of the archive, retrying a few times.
-func (a *Agent) putPart(ctx context.Context, f *os.File, p domain.UploadPart) error {
+func putPart(ctx context.Context, client *http.Client, f *os.File, p domain.UploadPart) error {
 	method := p.Method
 	if method == "" {
 		method = http.MethodPut
@@ -194,7 +198,7 @@ func (a *Agent) putPart(ctx context.Context, f *os.File, p domain.UploadPart) er
 			req.Header.Set(k, v)
 		}
 		var res *http.Response
-		if res, err = a.http.Do(req); err != nil {
+		if res, err = client.Do(req); err != nil {
 			continue
 		}
 		_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, 64<<10))
@@ -218,54 +222,4 @@ func redacted(raw string) string {
 	}
 	u.RawQuery = ""
 	return u.String()
-}
-
-// checkpointCall sends checkpointUpload or checkpointDone on the node
-// protocol's connection when one is open, over HTTP otherwise; server and
-// network errors are tried again a few times (both are repeatable).
-func (a *Agent) checkpointCall(ctx context.Context, typ, node, env, id string, p nodes.CheckpointPacked) (nodes.Message, error) {
-	var (
-		ans nodes.Message
-		err error
-	)
-	for try, backoff := 0, 100*time.Millisecond; try < 6; try, backoff = try+1, backoff*2 {
-		if ans, err = a.checkpointSend(ctx, typ, node, env, id, p); err == nil {
-			return ans, nil
-		}
-		if s := statusOf(err); s >= 400 && s < 500 || ctx.Err() != nil {
-			return ans, err
-		}
-		select {
-		case <-ctx.Done():
-			return ans, err
-		case <-time.After(backoff):
-		}
-	}
-	return ans, err
-}
-
-func (a *Agent) checkpointSend(ctx context.Context, typ, node, env, id string, p nodes.CheckpointPacked) (nodes.Message, error) {
-	if sock := a.sock.Load(); sock != nil {
-		m, err := sock.call(ctx, nodes.Message{Type: typ, Node: node, Environment: env, Checkpoint: &nodes.CheckpointOrder{ID: id}, Packed: &p})
-		if !errors.Is(err, errNoAnswer) {
-			return m, err
-		}
-	}
-	return a.api.checkpoint(ctx, typ, node, env, id, p)
-}
-
-// checkpoint is the HTTP side of checkpointUpload and checkpointDone,
-// answered as the node protocol would.
-func (c *Client) checkpoint(ctx context.Context, typ, node, env, id string, p nodes.CheckpointPacked) (nodes.Message, error) {
-	base := "/v1/nodes/" + url.PathEscape(node) + "/environments/" + url.PathEscape(env) + "/checkpoints/" + url.PathEscape(id)
-	if typ == nodes.MsgCheckpointUpload {
-		var out nodes.CheckpointUploading
-		_, err := c.do(ctx, http.MethodPost, base+"/upload", p, &out)
-		return nodes.Message{Type: nodes.MsgCheckpointUploading, Uploading: &out}, err
-	}
-	var out struct {
-		Checkpoint domain.Checkpoint `json:"checkpoint"`
-	}
-	_, err := c.do(ctx, http.MethodPost, base+"/done", p, &out)
-	return nodes.Message{Type: nodes.MsgCheckpointed, Checkpointed: &out.Checkpoint}, err
 }
