@@ -1,6 +1,10 @@
 package agent_test
 
 import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +14,7 @@ import (
 	"github.com/envlease/envlease/shared/agent"
 	"github.com/envlease/envlease/shared/agent/archive/archivetest"
 	"github.com/envlease/envlease/shared/domain"
+	"github.com/envlease/envlease/shared/nodes"
 )
 
 func auditArchive(t *testing.T, gen func() ([]byte, error)) []byte {
@@ -57,5 +62,72 @@ func TestAuditArchivesFailTheirEnvironments(t *testing.T) {
 	}
 	if left, _ := os.ReadDir(filepath.Join(work, "envs")); len(left) != 0 {
 		t.Fatalf("the work dir holds %v", left)
+	}
+}
+
+// checkpointOf is a checkpoint archive (.tar.zst) that holds only its
+// manifest, listing files.
+func checkpointOf(t *testing.T, files ...domain.CheckpointFile) []byte {
+	t.Helper()
+	b, err := json.Marshal(domain.CheckpointManifest{Version: 1, Files: files})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tarred bytes.Buffer
+	tw := tar.NewWriter(&tarred)
+	if err := tw.WriteHeader(&tar.Header{Name: domain.CheckpointManifestEntry, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(b))}); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = tw.Write(b)
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return zst(t, tarred.Bytes())
+}
+
+// Through the agent, a crafted checkpoint fails its environment and the
+// failure reaches the service: the audit's checkpoint (2,000 names of 1 MB)
+// with a clear, short error; and a restore that fails with an error of
+// several MB (the name limits turned off, a manifest path of 2 MB) with
+// that error cut to what the service stores, rather than a report the
+// service refuses for its size, which would leave the environment
+// starting with its quota slot. Both release the quota.
+func TestCraftedCheckpointsFailTheirEnvironments(t *testing.T) {
+	snaps := newSnapshots(t)
+	s := newStackLinks(t, snaps, domain.Template{Name: "restore", Command: []string{"sleep", "3600"}})
+	snaps.store = s.Store
+	s.runAgentWith(t, t.TempDir(), 300*time.Millisecond, func(c *agent.Config) {
+		c.NoWarm = true
+		c.Archives.MaxNameBytes = -1
+		c.Archives.MaxNamesBytes = 4 << 20
+	})
+	long, err := archivetest.LongNames(2000, 1_000_000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snaps.addAs(t, "art_names", long, domain.CheckpointContentType)
+	snaps.addAs(t, "art_huge", checkpointOf(t, domain.CheckpointFile{Path: strings.Repeat("a", 2<<20), Type: domain.CheckpointTypeFile}), domain.CheckpointContentType)
+	for _, c := range []struct {
+		snapshot string
+		want     []string
+	}{
+		{"art_names", []string{"checkpoint art_names: ", "of names (agent limit -archive-max-names), at entry"}},
+		{"art_huge", []string{"checkpoint art_huge: aaaa", "aaaa … aaaa", "file name too long"}},
+	} {
+		e := s.wait(t, s.leaseSnapshot(t, "restore", c.snapshot), domain.StateFailed)
+		for _, w := range c.want {
+			if !strings.Contains(e.Error, w) {
+				t.Errorf("%s: the error lacks %q: %.200q…", c.snapshot, w, e.Error)
+			}
+		}
+		if len(e.Error) > nodes.MaxErrorBytes {
+			t.Errorf("%s: the error is %d bytes, more than the service stores", c.snapshot, len(e.Error))
+		}
+	}
+	qs, _ := s.Store.ListQuotas(context.Background(), "acme")
+	for _, q := range qs {
+		if q.Running != 0 {
+			t.Fatalf("%s running %d: a failed environment kept its quota slot", q.Template, q.Running)
+		}
 	}
 }

@@ -63,6 +63,7 @@ func (a *Agent) checkpoint(ctx context.Context, node string, r *runningEnv, o *n
 // protocol's connection when one is open, over HTTP otherwise; server and
 // network errors are tried again a few times (both are repeatable).
 func (a *Agent) checkpointCall(ctx context.Context, typ, node, env, id string, p nodes.CheckpointPacked) (nodes.Message, error) {
+	p = p.Fit()
 	var (
 		ans nodes.Message
 		err error

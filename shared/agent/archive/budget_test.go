@@ -187,3 +187,49 @@ func TestArchiveBudgetSpansAnEnvironmentsArchives(t *testing.T) {
 		t.Fatalf("left %d names, want the first archive's 601: %.5v", len(got), got)
 	}
 }
+
+// Names are held to their limits as each header is read: one name or link
+// target past the length limit, and names past the total, are refused at
+// the entry that passes the limit, and the error quotes a name refused for
+// its length by its start only.
+func TestArchiveNameLimits(t *testing.T) {
+	long := strings.Repeat("n", 5000)
+	var many []entry
+	for i := range 100 {
+		many = append(many, file(fmt.Sprintf("%s/%03d", strings.Repeat("m", 200), i), ""))
+	}
+	for _, c := range []struct {
+		name    string
+		entries []entry
+		limits  archive.Limits
+		want    string
+		notWant string
+	}{
+		{name: "a name past the default length", entries: []entry{file("ok", "x"), file(long, "x")},
+			want: `a name of 4.9 KiB exceeds 4096 bytes (agent limit -archive-max-name), at entry "nnnn`, notWant: long[:100]},
+		{name: "a link target past the length", entries: []entry{symlink("l", long)}, limits: archive.Limits{MaxNameBytes: 1000},
+			want: `the target of entry "l": a name of 4.9 KiB exceeds 1000 bytes (agent limit -archive-max-name)`},
+		{name: "names past the total", entries: many, limits: archive.Limits{MaxNamesBytes: 10_000},
+			want: "the archive exceeds 9.8 KiB of names (agent limit -archive-max-names), at entry"},
+		{name: "within the limits", entries: many, limits: archive.Limits{MaxNamesBytes: 100_000}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := archive.UnpackTar(tarOf(t, c.entries...), t.TempDir(), archive.UnpackOptions{Budget: archive.NewBudget(c.limits)})
+			if c.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("got %v, want %q", err, c.want)
+			}
+			if c.notWant != "" && strings.Contains(err.Error(), c.notWant) {
+				t.Fatalf("the error quotes the whole name: %.200s…", err)
+			}
+			if len(err.Error()) > 300 {
+				t.Fatalf("the error is %d bytes long", len(err.Error()))
+			}
+		})
+	}
+}
