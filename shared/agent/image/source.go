@@ -1,7 +1,6 @@
 package image
 
 import (
-	"archive/tar"
 	"context"
 	"errors"
 	"fmt"
@@ -20,6 +19,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/envlease/envlease/shared/agent/archive"
 )
 
 // ErrNotFound: the registry has no image of that reference.
@@ -153,8 +154,8 @@ var ErrPlatform = errors.New("the image is for another platform than this node's
 // folders only, into scratch (an empty folder the caller removes after the
 // image is applied); a docker tarball is read in place. platform picks the
 // image of an index (nil: the node's).
-func OpenArchive(archive, scratch string, platform *v1.Platform) (v1.Image, error) {
-	kind, err := archiveKind(archive)
+func OpenArchive(file, scratch string, platform *v1.Platform) (v1.Image, error) {
+	kind, err := archiveKind(file)
 	if err != nil {
 		return nil, err
 	}
@@ -164,13 +165,13 @@ func OpenArchive(archive, scratch string, platform *v1.Platform) (v1.Image, erro
 	}
 	switch kind {
 	case "docker":
-		img, err := tarball.ImageFromPath(archive, nil)
+		img, err := tarball.ImageFromPath(file, nil)
 		if err != nil {
 			return nil, fmt.Errorf("image archive: %w", err)
 		}
 		return img, nil
 	case "oci":
-		f, err := os.Open(archive)
+		f, err := os.Open(file)
 		if err != nil {
 			return nil, err
 		}
@@ -195,14 +196,24 @@ func OpenArchive(archive, scratch string, platform *v1.Platform) (v1.Image, erro
 	return nil, errors.New("image archive: neither an OCI image layout (oci-layout, index.json) nor a docker save tarball (manifest.json)")
 }
 
-// archiveKind looks at the archive's top-level names.
-func archiveKind(archive string) (string, error) {
-	f, err := os.Open(archive)
+// maxMetadataBytes bounds the files of an image archive that the image
+// library reads whole into memory (manifest.json, index.json, oci-layout):
+// real ones are a few KB.
+const maxMetadataBytes = 4 << 20
+
+// archiveKind looks at the archive's top-level names. The pass is bounded
+// like every pass over a member's archive (archive.Reader): entries and
+// names before anything is kept, and the files the image library reads
+// whole by their size.
+func archiveKind(file string) (string, error) {
+	f, err := os.Open(file)
 	if err != nil {
 		return "", err
 	}
 	defer f.Close()
-	tr := tar.NewReader(f)
+	budget := archive.NewBudget(archive.Limits{MaxEntries: DefaultMaxEntries, MaxBytes: -1, MaxRatio: -1,
+		MaxNameBytes: DefaultMaxNameBytes, MaxNamesBytes: DefaultMaxNamesBytes}).Fixed()
+	tr := archive.NewReader(f, budget, 0)
 	var layoutFile, index, manifest bool
 	for {
 		h, err := tr.Next()
@@ -210,9 +221,13 @@ func archiveKind(archive string) (string, error) {
 			break
 		}
 		if err != nil {
-			return "", fmt.Errorf("image archive: not a tar archive (or a damaged one): %w", err)
+			return "", fmt.Errorf("image archive: %w", err)
 		}
-		switch path.Clean(strings.TrimPrefix(h.Name, "/")) {
+		name := path.Clean(strings.TrimPrefix(h.Name, "/"))
+		if (name == "oci-layout" || name == "index.json" || name == "manifest.json") && h.Size > maxMetadataBytes {
+			return "", fmt.Errorf("image archive: %s is %s, more than the %s an image's metadata may be", name, archive.SizeText(h.Size), archive.SizeText(maxMetadataBytes))
+		}
+		switch name {
 		case "oci-layout":
 			layoutFile = true
 		case "index.json":
