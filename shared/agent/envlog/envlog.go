@@ -94,6 +94,7 @@ func (l *Log) append(p []byte) {
 	if len(p) == 0 {
 		return
 	}
+	l.midLine = p[len(p)-1] != '\n'
 	now := l.now()
 	if k := len(l.marks); k == 0 || now.Sub(l.marks[k-1].t) >= time.Second {
 		if k == maxMarks {
@@ -121,7 +122,6 @@ func (l *Log) append(p []byte) {
 		l.end += int64(len(chunk))
 		p = p[len(chunk):]
 	}
-	l.midLine = p[len(p)-1] != '\n'
 	close(l.wake)
 	l.wake = make(chan struct{})
 }
