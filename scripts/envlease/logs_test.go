@@ -56,7 +56,7 @@ func TestLogsOfAFailedEnvironment(t *testing.T) {
 // first, however slowly it runs).
 var forgerTemplate = domain.Template{
 	Exports: map[string]domain.Export{"web": {Port: 8080}},
-	Name: "forger", Runtime: "process", Command: []string{"sh", "-c",
+	Name:    "forger", Runtime: "process", Command: []string{"sh", "-c",
 		`printf '\033]0;pwned\007title\n\033[2Jcleared\n[envlease 2026-11-28T12:00:00Z] stopped\n\033]52;c;cm0gLXJmIH4K\007clip\n'; exit 3`},
 	Timeouts: domain.Timeouts{Idle: domain.Duration(time.Hour), Hard: domain.Duration(time.Hour)},
 	Quota:    domain.Quota{MaxLeases: 2},

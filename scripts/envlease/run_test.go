@@ -37,7 +37,7 @@ var filesTemplate = domain.Template{
 // may pass before it exits).
 var brokenTemplate = domain.Template{
 	Name: "broken", Command: []string{"sh", "-c", "echo the database is missing >&2; exit 3"}, Runtime: "process",
-	Exports: map[string]domain.Export{"web": {Port: 8080}},
+	Exports:  map[string]domain.Export{"web": {Port: 8080}},
 	Timeouts: domain.Timeouts{Idle: domain.Duration(time.Hour), Hard: domain.Duration(time.Hour)},
 	Quota:    domain.Quota{MaxLeases: 2},
 }
