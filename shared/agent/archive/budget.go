@@ -118,7 +118,7 @@ type Budget struct {
 	// ends the unpacking with it.
 	Room func() error
 
-	entries, bytes, names, packed int64
+	entries, bytes, namesBytes, packed int64
 	// archives counts the archives begun; unsized whether one of them had
 	// no known size, which leaves the ratio unjudged.
 	archives int
@@ -179,10 +179,16 @@ func (b *Budget) name(n string, total bool) error {
 	if !total {
 		return nil
 	}
-	if l.MaxNamesBytes > 0 && b.names+int64(len(n)) > l.MaxNamesBytes {
+	return b.names(int64(len(n)))
+}
+
+// names counts n bytes of names (or of other header records) against the
+// total.
+func (b *Budget) names(n int64) error {
+	if l := b.limits; l.MaxNamesBytes > 0 && b.namesBytes+n > l.MaxNamesBytes {
 		return b.limit(flagMaxNamesBytes, b.what(), "exceed"+b.verbS()+" "+sizeText(l.MaxNamesBytes)+" of names")
 	}
-	b.names += int64(len(n))
+	b.namesBytes += n
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package archive_test
 
 import (
+	"archive/tar"
 	"bytes"
 	"compress/gzip"
 	"errors"
@@ -231,5 +232,26 @@ func TestArchiveNameLimits(t *testing.T) {
 				t.Fatalf("the error is %d bytes long", len(err.Error()))
 			}
 		})
+	}
+}
+
+// Extended header records other than names (a comment, xattrs) count
+// against the total of names: an archive made of them stops there.
+func TestArchiveHeaderRecordsCount(t *testing.T) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for i := range 100 {
+		h := &tar.Header{Name: fmt.Sprintf("f%03d", i), Typeflag: tar.TypeReg, Mode: 0o644, Format: tar.FormatPAX,
+			PAXRecords: map[string]string{"comment": strings.Repeat("c", 100_000)}}
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := archive.UnpackTar(&buf, t.TempDir(), archive.UnpackOptions{Budget: archive.NewBudget(archive.Limits{MaxNamesBytes: 1 << 20})})
+	if err == nil || !strings.Contains(err.Error(), `the archive exceeds 1.0 MiB of names (agent limit -archive-max-names), at entry "f010"`) {
+		t.Fatalf("got %v", err)
 	}
 }

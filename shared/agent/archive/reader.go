@@ -86,6 +86,14 @@ func (r *Reader) check(h *tar.Header) error {
 			return fmt.Errorf("the target of entry %s: %w", b.Quote(h.Name), err)
 		}
 	}
+	// Its other extended records (xattrs, comments, anything a writer
+	// adds) count as names do: archive/tar reads up to 1 MiB of them per
+	// header, and the total stops an archive made of them.
+	if extra := paxBytes(h); extra > 0 {
+		if err := b.names(extra); err != nil {
+			return r.refused(err, h.Name)
+		}
+	}
 	if !r.entries {
 		return nil
 	}
@@ -97,6 +105,18 @@ func (r *Reader) check(h *tar.Header) error {
 		return r.refused(err, h.Name)
 	}
 	return nil
+}
+
+// paxBytes are the bytes of h's PAX records but its name and link target
+// (which are counted as names).
+func paxBytes(h *tar.Header) int64 {
+	var n int64
+	for k, v := range h.PAXRecords {
+		if k != "path" && k != "linkpath" {
+			n += int64(len(k) + len(v))
+		}
+	}
+	return n
 }
 
 // refused words a limit passed at entry name.
