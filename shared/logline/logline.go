@@ -116,9 +116,10 @@ func escapeControls(s string) string {
 // gigabytes).
 const maxLine = 64 << 10
 
-// Terminal returns a writer that shows the log written to it on w, a line at
-// a time (Escape); Close shows a last line without a newline. What it holds
-// is at most one line of maxLine bytes.
+// Terminal returns a writer that shows the log written to it on w (Escape):
+// a line as soon as its start is decided (a prompt shows before its
+// newline), the rest of it as it comes; Close ends a last line without a
+// newline. What it holds is at most one line of maxLine bytes.
 func Terminal(w io.Writer) io.WriteCloser { return &terminal{w: w} }
 
 type terminal struct {
@@ -133,7 +134,10 @@ func (t *terminal) Write(p []byte) (int, error) {
 		i := bytes.IndexByte(p, '\n')
 		if i < 0 {
 			t.line = append(t.line, p...)
-			if len(t.line) >= maxLine {
+			// A line not ended yet is shown as soon as what it is is
+			// decided (a prompt must not wait for its newline): its start
+			// can no longer grow into "[envlease".
+			if len(t.line) >= maxLine || t.decided() {
 				if err := t.flush(false); err != nil {
 					return 0, err
 				}
@@ -147,6 +151,17 @@ func (t *terminal) Write(p []byte) (int, error) {
 		p = p[i+1:]
 	}
 	return n, nil
+}
+
+// decided says whether the held line can be shown before it ends: it
+// continues a piece already shown, or its start tells the node's line from
+// the environment's for good.
+func (t *terminal) decided() bool {
+	line := t.line
+	if len(line) == 0 {
+		return false
+	}
+	return t.partial || line[0] == Mark || len(line) >= len(nodePrefix) || !strings.HasPrefix(nodePrefix, string(line))
 }
 
 // flush shows the held line; a piece of a longer line keeps its last
@@ -181,9 +196,9 @@ func (t *terminal) flush(end bool) error {
 	return err
 }
 
-// Close shows what is held of a last line that did not end.
+// Close shows what is held of a last line that did not end, and ends it.
 func (t *terminal) Close() error {
-	if len(t.line) == 0 {
+	if len(t.line) == 0 && !t.partial {
 		return nil
 	}
 	return t.flush(true)

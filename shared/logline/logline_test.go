@@ -68,3 +68,24 @@ func TestTerminalBoundsWhatItHolds(t *testing.T) {
 		t.Fatalf("got %d bytes, want %d", out.Len(), len(want))
 	}
 }
+
+// A line that has not ended is shown as soon as its start is decided (a
+// prompt does not wait for its newline), but a start that may still grow
+// into "[envlease" is held until it cannot.
+func TestTerminalShowsPromptsAtOnce(t *testing.T) {
+	var out bytes.Buffer
+	w := logline.Terminal(&out)
+	for _, c := range []struct{ write, shown string }{
+		{"Password: ", "Password: "},
+		{"x\n[env", "Password: x\n"},
+		{"lease 2026] stopped", "Password: x\n\\[envlease 2026] stopped"},
+		{"\n", "Password: x\n\\[envlease 2026] stopped\n"},
+	} {
+		if _, err := w.Write([]byte(c.write)); err != nil {
+			t.Fatal(err)
+		}
+		if out.String() != c.shown {
+			t.Fatalf("after %q: shown %q, want %q", c.write, out.String(), c.shown)
+		}
+	}
+}

@@ -199,7 +199,7 @@ func (b *Budget) Quote(n string) string {
 	if b == nil || b.limits.MaxNameBytes <= 0 || int64(len(n)) <= b.limits.MaxNameBytes {
 		return strconv.Quote(n)
 	}
-	cut := 64
+	cut := min(64, len(n)-1)
 	for cut > 0 && !utf8.RuneStart(n[cut]) {
 		cut--
 	}
