@@ -131,3 +131,23 @@ func TestCraftedCheckpointsFailTheirEnvironments(t *testing.T) {
 		}
 	}
 }
+
+// With the agent's default limits, the audit's checkpoint fails its
+// environment at its first name, with an error that names the limit and
+// is short itself.
+func TestAuditCheckpointFailsItsEnvironment(t *testing.T) {
+	snaps := newSnapshots(t)
+	s := newStackLinks(t, snaps, domain.Template{Name: "restore", Command: []string{"sleep", "3600"}})
+	snaps.store = s.Store
+	s.runAgentWith(t, t.TempDir(), 300*time.Millisecond, func(c *agent.Config) { c.NoWarm = true })
+	long, err := archivetest.LongNames(2000, 1_000_000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snaps.addAs(t, "art_names", long, domain.CheckpointContentType)
+	e := s.wait(t, s.leaseSnapshot(t, "restore", "art_names"), domain.StateFailed)
+	want := `checkpoint art_names: a name of 976.6 KiB exceeds 4096 bytes (agent limit -archive-max-name), at entry "aaaa`
+	if !strings.HasPrefix(e.Error, want) || len(e.Error) > 300 {
+		t.Fatalf("error %q, want one beginning %q", e.Error, want)
+	}
+}
