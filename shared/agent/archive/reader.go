@@ -25,8 +25,9 @@ import (
 type Reader struct {
 	tr     *tar.Reader
 	budget *Budget
-	// entries is false for a budget that counts names only (the image's
-	// layers, which count entries and bytes their own way).
+	// entries is false for a reader that counts names only (NewNameReader:
+	// image layers, which count entries and bytes their own way, and a
+	// checkpoint's second pass, whose entries UnpackTarRoot counts).
 	entries bool
 }
 
