@@ -25,6 +25,21 @@ const fitsJS = `(() => {
   return problems;
 })()`
 
+// slipsJS lists the slips of a page's text: a limit shown as an empty or
+// zero value where a template sets none, hours in mixed formats, values
+// that were never there.
+const slipsJS = `(() => {
+  const problems = [];
+  const text = document.querySelector('main').innerText;
+  for (const bad of [/, ,/, /\b0 CPU/, /\b0 pids/, /undefined/, /NaN/, /\[object /]) {
+    if (bad.test(text)) problems.push('the page shows ' + bad);
+  }
+  for (const td of document.querySelectorAll('td[data-label="Hours"]')) {
+    if (!/^\d+\.\d\d$/.test(td.textContent)) problems.push('hours shown as ' + JSON.stringify(td.textContent));
+  }
+  return problems;
+})()`
+
 // fitPage is a page of the console as the seeded organization sees it.
 type fitPage struct {
 	name  string
@@ -103,7 +118,7 @@ func TestConsoleFits(t *testing.T) {
 
 func (b *browser) fits(t *testing.T, page string, width int) {
 	t.Helper()
-	problems := eval[[]string](t, b, fitsJS)
+	problems := append(eval[[]string](t, b, fitsJS), eval[[]string](t, b, slipsJS)...)
 	if len(problems) > 0 {
 		b.shot(t, fmt.Sprintf("failed-fits-%s-%d", page, width))
 	}

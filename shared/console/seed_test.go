@@ -36,6 +36,7 @@ func seedTemplates() clienttest.Option {
 			Description: "Payments service with Postgres 16 and Kafka, for the integration tests of every pull request",
 			Timeouts:    domain.Timeouts{Idle: domain.Duration(30 * time.Minute), Hard: domain.Duration(8 * time.Hour)},
 			Quota:       domain.Quota{MaxLeases: 8},
+			Resources:   domain.Resources{CPUs: 1, Memory: "2Gi", PIDs: 512},
 		},
 		domain.Template{
 			Name: "nightly-build", Runtime: domain.RuntimeProcess,
