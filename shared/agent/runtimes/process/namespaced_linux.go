@@ -26,6 +26,7 @@ func (rt *Runtime) startNamespaced(t domain.Template, b *confine.Box, path, dir 
 	}
 	limits, cpus, warns := resourceLimits(t.Resources, rt.cpuTurn())
 	cfg := nsinit.Config{Path: path, Args: t.Command, Dir: dir, Env: env, UID: uid, GID: uid, Rlimits: limits, CPUs: cpus}
+	cfg.View = view(t, b)
 	start := func(intoCgroup bool) (*nsinit.Cmd, error) {
 		c, err := nsinit.Command(cfg)
 		if err != nil {

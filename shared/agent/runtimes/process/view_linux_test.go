@@ -1,0 +1,112 @@
+//go:build linux
+
+package process
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/envlease/envlease/shared/agent/confine"
+	"github.com/envlease/envlease/shared/agent/runtimes"
+	"github.com/envlease/envlease/shared/domain"
+)
+
+// In namespaces of its own a process environment looks like its template,
+// as a container does: its user has a name (whoami, id -un, USER), and its
+// command and its execs work at the template's workdir (pwd), whether that
+// is an empty folder of the node or a path under a top-level folder the
+// node does not have. The node's own passwd is untouched.
+func TestProcessLooksLikeItsTemplate(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("users and namespaces of their own need root")
+	}
+	if err := confine.ProbeNamespaces(); err != nil {
+		t.Skipf("this machine cannot make namespaces: %v", err)
+	}
+	users, err := confine.NewUIDPool(confine.DefaultUIDRange)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for _, d := range []string{dir, filepath.Dir(dir)} {
+		if err := os.Chmod(d, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(dir, "envs"), 0o711); err != nil {
+		t.Fatal(err)
+	}
+	// An empty folder of the node, and a top-level folder it lacks.
+	empty := filepath.Join(t.TempDir(), "srv", "app")
+	if err := os.MkdirAll(empty, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	top := fmt.Sprintf("/envlease-test-%d", rand.Uint64())
+	t.Cleanup(func() { os.RemoveAll(top) })
+	passwd, err := os.ReadFile("/etc/passwd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	logger := slog.New(slog.DiscardHandler)
+	rt := New(Config{Node: &confine.Node{Users: users, Namespaces: true, Log: logger}, WorkDir: dir, Address: "127.0.0.1", Log: logger})
+
+	for i, workdir := range []string{empty, top + "/workspace/app"} {
+		t.Run(workdir, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			h, err := rt.Prepare(ctx, runtimes.Env{ID: fmt.Sprintf("view-%d", i), Org: "acme", Template: domain.Template{
+				Name: "view", Workdir: workdir,
+				Command: []string{"sh", "-c", `{ whoami; id -un; id -gn; pwd; echo "$USER"; } > out.tmp && mv out.tmp out; exec sleep 3600`},
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer h.Remove()
+			if err := h.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			defer h.Stop(time.Second)
+			out := filepath.Join(h.Files().Root, workdir, "out")
+			var got []byte
+			for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+				if got, err = os.ReadFile(out); err == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the command wrote no %s: %v (%v)", out, err, h.Err())
+				}
+			}
+			want := strings.Join([]string{UserName, UserName, UserName, workdir, UserName}, "\n") + "\n"
+			if string(got) != want {
+				t.Errorf("the command saw whoami, id -un, id -gn, pwd, $USER as\n%s\nwant\n%s", got, want)
+			}
+
+			// An exec (envlease exec, shell) enters the same view.
+			var stdout, stderr bytes.Buffer
+			p, err := h.Exec(ctx, runtimes.ExecSpec{Args: []string{"sh", "-c", `whoami; pwd; ls -ld . | awk '{print $3}'`}, Stdout: &stdout, Stderr: &stderr})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if code, err := p.Wait(); code != 0 || err != nil {
+				t.Fatalf("exec: %d %v: %s", code, err, stderr.String())
+			}
+			if want := UserName + "\n" + workdir + "\n" + UserName + "\n"; stdout.String() != want {
+				t.Errorf("an exec saw whoami, pwd, the folder's owner as\n%s\nwant\n%s", stdout.String(), want)
+			}
+		})
+	}
+	if now, err := os.ReadFile("/etc/passwd"); err != nil || !bytes.Equal(now, passwd) {
+		t.Errorf("the node's /etc/passwd changed (%v)", err)
+	}
+	if entries, err := os.ReadDir(top + "/workspace/app"); err != nil || len(entries) != 0 {
+		t.Errorf("the mount point the environment left on the node: %v, %v", entries, err)
+	}
+}
