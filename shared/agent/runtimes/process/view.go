@@ -32,10 +32,11 @@ func userName(b *confine.Box) string {
 	return UserName
 }
 
-// templateWorkdir is the template's workdir as an absolute path, as a
-// container has it ("work" is /work), or "" when it names none.
+// templateWorkdir is the template's workdir when it is an absolute path
+// (the path a container works at), else "": a relative one ("work") names
+// a folder inside the environment's, and stays there.
 func templateWorkdir(t domain.Template) string {
-	if t.Workdir == "" {
+	if !strings.HasPrefix(t.Workdir, "/") {
 		return ""
 	}
 	p := path.Clean("/" + t.Workdir)

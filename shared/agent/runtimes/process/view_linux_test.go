@@ -58,7 +58,21 @@ func TestProcessLooksLikeItsTemplate(t *testing.T) {
 	logger := slog.New(slog.DiscardHandler)
 	rt := New(Config{Node: &confine.Node{Users: users, Namespaces: true, Log: logger}, WorkDir: dir, Address: "127.0.0.1", Log: logger})
 
-	for i, workdir := range []string{empty, top + "/workspace/app"} {
+	// A folder of the node with files in it is never covered.
+	full := filepath.Join(t.TempDir(), "opt", "tool")
+	if err := os.MkdirAll(full, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(full, "node-file"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A relative workdir is a folder inside the environment's and stays
+	// there, as a covered one does; its user has its name all the same.
+	for i, tc := range []struct {
+		workdir string
+		at      bool // whether it works at the template's path
+	}{{empty, true}, {top + "/workspace/app", true}, {"work", false}, {full, false}} {
+		workdir := tc.workdir
 		t.Run(workdir, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
@@ -75,6 +89,10 @@ func TestProcessLooksLikeItsTemplate(t *testing.T) {
 			}
 			defer h.Stop(time.Second)
 			out := filepath.Join(h.Files().Root, workdir, "out")
+			pwd := workdir
+			if !tc.at {
+				pwd = filepath.Join(h.Files().Root, workdir)
+			}
 			var got []byte
 			for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
 				if got, err = os.ReadFile(out); err == nil {
@@ -84,7 +102,7 @@ func TestProcessLooksLikeItsTemplate(t *testing.T) {
 					t.Fatalf("the command wrote no %s: %v (%v)", out, err, h.Err())
 				}
 			}
-			want := strings.Join([]string{UserName, UserName, UserName, workdir, UserName}, "\n") + "\n"
+			want := strings.Join([]string{UserName, UserName, UserName, pwd, UserName}, "\n") + "\n"
 			if string(got) != want {
 				t.Errorf("the command saw whoami, id -un, id -gn, pwd, $USER as\n%s\nwant\n%s", got, want)
 			}
@@ -98,13 +116,16 @@ func TestProcessLooksLikeItsTemplate(t *testing.T) {
 			if code, err := p.Wait(); code != 0 || err != nil {
 				t.Fatalf("exec: %d %v: %s", code, err, stderr.String())
 			}
-			if want := UserName + "\n" + workdir + "\n" + UserName + "\n"; stdout.String() != want {
+			if want := UserName + "\n" + pwd + "\n" + UserName + "\n"; stdout.String() != want {
 				t.Errorf("an exec saw whoami, pwd, the folder's owner as\n%s\nwant\n%s", stdout.String(), want)
 			}
 		})
 	}
 	if now, err := os.ReadFile("/etc/passwd"); err != nil || !bytes.Equal(now, passwd) {
 		t.Errorf("the node's /etc/passwd changed (%v)", err)
+	}
+	if entries, err := os.ReadDir(full); err != nil || len(entries) != 1 {
+		t.Errorf("the node's folder %s holds %v, %v", full, entries, err)
 	}
 	if entries, err := os.ReadDir(top + "/workspace/app"); err != nil || len(entries) != 0 {
 		t.Errorf("the mount point the environment left on the node: %v, %v", entries, err)
