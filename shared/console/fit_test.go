@@ -90,7 +90,7 @@ func TestConsoleFits(t *testing.T) {
 	for _, w := range []struct {
 		width, height int
 		phone         bool
-	}{{1280, 900, false}, {390, 844, true}} {
+	}{{1280, 900, false}, {768, 1024, false}, {390, 844, true}} {
 		size := chromedp.EmulateViewport(int64(w.width), int64(w.height))
 		if w.phone {
 			size = chromedp.EmulateViewport(int64(w.width), int64(w.height), chromedp.EmulateScale(2), chromedp.EmulateMobile)
@@ -104,7 +104,7 @@ func TestConsoleFits(t *testing.T) {
 			}
 			b.fits(t, p.name, w.width)
 			switch {
-			case !w.phone:
+			case w.width == 1280:
 				b.docShot(t, p.name)
 			case p.name == "environments":
 				b.docShot(t, "environments-phone")
