@@ -119,6 +119,17 @@ func TestProcessLooksLikeItsTemplate(t *testing.T) {
 			if want := UserName + "\n" + pwd + "\n" + UserName + "\n"; stdout.String() != want {
 				t.Errorf("an exec saw whoami, pwd, the folder's owner as\n%s\nwant\n%s", stdout.String(), want)
 			}
+			// A bash prompt's \u is the name, not "I have no name!".
+			if _, err := os.Stat("/bin/bash"); err == nil {
+				stdout.Reset()
+				p, err := h.Exec(ctx, runtimes.ExecSpec{Args: []string{"bash", "-c", `p='\u'; echo "${p@P}"`}, Stdout: &stdout, Stderr: &stderr})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if code, err := p.Wait(); code != 0 || err != nil || stdout.String() != UserName+"\n" {
+					t.Errorf("bash's prompt names the user %q (exit %d, %v): %s", stdout.String(), code, err, stderr.String())
+				}
+			}
 		})
 	}
 	if now, err := os.ReadFile("/etc/passwd"); err != nil || !bytes.Equal(now, passwd) {
