@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
@@ -23,14 +25,12 @@ func TestExecSeesTemplateWorkdirAndUser(t *testing.T) {
 	if err := confine.ProbeNamespaces(); err != nil {
 		t.Skipf("this machine cannot make namespaces: %v", err)
 	}
-	// An empty folder of the node at the template's path, which its user
-	// can reach.
-	base := t.TempDir()
-	workdir := filepath.Join(base, "workspace")
-	if err := os.Mkdir(workdir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(filepath.Dir(base), 0o711); err != nil {
+	// An empty folder of the node at the template's path, outside /tmp
+	// (which an environment may have a folder of its own over).
+	top := fmt.Sprintf("/envlease-test-%d", rand.Uint64())
+	t.Cleanup(func() { os.RemoveAll(top) })
+	workdir := filepath.Join(top, "workspace")
+	if err := os.MkdirAll(workdir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	tpl := domain.Template{

@@ -44,13 +44,15 @@ func TestProcessLooksLikeItsTemplate(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(dir, "envs"), 0o711); err != nil {
 		t.Fatal(err)
 	}
-	// An empty folder of the node, and a top-level folder it lacks.
-	empty := filepath.Join(t.TempDir(), "srv", "app")
+	// An empty folder of the node, and a top-level folder it lacks; outside
+	// /tmp, which an environment may have a folder of its own over.
+	node := fmt.Sprintf("/envlease-test-%d", rand.Uint64())
+	top := fmt.Sprintf("/envlease-test-%d", rand.Uint64())
+	t.Cleanup(func() { os.RemoveAll(node); os.RemoveAll(top) })
+	empty := filepath.Join(node, "srv", "app")
 	if err := os.MkdirAll(empty, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	top := fmt.Sprintf("/envlease-test-%d", rand.Uint64())
-	t.Cleanup(func() { os.RemoveAll(top) })
 	passwd, err := os.ReadFile("/etc/passwd")
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +61,7 @@ func TestProcessLooksLikeItsTemplate(t *testing.T) {
 	rt := New(Config{Node: &confine.Node{Users: users, Namespaces: true, Log: logger}, WorkDir: dir, Address: "127.0.0.1", Log: logger})
 
 	// A folder of the node with files in it is never covered.
-	full := filepath.Join(t.TempDir(), "opt", "tool")
+	full := filepath.Join(node, "opt", "tool")
 	if err := os.MkdirAll(full, 0o755); err != nil {
 		t.Fatal(err)
 	}
