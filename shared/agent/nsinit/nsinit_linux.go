@@ -41,6 +41,9 @@ type Config struct {
 	// controlling one in a session of its own (an exec's shell, whose job
 	// control then stays inside the environment's PID namespace).
 	Terminal bool `json:"terminal,omitempty"`
+	// View makes the environment look like its template from inside: a
+	// name for its user, its workdir at the template's path (view_linux.go).
+	View *View `json:"view,omitempty"`
 	// Probe sets the namespaces up and exits 0 without running anything.
 	Probe bool `json:"probe,omitempty"`
 }
@@ -125,6 +128,7 @@ func run() int {
 	if err := os.WriteFile("/proc/sys/net/ipv4/ip_unprivileged_port_start", []byte("0"), 0); err != nil {
 		warns = append(warns, fmt.Sprintf("ports below 1024 stay privileged: %v", err))
 	}
+	warns = append(warns, applyView(cfg)...)
 	if cfg.Probe {
 		say(report{Started: true, Warnings: warns})
 		return 0

@@ -26,6 +26,7 @@ func (rt *Runtime) startNamespaced(t domain.Template, b *confine.Box, path, dir 
 	}
 	limits, cpus, warns := resourceLimits(t.Resources, rt.cpuTurn())
 	cfg := nsinit.Config{Path: path, Args: t.Command, Dir: dir, Env: env, UID: uid, GID: uid, Rlimits: limits, CPUs: cpus}
+	cfg.View = view(t, b)
 	start := func(intoCgroup bool) (*nsinit.Cmd, error) {
 		c, err := nsinit.Command(cfg)
 		if err != nil {
@@ -94,7 +95,7 @@ func (rt *Runtime) startNamespaced(t domain.Template, b *confine.Box, path, dir 
 		return nil, nil, err
 	}
 	if warns = append(warns, more...); len(warns) > 0 {
-		rt.cfg.Log.Warn("resources not fully applied", "pid", c.Process.Pid, "warnings", fmt.Sprint(warns))
+		rt.cfg.Log.Warn("the environment runs without part of its setup (resources, its view)", "pid", c.Process.Pid, "warnings", fmt.Sprint(warns))
 	}
 	return c.Cmd, confine.NewNet(h, c, egress), nil
 }
