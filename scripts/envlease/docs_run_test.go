@@ -127,6 +127,13 @@ func TestDocsRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the documentation's examples against the whole stack")
 	}
+	// The examples use what a reader's shell has at hand; a missing one
+	// fails here, saying what to install, rather than in the middle of a page.
+	for _, tool := range []string{"sh", "curl", "jq", "make", "python3"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("the documentation's examples use %s, which is not on PATH: install it (Debian: apt-get install %s)", tool, tool)
+		}
+	}
 	demo, err := os.ReadFile("../devserver/demo.json")
 	if err != nil {
 		t.Fatal(err)
