@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/envlease/envlease/shared/client"
 )
 
 // An address without a scheme is completed as people mean it: plain HTTP
@@ -62,6 +64,24 @@ func TestStartingServerTransportWaitsOnlyForThisMachine(t *testing.T) {
 		}
 		if (next.calls > 1) != c.manyCalls || (said == 1) != c.manyCalls {
 			t.Errorf("%s (wait %s): %d attempts, said %d times", c.url, c.wait, next.calls, said)
+		}
+	}
+}
+
+// A refused token's message keeps the service's reason and names the fix.
+func TestUnauthorizedText(t *testing.T) {
+	cases := []struct{ msg, want string }{
+		{"token has expired", "envlease login --url URL"},
+		{"token has been revoked", "envlease login --url URL"},
+		{"unknown token", "envlease login --url URL"},
+		{"malformed bearer token: want 'Authorization: Bearer <token>'", "they start with els_"},
+		{"missing bearer token", ""},
+	}
+	for _, c := range cases {
+		e := &client.Error{Status: http.StatusUnauthorized, Code: "unauthorized", Message: c.msg}
+		got := unauthorizedText(e, e)
+		if !strings.Contains(got, c.msg) || (c.want != "" && !strings.Contains(got, c.want)) || (c.want == "" && strings.Contains(got, "\n")) {
+			t.Errorf("%q: %q", c.msg, got)
 		}
 	}
 }
