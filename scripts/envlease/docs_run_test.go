@@ -233,7 +233,9 @@ func runPage(t *testing.T, s *clienttest.Stack, blocks []docBlock) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	out, err := cmd.CombinedOutput()
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // anything left behind
+	if cmd.Process != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // anything left behind
+	}
 	if err != nil {
 		t.Fatalf("the page's commands failed (%v); the last '==' line names the block:\n%s", err, out)
 	}
