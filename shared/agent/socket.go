@@ -42,6 +42,9 @@ const (
 	// remembers were offered meanwhile.
 	roomRecheck    = 2 * time.Second
 	maxShortOffers = 1024
+	// maxQueuedOffers bounds the offers waiting for the claim loop, which
+	// takes them in batches; one dropped is found as pending by a claim.
+	maxQueuedOffers = 1024
 	// pingEvery is how often a node with nothing to send pings its
 	// connection (a WebSocket ping frame, answered by the peer itself: no
 	// message reaches a handler), and pingTimeout how long it waits for the
@@ -83,7 +86,7 @@ func (a *Agent) dialSocket(ctx context.Context, url string) (*socketClient, erro
 		return nil, err
 	}
 	ws.SetReadLimit(16 << 20)
-	c := &socketClient{ws: ws, pending: map[string]chan nodes.Message{}, offers: make(chan string, 64), stops: make(chan []string, 64), done: make(chan struct{})}
+	c := &socketClient{ws: ws, pending: map[string]chan nodes.Message{}, offers: make(chan string, maxQueuedOffers), stops: make(chan []string, 64), done: make(chan struct{})}
 	c.checkpoint = func(m nodes.Message) { a.checkpointOrdered(ctx, m.Node, m.Environment, m.Checkpoint) }
 	go c.read(ctx)
 	return c, nil
@@ -445,16 +448,46 @@ func (a *Agent) socketClaims(ctx context.Context, node string, sock *socketClien
 		}
 		a.claiming.Add(1)
 		a.claimEpoch.Add(1)
-		r, err := sock.call(ctx, nodes.Message{Type: nodes.MsgClaim, Node: node, Environment: env, Only: only})
+		m := nodes.Message{Type: nodes.MsgClaim, Node: node, Environment: env, Only: only}
+		// A crowd is claimed in batches: the environments offered so far
+		// (as many as there is room for), then whatever else is pending,
+		// in one message. A claim to refuse (only) stays a single one.
+		free := a.cfg.Capacity - a.count()
+		if !only {
+			m.Environment, m.Max = "", min(free, nodes.MaxClaimBatch)
+			if env != "" {
+				m.Environments = append(m.Environments, env)
+			}
+		drain:
+			for len(m.Environments) < m.Max {
+				select {
+				case id := <-sock.offers:
+					if id != "" {
+						m.Environments = append(m.Environments, id)
+					}
+				default:
+					break drain
+				}
+			}
+		}
+		r, err := sock.call(ctx, m)
 		only = false
+		claimed := r.Claims
 		if err == nil && r.Claimed != nil {
-			a.start(ctx, node, r.Claimed)
+			claimed = append(claimed, *r.Claimed) // a service that claims one at a time
+		}
+		if err == nil {
+			for i := range claimed {
+				a.start(ctx, node, &claimed[i])
+			}
 		}
 		a.claiming.Add(-1)
 		env = ""
 		switch s := statusOf(err); {
 		case err == nil:
-			want = r.Claimed != nil
+			// A full batch (or a single claim's one) may have left more
+			// pending: claim again at once.
+			want = r.Claimed != nil || m.Max > 0 && len(claimed) >= m.Max
 			backoff = 200 * time.Millisecond
 		case ctx.Err() != nil:
 			return nil

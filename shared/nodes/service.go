@@ -550,6 +550,12 @@ func (s *Service) claimRandom(ctx context.Context, keyHash string, n domain.Node
 // claimFirst claims the first of cands it can, in order. keyHash, when set,
 // is the node credential's record, checked unrevoked by each claim.
 func (s *Service) claimFirst(ctx context.Context, keyHash string, n domain.Node, cands []domain.Environment) (*Claimed, error) {
+	return s.claimFirstWith(ctx, keyHash, n, cands, s.readTemplate)
+}
+
+// claimFirstWith is claimFirst reading templates through tmpl (a batch
+// reads each template once).
+func (s *Service) claimFirstWith(ctx context.Context, keyHash string, n domain.Node, cands []domain.Environment, tmpl templateFunc) (*Claimed, error) {
 	for _, e := range cands {
 		// What an environment needs never changes, and the claim's write is
 		// conditioned on the version read, so this check holds for the write.
@@ -559,7 +565,7 @@ func (s *Service) claimFirst(ctx context.Context, keyHash string, n domain.Node,
 				return nil, err
 			}
 			if ok {
-				c, err := s.prepare(ctx, after)
+				c, err := s.prepare(ctx, after, tmpl)
 				if err != nil || c != nil {
 					return c, err
 				}
