@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -40,8 +42,10 @@ const crowdStagger = 200 * time.Millisecond
 // that keeps running and has no exports, cold (crowd, crowdbox) and with a
 // warm pool as large as the crowd (crowdwarm, crowdboxwarm), with quotas
 // that let the whole crowd live at once. The container ones use the demo's
-// busybox image (containerDemo), when this machine runs containers.
-func crowdTemplates(runs int) func(*fixture.File) {
+// busybox image (containerDemo), when this machine runs containers. Only
+// runtime's are added: a stack measures one runtime, and another's warm
+// pool would start beside it.
+func crowdTemplates(runs int, runtime string) func(*fixture.File) {
 	return func(f *fixture.File) {
 		for i := range f.Orgs {
 			if f.Orgs[i].ID != "acme" {
@@ -69,9 +73,11 @@ func crowdTemplates(runs int) func(*fixture.File) {
 			process := func(t *domain.Template) {
 				t.Runtime, t.Command = domain.RuntimeProcess, []string{"sleep", "3600"}
 			}
-			add("crowd", 0, process)
-			add("crowdwarm", runs, process)
-			if image != nil {
+			if runtime == domain.RuntimeProcess {
+				add("crowd", 0, process)
+				add("crowdwarm", runs, process)
+			}
+			if image != nil && runtime == domain.RuntimeContainer {
 				box := func(t *domain.Template) {
 					// PID 1 of the container ends on SIGTERM (trap), so a
 					// delete does not wait out the grace period.
@@ -249,9 +255,9 @@ func loadAvg() string {
 // time of the stack per run; docs/performance.md records them.
 func BenchmarkCrowd(b *testing.B) {
 	runs := crowdRuns()
-	for _, rt := range []struct{ name, cold, warm string }{{"process", "crowd", "crowdwarm"}, {"container", "crowdbox", "crowdboxwarm"}} {
+	for _, rt := range []struct{ name, cold, warm string }{{domain.RuntimeProcess, "crowd", "crowdwarm"}, {domain.RuntimeContainer, "crowdbox", "crowdboxwarm"}} {
 		b.Run(rt.name, func(b *testing.B) {
-			base, ag := crowdStack(b, runs)
+			base, ag := crowdStack(b, runs, rt.name)
 			hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4 * runs, MaxConnsPerHost: 0}}
 			c, err := client.New(base, apitest.BobToken, client.WithHTTPClient(hc))
 			if err != nil {
@@ -286,13 +292,70 @@ func BenchmarkCrowd(b *testing.B) {
 					})
 				}
 			}
+			if rt.name == domain.RuntimeProcess {
+				b.Run("warm/cli", func(b *testing.B) {
+					for range b.N {
+						crowdCLI(b, base, ag, rt.warm, runs)
+					}
+				})
+			}
 		})
 	}
 }
 
+// crowdCLI is the serial mode through the CLI, as a person measures it:
+// `envlease lease -t T --wait -o json`, then `envlease exec ID -- true`,
+// each a process of its own (their start included), the delete untimed.
+func crowdCLI(b *testing.B, base string, ag *agent.Agent, template string, runs int) {
+	b.StopTimer()
+	bin := filepath.Join(b.TempDir(), "envlease")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/envlease/envlease/scripts/envlease").CombinedOutput(); err != nil {
+		b.Fatalf("go build envlease: %v\n%s", err, out)
+	}
+	home := b.TempDir()
+	cli := func(stdin string, args ...string) *exec.Cmd {
+		cmd := exec.Command(bin, args...)
+		cmd.Dir = home
+		cmd.Env = []string{"HOME=" + home, "XDG_CONFIG_HOME=" + filepath.Join(home, ".config"), "PATH=" + os.Getenv("PATH")}
+		cmd.Stdin = strings.NewReader(stdin)
+		return cmd
+	}
+	if out, err := cli(apitest.BobToken+"\n", "login", "--url", base).CombinedOutput(); err != nil {
+		b.Fatalf("login: %v\n%s", err, out)
+	}
+	hc, _ := client.New(base, apitest.BobToken)
+	res := make([]crowdResult, 0, runs)
+	crowdSettle(b, hc, ag, template, runs, nil)
+	load := loadAvg()
+	cpu0 := cpuTime()
+	for range runs {
+		b.StartTimer()
+		start := time.Now()
+		out, err := cli("", "lease", "-t", template, "--wait", "-o", "json").Output()
+		leased := time.Now()
+		var r crowdResult
+		var got struct {
+			Environment domain.Environment `json:"environment"`
+		}
+		if err == nil {
+			err = json.Unmarshal(out, &got)
+		}
+		r.id = got.Environment.ID
+		if err == nil {
+			err = cli("", "exec", r.id, "--", "true").Run()
+		}
+		b.StopTimer()
+		r.lease, r.command, r.total, r.err = leased.Sub(start), time.Since(leased), time.Since(start), err
+		res = append(res, r)
+	}
+	crowdReport(b, res, cpuTime()-cpu0, load)
+	crowdSettle(b, hc, ag, template, runs, res)
+	b.StartTimer()
+}
+
 // crowdStack runs the dev server in process with the crowd's templates and
 // an agent with room for four crowds, and gives acme's agent of pool local.
-func crowdStack(b *testing.B, runs int) (string, *agent.Agent) {
+func crowdStack(b *testing.B, runs int, runtime string) (string, *agent.Agent) {
 	b.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
@@ -306,7 +369,7 @@ func crowdStack(b *testing.B, runs int) (string, *agent.Agent) {
 	var out bytes.Buffer
 	go func() {
 		done <- run(ctx, options{addr: "127.0.0.1:0", sweep: benchSweep, testDynamo: devstack.NewTestDynamo(b), out: &out,
-			ready: func(u string) { ready <- u }, containers: true, agents: keep, capacity: 4 * runs, edit: crowdTemplates(runs)}, apitest.DiscardLogger())
+			ready: func(u string) { ready <- u }, containers: true, agents: keep, capacity: 4 * runs, edit: crowdTemplates(runs, runtime)}, apitest.DiscardLogger())
 	}()
 	var base string
 	select {
