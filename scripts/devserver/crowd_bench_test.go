@@ -63,7 +63,7 @@ func crowdTemplate(name, runtime string, warm, runs int) func(*fixture.File) {
 				Timeouts: domain.Timeouts{Idle: domain.Duration(10 * time.Minute), Hard: domain.Duration(time.Hour)},
 				Quota:    domain.Quota{MaxLeases: 4 * runs},
 				Exports:  map[string]domain.Export{}, Shares: []domain.TemplateShare{},
-				Command:  []string{"sleep", "3600"},
+				Command: []string{"sleep", "3600"},
 			}
 			if runtime == domain.RuntimeContainer {
 				if image == nil {
