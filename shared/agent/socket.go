@@ -449,17 +449,19 @@ func (a *Agent) socketClaims(ctx context.Context, node string, sock *socketClien
 		a.claiming.Add(1)
 		a.claimEpoch.Add(1)
 		m := nodes.Message{Type: nodes.MsgClaim, Node: node, Environment: env, Only: only}
-		// A crowd is claimed in batches: the environments offered so far
-		// (as many as there is room for), then whatever else is pending,
-		// in one message. A claim to refuse (only) stays a single one.
-		free := a.cfg.Capacity - a.count()
+		// A crowd is claimed in batches: the environments offered so far,
+		// as many as there is room for, in one message (the service makes
+		// up for any another node took with pending ones). Without offers
+		// (at the start, after a full batch) the claim asks for pending
+		// ones up to the room. A claim to refuse (only) stays a single one.
+		room := min(a.cfg.Capacity-a.count(), nodes.MaxClaimBatch)
 		if !only {
-			m.Environment, m.Max = "", min(free, nodes.MaxClaimBatch)
+			m.Environment = ""
 			if env != "" {
 				m.Environments = append(m.Environments, env)
 			}
 		drain:
-			for len(m.Environments) < m.Max {
+			for len(m.Environments) < room {
 				select {
 				case id := <-sock.offers:
 					if id != "" {
@@ -468,6 +470,10 @@ func (a *Agent) socketClaims(ctx context.Context, node string, sock *socketClien
 				default:
 					break drain
 				}
+			}
+			m.Max = room
+			if len(m.Environments) > 0 {
+				m.Max = len(m.Environments)
 			}
 		}
 		r, err := sock.call(ctx, m)
@@ -485,9 +491,10 @@ func (a *Agent) socketClaims(ctx context.Context, node string, sock *socketClien
 		env = ""
 		switch s := statusOf(err); {
 		case err == nil:
-			// A full batch (or a single claim's one) may have left more
-			// pending: claim again at once.
-			want = r.Claimed != nil || m.Max > 0 && len(claimed) >= m.Max
+			// A full claim of pending ones (or a single claim's one) may
+			// have left more pending: claim again at once. What is offered
+			// later comes as offers.
+			want = r.Claimed != nil || m.Max > 0 && len(m.Environments) == 0 && len(claimed) >= m.Max
 			backoff = 200 * time.Millisecond
 		case ctx.Err() != nil:
 			return nil
