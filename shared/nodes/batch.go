@@ -14,29 +14,34 @@ import (
 // of one round trip per environment. docs/nodes.md, "Claiming a crowd",
 // and docs/scale.md give the costs.
 const (
-	// MaxClaimBatch bounds the environments one claim message takes.
+	// MaxClaimBatch bounds the environments one claim message takes (and
+	// so one transaction: the store takes up to 48).
 	MaxClaimBatch = 32
 	// claimAnswerBudget bounds the bytes of a batch claim's answer, below
-	// API Gateway's 128 KB per posted message: claims are made in waves
-	// sized from the largest claim seen so far, and no wave is started
-	// that could take the answer past it.
+	// API Gateway's 128 KB per posted message: a wave takes only the
+	// environments whose claims fit in what is left of it (fits).
 	claimAnswerBudget = 96 << 10
-	// claimSizeGuess is the size assumed for a claim before one is seen.
-	claimSizeGuess = 8 << 10
+	// claimOverhead and claimLinkBytes are what a claim carries beside its
+	// environment and template: the answer's own fields, and a signed
+	// link with its artifact's details.
+	claimOverhead  = 256
+	claimLinkBytes = 2 << 10
 )
 
-// ClaimBatch claims up to max environments for a node on the node
+// ClaimBatch claims up to want environments for a node on the node
 // protocol: the offered ones first (those still pending in the node's pool
 // that it can run), then, unless only, the oldest few pending in random
-// order. Each environment is claimed by its own conditional transaction
-// (ClaimEnvironment), as a single claim is, so no environment is claimed
-// twice; max is cut to the node's free capacity, read once. What it costs
-// in DynamoDB calls beside one transaction per environment does not grow
-// with the batch: the node, its environments, one batch read of the
-// offered ones, one read per distinct template, and one pending query per
-// class when the offered ones did not fill it (TestBatchClaimCalls). An
-// error with claims cut the batch short: the claims stand, and the node
-// must hear of them; the rest stays pending.
+// order. They are claimed together, in one conditional transaction
+// (store.ClaimEnvironments: each environment's put conditioned on its
+// version and pending, the node active, the credential unrevoked), so no
+// environment is claimed twice and one node's claims never meet on its own
+// item; want is cut to the node's free capacity, read once. A batch costs
+// one transaction and four calls beside it, whatever its size: the node,
+// its environments, one batch read of the offered ones, one read per
+// distinct template; one pending query per class when the offered ones did
+// not fill it (TestBatchClaimCalls). An error with claims cut the batch
+// short: the claims stand, and the node must hear of them; the rest stays
+// pending.
 func (s *Service) ClaimBatch(ctx context.Context, p domain.Principal, id string, offered []string, want int, only bool) ([]Claimed, error) {
 	return s.claimBatch(ctx, p, id, offered, want, only)
 }
@@ -112,7 +117,6 @@ type batch struct {
 	mu        sync.Mutex
 	out       []Claimed
 	bytes     int
-	largest   int
 	templates map[string]*templateRead
 	// full: the answer has no room for another claim.
 	full bool
@@ -137,47 +141,111 @@ func (b *batch) template(ctx context.Context, org, name string) (domain.Template
 	return r.t, r.err
 }
 
-// claim claims from cands, in order, until the batch holds max or the
-// answer has no room (limit), in waves whose claims run at once.
+// claim claims from cands, in order, until the batch holds limit or the
+// answer has no room: in waves, each wave's environments in one transaction
+// (ClaimEnvironments), so claims of one node never meet on its item. Those
+// a wave was refused are read again and, still pending, tried once more
+// (another node may have them, or a touch changed their version).
 func (b *batch) claim(ctx context.Context, cands []domain.Environment, limit int) error {
+	retried := map[string]bool{}
 	for len(cands) > 0 && len(b.out) < limit && !b.full {
-		size := b.largest
-		if size == 0 {
-			size = claimSizeGuess
-		}
-		wave := min(len(cands), limit-len(b.out), (claimAnswerBudget-b.bytes)/size)
-		if wave <= 0 {
+		wave := b.fits(ctx, cands[:min(len(cands), limit-len(b.out))])
+		if wave == 0 {
 			if len(b.out) > 0 {
 				b.full = true
 				return nil
 			}
 			wave = 1 // one claim always fits the protocol's own limit
 		}
-		var wg sync.WaitGroup
-		errs := make([]error, wave)
-		for i, e := range cands[:wave] {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				c, err := b.s.claimFirstWith(ctx, b.keyHash, b.n, []domain.Environment{e}, b.template)
-				if err != nil || c == nil {
-					errs[i] = err
-					return
-				}
-				raw, _ := json.Marshal(c)
-				b.mu.Lock()
-				b.out = append(b.out, *c)
-				b.bytes += len(raw)
-				b.largest = max(b.largest, len(raw))
-				b.mu.Unlock()
-			}()
-		}
-		wg.Wait()
+		claimed, refused, err := b.s.store.ClaimEnvironments(ctx, cands[:wave], b.n, b.keyHash, b.s.clock.Now())
 		cands = cands[wave:]
-		for _, err := range errs {
+		if err != nil {
+			return err
+		}
+		if err := b.prepare(ctx, claimed); err != nil {
+			return err
+		}
+		var again []string
+		for _, id := range refused {
+			if !retried[id] {
+				retried[id] = true
+				again = append(again, id)
+			}
+		}
+		if len(again) > 0 {
+			envs, err := b.s.store.GetEnvironments(ctx, b.n.OrgID, again)
 			if err != nil {
 				return err
 			}
+			var still []domain.Environment
+			for _, e := range envs {
+				if e.State == domain.StatePending && e.Node == "" && e.Pool == b.n.Pool && b.n.Runs(e.Needs) {
+					still = append(still, e)
+				}
+			}
+			cands = append(still, cands...)
+		}
+	}
+	return nil
+}
+
+// fits says how many of cands, in order, the answer still has room for,
+// from what each claim will carry: its environment, its template (read
+// now, once a batch, as prepare would) and a link per artifact.
+func (b *batch) fits(ctx context.Context, cands []domain.Environment) int {
+	used := b.bytes
+	for i, e := range cands {
+		size := claimOverhead
+		if raw, err := json.Marshal(e); err == nil {
+			size += len(raw)
+		}
+		links := len(e.Shares)
+		if e.Snapshot != "" {
+			links++
+		}
+		if t, err := b.template(ctx, e.OrgID, e.Template); err == nil {
+			if raw, err := json.Marshal(t); err == nil {
+				size += len(raw)
+			}
+			if t.Image != nil && t.Image.Artifact != "" {
+				links++
+			}
+		}
+		size += claimLinkBytes * links
+		if used+size > claimAnswerBudget {
+			return i
+		}
+		used += size
+	}
+	return len(cands)
+}
+
+// prepare gathers what the node needs for each environment claimed (the
+// template, read once a batch; links to its artifacts), at once. One that
+// can no longer run is failed (prepare) and left out.
+func (b *batch) prepare(ctx context.Context, claimed []domain.Environment) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(claimed))
+	for i, e := range claimed {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := b.s.prepare(ctx, e, b.template)
+			if err != nil || c == nil {
+				errs[i] = err
+				return
+			}
+			raw, _ := json.Marshal(c)
+			b.mu.Lock()
+			b.out = append(b.out, *c)
+			b.bytes += len(raw)
+			b.mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
 		}
 	}
 	return nil

@@ -59,6 +59,9 @@ type Store interface {
 	PendingEnvironments(ctx context.Context, org, pool, class string, limit int) ([]domain.Environment, error)
 	NodeEnvironments(ctx context.Context, org, node string) ([]domain.Environment, error)
 	ClaimEnvironment(ctx context.Context, e domain.Environment, n domain.Node, keyHash string, now time.Time) (domain.Environment, bool, error)
+	// ClaimEnvironments claims many for one node in one transaction
+	// (a batch claim), leaving out those refused.
+	ClaimEnvironments(ctx context.Context, es []domain.Environment, n domain.Node, keyHash string, now time.Time) (claimed []domain.Environment, refused []string, err error)
 	ReplaceEnvironment(ctx context.Context, before, after domain.Environment) (domain.Environment, bool, error)
 	StopEnvironment(ctx context.Context, e domain.Environment, to domain.State, reason string, now time.Time) (domain.Environment, bool, error)
 }
