@@ -2,7 +2,9 @@ package nodes_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -144,5 +146,42 @@ func TestBatchClaimIsExact(t *testing.T) {
 		if e := se.get(t, apitest.BobToken, id); e.Node != n || e.State != domain.StateStarting {
 			t.Fatalf("%s: %s on %s, claimed by %s", id, e.State, e.Node, n)
 		}
+	}
+}
+
+// A batch's answer stays within what API Gateway posts in one message:
+// with templates so large that only some claims fit, the batch claims
+// those and leaves the rest pending for the next claim.
+func TestBatchClaimAnswerFitsOneMessage(t *testing.T) {
+	se := newSocketEnv(t)
+	ctx := context.Background()
+	tpl, err := se.Store.GetTemplate(ctx, "acme", "sleeper")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tpl.Quota.MaxLeases = 100
+	tpl.Env = map[string]string{}
+	for i := range 20 {
+		tpl.Env[fmt.Sprintf("LARGE_%d", i)] = strings.Repeat("x", 1000)
+	}
+	if err := se.Store.PutTemplate(ctx, "acme", tpl); err != nil {
+		t.Fatal(err)
+	}
+	tok := se.credential(t, apitest.AliceToken, "local")
+	node := se.hello(t, "c1", tok, 100)
+	ids := se.leaseMany(t, 10)
+	r := se.send(t, "c1", tok, nodes.Message{Type: nodes.MsgClaim, ID: "1", Node: node, Environments: ids, Max: len(ids)})
+	raw, _ := json.Marshal(r)
+	if len(r.Claims) == 0 || len(r.Claims) == len(ids) || len(raw) > 96<<10 {
+		t.Fatalf("%d of %d claimed in an answer of %d bytes", len(r.Claims), len(ids), len(raw))
+	}
+	pending := 0
+	for _, id := range ids {
+		if se.get(t, apitest.BobToken, id).State == domain.StatePending {
+			pending++
+		}
+	}
+	if pending != len(ids)-len(r.Claims) {
+		t.Fatalf("%d pending after %d of %d were claimed", pending, len(r.Claims), len(ids))
 	}
 }
