@@ -380,6 +380,10 @@ func (a *Agent) stopPushed(ctx context.Context, node string, ids []string) {
 // environment it got (more may be pending), while there is capacity.
 func (a *Agent) socketClaims(ctx context.Context, node string, sock *socketClient) error {
 	want, env := true, ""
+	// carry are offered environments a batch claim left out while it
+	// claimed others (its answer had no room for them): the next claim
+	// names them first.
+	var carry []string
 	// onWake: the service counted the node full, so an environment that
 	// ends is a reason to claim again, offered or not.
 	onWake := false
@@ -457,6 +461,8 @@ func (a *Agent) socketClaims(ctx context.Context, node string, sock *socketClien
 		room := min(a.cfg.Capacity-a.count(), nodes.MaxClaimBatch)
 		if !only {
 			m.Environment = ""
+			m.Environments = append(m.Environments, carry...)
+			carry = nil
 			if env != "" {
 				m.Environments = append(m.Environments, env)
 			}
@@ -495,6 +501,21 @@ func (a *Agent) socketClaims(ctx context.Context, node string, sock *socketClien
 			// have left more pending: claim again at once. What is offered
 			// later comes as offers.
 			want = r.Claimed != nil || m.Max > 0 && len(m.Environments) == 0 && len(claimed) >= m.Max
+			if len(m.Environments) > 0 && len(claimed) > 0 && len(claimed) < len(m.Environments) {
+				// Some offered ones were left out: another node has them,
+				// or the answer had no room. Name them again while claims
+				// make progress; those taken elsewhere are simply not had.
+				got := map[string]bool{}
+				for _, c := range claimed {
+					got[c.Environment.ID] = true
+				}
+				for _, id := range m.Environments {
+					if !got[id] {
+						carry = append(carry, id)
+					}
+				}
+				want = true
+			}
 			backoff = 200 * time.Millisecond
 		case ctx.Err() != nil:
 			return nil
