@@ -52,25 +52,21 @@ func compareKeys(a, b keyValue) int {
 // parseKeyValue reads an attribute value's wire form ({"S":"x"}) when it is
 // of a key type.
 func parseKeyValue(raw json.RawMessage) (keyValue, bool) {
-	var av map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &av); err != nil || len(av) != 1 {
+	var av struct{ S, N, B *string }
+	if err := json.Unmarshal(raw, &av); err != nil {
 		return keyValue{}, false
 	}
-	for typ, v := range av {
-		var s string
-		if err := json.Unmarshal(v, &s); err != nil {
+	switch {
+	case av.S != nil && av.N == nil && av.B == nil:
+		return keyValue{typ: "S", s: *av.S}, true
+	case av.N != nil && av.S == nil && av.B == nil:
+		return keyValue{typ: "N", s: *av.N}, true
+	case av.B != nil && av.S == nil && av.N == nil:
+		b, err := base64.StdEncoding.DecodeString(*av.B)
+		if err != nil {
 			return keyValue{}, false
 		}
-		switch typ {
-		case "S", "N":
-			return keyValue{typ: typ, s: s}, true
-		case "B":
-			b, err := base64.StdEncoding.DecodeString(s)
-			if err != nil {
-				return keyValue{}, false
-			}
-			return keyValue{typ: typ, s: string(b)}, true
-		}
+		return keyValue{typ: "B", s: string(b)}, true
 	}
 	return keyValue{}, false
 }
@@ -91,6 +87,14 @@ type storedItem struct {
 	key   itemKey
 	raw   json.RawMessage
 	attrs map[string]json.RawMessage
+	// places are its entries in the indexes it is in, kept so that
+	// replacing it need not read its keys again.
+	places []place
+}
+
+type place struct {
+	ix *orderedIndex
+	e  indexEntry
 }
 
 // indexEntry is an item's place in one index (the table's own key order is
@@ -201,16 +205,16 @@ func (t *tableData) index(it *storedItem) {
 	for _, ix := range t.allIndexes() {
 		if e, ok := ix.entryOf(it); ok {
 			ix.entries.ReplaceOrInsert(e)
+			it.places = append(it.places, place{ix, e})
 		}
 	}
 }
 
 func (t *tableData) unindex(it *storedItem) {
-	for _, ix := range t.allIndexes() {
-		if e, ok := ix.entryOf(it); ok {
-			ix.entries.Delete(e)
-		}
+	for _, p := range it.places {
+		p.ix.entries.Delete(p.e)
 	}
+	it.places = nil
 }
 
 func (t *tableData) allIndexes() []*orderedIndex {
@@ -228,6 +232,7 @@ func (t *tableData) addIndex(name string, ks keySchema) {
 	for _, it := range t.items {
 		if e, ok := ix.entryOf(it); ok {
 			ix.entries.ReplaceOrInsert(e)
+			it.places = append(it.places, place{ix, e})
 		}
 	}
 	t.indexes[name] = ix
