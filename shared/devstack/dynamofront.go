@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // minidynFront keeps the tables' items itself, in key order per table and
@@ -432,4 +434,38 @@ func (f *minidynFront) query(body []byte) (answer, error) {
 		}
 	}
 	return f.call("Query", body), nil
+}
+
+// ttlKeptAfter is how far back DynamoDB's TTL looks: an item whose TTL
+// attribute is more than five years in the past is not deleted.
+const ttlKeptAfter = 5 * 365 * 24 * time.Hour
+
+// expire deletes the items whose attribute attr, epoch seconds as a Number,
+// is at or before now (and within DynamoDB's five years of it). It returns
+// how many it deleted.
+func (f *minidynFront) expire(attr string, now time.Time) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	oldest := now.Add(-ttlKeptAfter).Unix()
+	for _, t := range f.tables {
+		for k, it := range t.items {
+			raw, ok := it.attrs[attr]
+			if !ok {
+				continue
+			}
+			v, ok := parseKeyValue(raw)
+			if !ok || v.typ != "N" {
+				continue
+			}
+			at, err := strconv.ParseFloat(v.s, 64)
+			if err != nil || at > float64(now.Unix()) || at < float64(oldest) {
+				continue
+			}
+			// set with no item only drops it from the maps; it cannot fail.
+			_ = t.set(k, nil)
+			n++
+		}
+	}
+	return n
 }

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -230,6 +232,63 @@ func TestParseKeyCondition(t *testing.T) {
 		if kc.hash.s != "P" || (c.lower != "" && kc.rng.lower.s != c.lower) || (c.upper != "" && kc.rng.upper.s != c.upper) ||
 			(c.prefix != "" && (kc.rng.prefix == nil || kc.rng.prefix.s != c.prefix)) {
 			t.Errorf("%q: parsed %+v", c.expr, kc)
+		}
+	}
+}
+
+// The sweep deletes what DynamoDB's TTL would: a Number of epoch seconds at
+// or before now, not more than five years back; everything else stays.
+func TestFrontExpiresAsTTLDoes(t *testing.T) {
+	ctx := t.Context()
+	d, err := StartDynamo(ctx, TestTable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	db := d.Client(ctx)
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	n := func(t time.Time) ddbtypes.AttributeValue {
+		return &ddbtypes.AttributeValueMemberN{Value: strconv.FormatInt(t.Unix(), 10)}
+	}
+	items := []struct {
+		sk   string
+		ttl  ddbtypes.AttributeValue
+		kept bool
+	}{
+		{"past", n(now.Add(-time.Second)), false},
+		{"now", n(now), false},
+		{"future", n(now.Add(time.Second)), true},
+		{"none", nil, true},
+		{"ancient", n(now.Add(-6 * 365 * 24 * time.Hour)), true},
+		{"string", s(strconv.FormatInt(now.Add(-time.Hour).Unix(), 10)), true},
+	}
+	for _, it := range items {
+		item := map[string]ddbtypes.AttributeValue{"PK": s("P"), "SK": s(it.sk), "GSI1PK": s("G"), "GSI1SK": s(it.sk)}
+		if it.ttl != nil {
+			item[store.AttrTTL] = it.ttl
+		}
+		if _, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(TestTable), Item: item}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := d.front.expire(store.AttrTTL, now); got != 2 {
+		t.Errorf("expired %d items, want 2", got)
+	}
+	var want []string
+	for _, it := range items {
+		if it.kept {
+			want = append(want, "P/"+it.sk)
+		}
+	}
+	slices.Sort(want)
+	for _, index := range []string{"", store.IndexGSI1} {
+		in := dynamodb.QueryInput{KeyConditionExpression: aws.String("PK = :p"), ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":p": s("P")}}
+		if index != "" {
+			in = dynamodb.QueryInput{IndexName: aws.String(index), KeyConditionExpression: aws.String("GSI1PK = :g"), ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":g": s("G")}}
+		}
+		got := pages(t, ctx, db, in)
+		if len(got) != 1 || !slices.Equal(got[0], want) {
+			t.Errorf("index %q after the sweep: %v, want %v", index, got, want)
 		}
 	}
 }
