@@ -20,8 +20,7 @@ import (
 // shapes), but on a handful of items: as a single table, it deep-copied the
 // whole table for every transaction and read the whole table for every
 // query, so the local stack slowed in proportion to everything ever leased
-// (a lease among 10,000 stopped environments took ~235 ms, against ~2 ms on
-// a fresh table).
+// (docs/performance.md has the figures).
 //
 // Each request runs alone: the scratch minidyn is emptied, the request's
 // items are put into it, the request is served, and the items it may have
