@@ -33,6 +33,10 @@ type runningEnv struct {
 	targets atomic.Pointer[[]string]
 	// checkpoints are the ids of the checkpoints ordered (checkpoint.go).
 	checkpoints sync.Map
+	// started is called once the environment is reported ready (or has
+	// ended before): it is no longer starting (Agent.starting).
+	started   func()
+	startOnce sync.Once
 }
 
 func (r *runningEnv) requestStop(report bool) {
@@ -152,8 +156,8 @@ func (a *Agent) runEnv(ctx context.Context, node string, r *runningEnv, c *nodes
 		a.logf(r.id, "ready%s", exportsText(exports))
 		log.Info("ready", "exports", exports)
 	}
-	if warm {
-		a.warm.poke()
+	if r.started != nil {
+		r.started() // and the warm pool may refill
 	}
 
 	select {
