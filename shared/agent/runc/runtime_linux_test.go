@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/envlease/envlease/shared/devstack"
 	"github.com/envlease/envlease/shared/devstack/debian"
 )
 
@@ -32,7 +33,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "container tests run real containers and need root (mounts, cgroups, runc)")
 		return 1
 	}
-	if _, err := debian.Runc(ctx); err != nil {
+	if _, err := devstack.RuncBinary(ctx, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "container tests need runc:", err)
 		return 1
 	}
