@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/envlease/envlease/shared/agent/runc/pinned"
 	"github.com/envlease/envlease/shared/devstack"
 	"github.com/envlease/envlease/shared/devstack/debian"
 )
@@ -549,6 +550,7 @@ log=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --log) log="$2"; shift 2;;
+    --version) echo "runc version ` + strings.TrimPrefix(pinned.Version, "v") + `"; exit 0;;
     --*) shift 2;;
     create) [ -n "$log" ] && echo '{"level":"error","msg":"no cgroup for you"}' >> "$log"; exit 1;;
     *) exit 0;;
