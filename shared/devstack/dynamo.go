@@ -89,7 +89,14 @@ func StartDynamo(ctx context.Context, tables ...string) (*Dynamo, error) {
 	}
 	// ReadHeaderTimeout keeps a stuck client from pinning a goroutine
 	// forever; nothing else needs tuning on loopback.
-	d.httpServer = &http.Server{Handler: withCRC32(d.Server), ReadHeaderTimeout: 10 * time.Second}
+	// rollbackGuard repairs what minidyn's rollback of a cancelled
+	// transaction breaks (rollback.go).
+	guard, err := newRollbackGuard(d.Server)
+	if err != nil {
+		_ = ln.Close()
+		return nil, err
+	}
+	d.httpServer = &http.Server{Handler: withCRC32(guard), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		defer close(d.serveDone)
 		// Serve returns ErrServerClosed on Close; any other error means the

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/envlease/envlease/shared/apitest"
+	"github.com/envlease/envlease/shared/domain"
+)
+
+// crowdLeases is how many leases each round asks for at once, and
+// crowdRounds how many rounds run; sleeper's quota (3) refuses most.
+const (
+	crowdLeases = 50
+	crowdRounds = 4
+)
+
+// The local stack survives a crowd: rounds of 50 leases at once, while its
+// background jobs (the sweep, the offers, the node agents) run, each answered
+// with a lease or a quota refusal and never a server error; after each round
+// every route still answers and the leases end. Run under -race (the
+// DynamoDB emulator is in-process), this is the test of docs/local.md's
+// "Concurrent requests" note.
+func TestCrowdOfLeases(t *testing.T) {
+	base := startDevserverWith(t, func(o *options) { o.sweep = 100 * time.Millisecond })
+	bob := api{t: t, base: base, token: apitest.BobToken}
+	for round := range crowdRounds {
+		var (
+			mu      sync.Mutex
+			leased  []string
+			refused int
+			wg      sync.WaitGroup
+		)
+		for range crowdLeases {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var out envAnswer
+				status := bob.do(http.MethodPost, "/v1/environments", map[string]any{"template": "sleeper"}, &out)
+				mu.Lock()
+				defer mu.Unlock()
+				switch status {
+				case http.StatusCreated:
+					leased = append(leased, out.Environment.ID)
+				case http.StatusTooManyRequests:
+					refused++
+				default:
+					t.Errorf("round %d: a lease answered %d", round, status)
+				}
+			}()
+		}
+		wg.Wait()
+		if len(leased) == 0 || len(leased) > 3 || len(leased)+refused != crowdLeases {
+			t.Fatalf("round %d: %d leased, %d refused of %d (sleeper's quota is 3)", round, len(leased), refused, crowdLeases)
+		}
+		// Every route still answers: the one that reads only the token,
+		// and listings that query the table.
+		for _, path := range []string{"/v1/whoami", "/v1/environments", "/v1/quotas", "/v1/templates"} {
+			if s := bob.do(http.MethodGet, path, nil, nil); s != http.StatusOK {
+				t.Fatalf("round %d: GET %s answered %d after the crowd", round, path, s)
+			}
+		}
+		for _, id := range leased {
+			if s := bob.do(http.MethodDelete, "/v1/environments/"+id, nil, nil); s != http.StatusOK {
+				t.Fatalf("round %d: delete %s: %d", round, id, s)
+			}
+		}
+		for _, id := range leased {
+			bob.waitState(id, domain.StateStopped, 2*time.Minute)
+		}
+	}
+}
