@@ -92,7 +92,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 	maxNames := fs.String("archive-max-names", "64Mi", "bytes of all names an environment's archives hold, together; 0: no limit")
 	minDisk := fs.String("min-free-disk", "1Gi", "claim no environment while the work dir's filesystem has less space free: a size such as 1Gi, or a percentage such as 5%; 0: no floor")
 	minInodes := fs.String("min-free-inodes", "5%", "claim no environment while the work dir's filesystem has fewer inodes free: a count such as 10000, or a percentage; 0: no floor")
-	runc := fs.String("runc", "", "the runc binary of the container runtime (default: runc on PATH, container offered when found); none: offer no container runtime")
+	runc := fs.String("runc", "", "the runc binary of the container runtime (default: the project's pinned runc when installed with go run ./shared/devstack/cmd/runc, else runc on PATH; container offered when found and it has the fixes of the known container escapes); none: offer no container runtime")
 	imageCache := fs.String("image-cache", "", "folder of the unpacked images containers run from (default: <workdir>/images)")
 	imageCacheMax := fs.String("image-cache-max", "20Gi", "bytes the image cache may hold, such as 20Gi; past it the least recently used images no environment runs are removed")
 	buildCache := fs.String("build-cache", "", "folder of the build caches of templates with buildCache, one per organization and template (default: <workdir>/caches)")
