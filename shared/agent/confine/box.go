@@ -7,6 +7,7 @@
 package confine
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -29,6 +30,9 @@ type Node struct {
 	// Namespaces says environments run in network, PID and mount
 	// namespaces of their own (root only).
 	Namespaces bool
+	// Disks gives each environment a filesystem of its own, bounded; nil
+	// when the agent is not root (nothing bounds what it writes then).
+	Disks *Disks
 	// Guard judges what egress proxies dial.
 	Guard EgressGuard
 	// KeepRoots leaves an environment's folder after it ends, for debugging.
@@ -43,7 +47,9 @@ type Box struct {
 	Root   string
 	User   *User  // nil: the agent's own user
 	Cgroup string // the cgroup's folder, "" for none
-	once   sync.Once
+	// Disk is the filesystem mounted at Root, nil without (Node.Disks).
+	Disk *Disk
+	once sync.Once
 }
 
 // User is a user id lent to one environment, held (against other agents
@@ -62,8 +68,9 @@ func (b *Box) Owner() *runtimes.Owner {
 }
 
 // NewBox creates an environment's folder, 0700 and owned by a user lent to
-// it when the agent runs as root, and its cgroup where it can.
-func (n *Node) NewBox(root string) (*Box, error) {
+// it when the agent runs as root, and its cgroup where it can. With
+// Node.Disks the folder is the mount point of a disk of its own of size.
+func (n *Node) NewBox(ctx context.Context, root string, size DiskSize) (*Box, error) {
 	b := &Box{Root: root}
 	if n.Users != nil {
 		u, err := n.Users.Take()
@@ -71,10 +78,31 @@ func (n *Node) NewBox(root string) (*Box, error) {
 			return nil, err
 		}
 		b.User = u
+		// What an earlier holder of the id left in the node's shared
+		// folders is not this environment's to read.
+		if k := RemoveLeftovers(u.UID); k > 0 {
+			n.Log.Info("removed what an earlier environment of the user id left in the node's shared folders", "uid", u.UID, "entries", k)
+		}
 	}
 	if err := os.Mkdir(root, 0o700); err != nil {
 		n.releaseBox(b)
 		return nil, fmt.Errorf("create the environment's folder: %w", err)
+	}
+	if n.Disks != nil {
+		var owner *[2]int
+		if b.User != nil {
+			owner = &[2]int{b.User.UID, b.User.UID}
+		}
+		d, err := n.Disks.Make(ctx, filepath.Base(root), root, size, owner)
+		if err != nil {
+			n.Cleanup(b)
+			return nil, err
+		}
+		b.Disk = d
+		if err := os.Chmod(root, 0o700); err != nil {
+			n.Cleanup(b)
+			return nil, err
+		}
 	}
 	if b.User != nil {
 		// envs/ is the agent's and only it creates there, so the folder just
@@ -103,7 +131,15 @@ func (n *Node) Cleanup(b *Box) {
 	}
 	b.once.Do(func() {
 		if !n.KeepRoots {
+			// The disk goes first, whatever it holds, at once; the folder
+			// is then empty.
+			if err := b.Disk.Remove(); err != nil {
+				n.Log.Warn("the environment's disk is not fully removed; the agent's next start removes the rest", "root", b.Root, "err", err)
+			}
 			_ = os.RemoveAll(b.Root)
+		}
+		if b.User != nil {
+			RemoveLeftovers(b.User.UID)
 		}
 		n.releaseBox(b)
 	})
