@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 
 	"github.com/envlease/envlease/shared/agent/confine"
@@ -35,6 +36,13 @@ func (a *Agent) setupConfinement() error {
 			a.noNamespaces = errors.New("turned off")
 		} else {
 			a.noNamespaces = confine.ProbeNamespaces()
+		}
+		if n.Disks, err = confine.NewDisks(filepath.Join(a.cfg.WorkDir, "disks"), a.cfg.DiskDefault, a.cfg.DiskMax); err != nil {
+			if !a.cfg.AllowUnboundedDisk {
+				return fmt.Errorf("agent: environments cannot have disks of their own on this node (%v), so each could fill the node's disk; install e2fsprogs and give the agent loop devices, or accept that with -allow-unbounded-disk (Config.AllowUnboundedDisk)", err)
+			}
+			a.log.Warn("environments write to the node's disk unbounded: each can fill it for all", "err", err)
+			n.Disks = nil
 		}
 		if a.noNamespaces == nil {
 			n.Namespaces = true

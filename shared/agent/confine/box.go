@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/envlease/envlease/shared/agent/capped"
 	"github.com/envlease/envlease/shared/agent/runtimes"
 )
 
@@ -104,6 +106,13 @@ func (n *Node) NewBox(ctx context.Context, root string, size DiskSize) (*Box, er
 			return nil, err
 		}
 	}
+	if n.Namespaces {
+		// Its /tmp and /var/tmp (TmpMounts), on its disk.
+		if err := b.makeTmp(); err != nil {
+			n.Cleanup(b)
+			return nil, fmt.Errorf("create the environment's /tmp: %w", err)
+		}
+	}
 	if b.User != nil {
 		// envs/ is the agent's and only it creates there, so the folder just
 		// made is the one handed over.
@@ -170,30 +179,39 @@ func (b *Box) MkdirIn(rel string) error {
 
 // OpenLog opens the environment's log, <root>/.envlease.log, for appending:
 // one a snapshot brought is kept if it is a regular file, anything else of
-// that name is replaced, and it is never followed out of the folder.
-func (b *Box) OpenLog() (*os.File, error) {
+// that name is replaced, and it is never followed out of the folder. It
+// holds the last max bytes of output (capped.DefaultMax when 0), in it and
+// .envlease.log.1.
+func (b *Box) OpenLog(max int64) (io.WriteCloser, error) {
 	root, err := os.OpenRoot(b.Root)
 	if err != nil {
 		return nil, err
 	}
-	defer root.Close()
-	const name = ".envlease.log"
-	if st, err := root.Lstat(name); err == nil && !st.Mode().IsRegular() {
-		if err := root.RemoveAll(name); err != nil {
-			return nil, err
-		}
+	var chown func(*os.File) error
+	if o := b.Owner(); o != nil {
+		chown = func(f *os.File) error { return f.Chown(o.UID, o.GID) }
 	}
-	f, err := root.OpenFile(name, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	f, err := capped.New(max, capped.OpenIn(root, LogName, chown))
 	if err != nil {
+		root.Close()
 		return nil, err
 	}
-	if o := b.Owner(); o != nil {
-		if err := f.Chown(o.UID, o.GID); err != nil {
-			f.Close()
-			return nil, err
-		}
-	}
-	return f, nil
+	return &logFile{File: f, root: root}, nil
+}
+
+// LogName is the environment's log at the top of its folder.
+const LogName = ".envlease.log"
+
+// logFile is the log with the folder it is opened in.
+type logFile struct {
+	*capped.File
+	root *os.Root
+}
+
+func (l *logFile) Close() error {
+	err := l.File.Close()
+	l.root.Close()
+	return err
 }
 
 // ErrNoCgroup says the node has no cgroup tree for environments.
@@ -236,6 +254,31 @@ func mkdirAll(root *os.Root, rel string, owner *runtimes.Owner) error {
 		if !st.IsDir() {
 			return fmt.Errorf("%s is in the way: it is not a folder", p)
 		}
+	}
+	return nil
+}
+
+// TmpName is the folder at the top of a box's root that is its /tmp and
+// /var/tmp in namespaces of its own, on its disk: its writes there count
+// against resources.disk.
+const TmpName = ".tmp"
+
+// makeTmp makes the box's TmpName folder, its user's and open to all
+// (1777), as /tmp is.
+func (b *Box) makeTmp() error {
+	root, err := os.OpenRoot(b.Root)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	if err := root.Mkdir(TmpName, 0o700); err != nil {
+		return err
+	}
+	if err := root.Chmod(TmpName, fs.ModeSticky|0o777); err != nil {
+		return err
+	}
+	if o := b.Owner(); o != nil {
+		return root.Lchown(TmpName, o.UID, o.GID)
 	}
 	return nil
 }

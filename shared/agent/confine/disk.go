@@ -3,7 +3,7 @@ package confine
 import (
 	"fmt"
 
-	"github.com/envlease/envlease/shared/agent/bytesize"
+	"github.com/envlease/envlease/shared/bytesize"
 )
 
 // Disks gives each environment a filesystem of its own, of a bounded size
@@ -66,15 +66,3 @@ func (d *Disks) Size(spec string) (DiskSize, error) {
 	return DiskSize{Bytes: n, Inodes: n / BytesPerInode}, nil
 }
 
-// TmpfsOptions are the mount options of an environment's /tmp, a tmpfs of
-// its own: at most the disk's bytes and inodes, and (its pages being
-// charged to the environment's memory cgroup) at most half its memory
-// limit when it has one, so /tmp fills (ENOSPC) before it runs the
-// environment out of memory.
-func (s DiskSize) TmpfsOptions(memory uint64) string {
-	size := s.Bytes
-	if memory > 0 && memory/2 < size {
-		size = memory / 2
-	}
-	return fmt.Sprintf("size=%d,nr_inodes=%d", size, s.Inodes)
-}

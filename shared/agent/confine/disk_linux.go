@@ -25,6 +25,14 @@ type Disk struct {
 // loop devices) and makes dir, which holds their images.
 func NewDisks(dir string, def, max uint64) (*Disks, error) {
 	mkfs, err := exec.LookPath("mkfs.ext4")
+	for _, p := range []string{"/usr/sbin/mkfs.ext4", "/sbin/mkfs.ext4"} {
+		if err == nil {
+			break
+		}
+		if _, serr := os.Stat(p); serr == nil {
+			mkfs, err = p, nil
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("environments' disks need mkfs.ext4 (e2fsprogs): %w", err)
 	}

@@ -3,9 +3,12 @@
 package confine
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"github.com/envlease/envlease/shared/agent/nsinit"
 )
 
 // SharedTmp are the node's folders any user may write to. An environment
@@ -38,4 +41,18 @@ func RemoveLeftovers(uid int) int {
 		}
 	}
 	return n
+}
+
+// ShmSize bounds an environment's /dev/shm (and /run/lock), tmpfs whose
+// pages are memory: Docker's default size for a container's /dev/shm.
+const ShmSize = 64 << 20
+
+// TmpMounts are what covers the node's shared folders in the box's mount
+// namespace: its own TmpName folder as /tmp and /var/tmp, bounded by its
+// disk; a tmpfs of ShmSize as /dev/shm and /run/lock.
+func (b *Box) TmpMounts() []nsinit.TmpMount {
+	tmp := filepath.Join(b.Root, TmpName)
+	shm := fmt.Sprintf("size=%d,nr_inodes=%d", ShmSize, ShmSize/BytesPerInode)
+	return []nsinit.TmpMount{{Path: "/tmp", Source: tmp}, {Path: "/var/tmp", Source: tmp},
+		{Path: "/dev/shm", Options: shm}, {Path: "/run/lock", Options: shm}}
 }

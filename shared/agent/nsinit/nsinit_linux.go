@@ -41,8 +41,21 @@ type Config struct {
 	// controlling one in a session of its own (an exec's shell, whose job
 	// control then stays inside the environment's PID namespace).
 	Terminal bool `json:"terminal,omitempty"`
+	// Tmp cover the folders of the node any user writes to (/tmp,
+	// /var/tmp, /dev/shm...) with ones of the environment's own: its writes
+	// there are bounded and go with it, and it sees nothing another left.
+	// Without, /dev/shm alone gets a tmpfs of its own.
+	Tmp []TmpMount `json:"tmp,omitempty"`
 	// Probe sets the namespaces up and exits 0 without running anything.
 	Probe bool `json:"probe,omitempty"`
+}
+
+// TmpMount covers Path (when the node has such a folder) with Source, a
+// folder bound there, or else a tmpfs with Options (size=...,nr_inodes=...).
+type TmpMount struct {
+	Path    string `json:"path"`
+	Source  string `json:"source,omitempty"`
+	Options string `json:"options,omitempty"`
 }
 
 // Rlimit is one resource limit, as prlimit(2) takes it.
@@ -114,10 +127,32 @@ func run() int {
 		return fail("environment init: bring lo up: %v", err)
 	}
 	var warns []string
-	// POSIX shared memory of its own, with System V IPC (its IPC namespace).
-	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
-		if err := unix.Mount("shm", "/dev/shm", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777"); err != nil {
-			warns = append(warns, fmt.Sprintf("/dev/shm stays the node's: %v", err))
+	// POSIX shared memory of its own, with System V IPC (its IPC
+	// namespace), and a /tmp of its own: a tmpfs over each.
+	tmp := cfg.Tmp
+	if len(tmp) == 0 {
+		tmp = []TmpMount{{Path: "/dev/shm"}}
+	}
+	for _, m := range tmp {
+		if st, err := os.Lstat(m.Path); err != nil || !st.IsDir() {
+			continue
+		}
+		var err error
+		if m.Source != "" {
+			err = unix.Mount(m.Source, m.Path, "", unix.MS_BIND|unix.MS_REC, "")
+		} else {
+			opts := "mode=1777"
+			if m.Options != "" {
+				opts += "," + m.Options
+			}
+			err = unix.Mount("tmpfs", m.Path, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts)
+		}
+		if err != nil {
+			if len(cfg.Tmp) > 0 {
+				// Asked for: the environment does not run on the node's.
+				return fail("environment init: a %s of its own: %v", m.Path, err)
+			}
+			warns = append(warns, fmt.Sprintf("%s stays the node's: %v", m.Path, err))
 		}
 	}
 	// The namespace's ports are the environment's alone: its user may bind

@@ -25,7 +25,8 @@ func (rt *Runtime) startNamespaced(t domain.Template, b *confine.Box, path, dir 
 		uid = b.User.UID
 	}
 	limits, cpus, warns := resourceLimits(t.Resources, rt.cpuTurn())
-	cfg := nsinit.Config{Path: path, Args: t.Command, Dir: dir, Env: env, UID: uid, GID: uid, Rlimits: limits, CPUs: cpus}
+	cfg := nsinit.Config{Path: path, Args: t.Command, Dir: dir, Env: env, UID: uid, GID: uid, Rlimits: limits, CPUs: cpus,
+		Tmp: b.TmpMounts()}
 	start := func(intoCgroup bool) (*nsinit.Cmd, error) {
 		c, err := nsinit.Command(cfg)
 		if err != nil {
