@@ -151,7 +151,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 		TunnelAddr: *tunnelAddr, TunnelURL: *tunnelURL, NoTunnel: *noTunnel, AllowSharedNetwork: *sharedNet, LogMax: int64(logBytes),
 		Transport: *transport, SocketURL: *socketURL,
 		Archives: limits, MinFreeDisk: disk, MinFreeInodes: inodes,
-		DiskDefault: diskDef, DiskMax: diskLimit, AllowUnboundedDisk: *unboundedDisk,
+		DiskDefault: uint64(diskDef), DiskMax: uint64(diskLimit), AllowUnboundedDisk: *unboundedDisk,
 		Runc: *runc, ImageCacheDir: *imageCache, ImageCacheBytes: int64(cacheMax),
 		RegistryCredentials: *registryCreds, ContainerIDBase: uint32(*idBase),
 		BuildCacheDir: *buildCache, BuildCacheBytes: int64(buildMax),

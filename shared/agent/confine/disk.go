@@ -65,4 +65,3 @@ func (d *Disks) Size(spec string) (DiskSize, error) {
 	}
 	return DiskSize{Bytes: n, Inodes: n / BytesPerInode}, nil
 }
-

@@ -308,4 +308,3 @@ func resources(r Resources, swap bool) *specs.LinuxResources {
 	}
 	return out
 }
-

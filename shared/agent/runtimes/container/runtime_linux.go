@@ -21,12 +21,12 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/envlease/envlease/shared/agent/buildcache"
-	"github.com/envlease/envlease/shared/bytesize"
 	"github.com/envlease/envlease/shared/agent/confine"
 	"github.com/envlease/envlease/shared/agent/ctrinit"
 	"github.com/envlease/envlease/shared/agent/image"
 	"github.com/envlease/envlease/shared/agent/runc"
 	"github.com/envlease/envlease/shared/agent/runtimes"
+	"github.com/envlease/envlease/shared/bytesize"
 	"github.com/envlease/envlease/shared/domain"
 )
 
