@@ -19,14 +19,17 @@ import (
 // user, with the template's resources, and returns once the command runs.
 // With egressPort > 0 the environment's egress proxy listens there, on the
 // loopback of its namespace, before the command starts.
-func (rt *Runtime) startNamespaced(t domain.Template, b *confine.Box, path, dir string, env []string, stdout, stderr *os.File, egressPort int) (*exec.Cmd, *confine.Net, error) {
+func (rt *Runtime) startNamespaced(t domain.Template, b *confine.Box, cache, path, dir string, env []string, stdout, stderr *os.File, egressPort int) (*exec.Cmd, *confine.Net, error) {
 	uid := -1
 	if b.User != nil {
 		uid = b.User.UID
 	}
 	limits, cpus, warns := resourceLimits(t.Resources, rt.cpuTurn())
 	cfg := nsinit.Config{Path: path, Args: t.Command, Dir: dir, Env: env, UID: uid, GID: uid, Rlimits: limits, CPUs: cpus,
-		Tmp: b.TmpMounts()}
+		Tmp: b.TmpMounts(), Keep: []string{b.Root}}
+	if cache != "" {
+		cfg.Keep = append(cfg.Keep, cache)
+	}
 	start := func(intoCgroup bool) (*nsinit.Cmd, error) {
 		c, err := nsinit.Command(cfg)
 		if err != nil {

@@ -138,7 +138,7 @@ func (rt *Runtime) startProcess(t domain.Template, b *confine.Box, cache string,
 	}
 	var cmd *exec.Cmd
 	if rt.cfg.Node.Namespaces {
-		cmd, p.net, err = rt.startNamespaced(t, b, path, dir, env, ow, pw, proxy)
+		cmd, p.net, err = rt.startNamespaced(t, b, cache, path, dir, env, ow, pw, proxy)
 	} else {
 		cmd, err = start(true)
 	}
