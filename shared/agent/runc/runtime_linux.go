@@ -72,10 +72,12 @@ type Container struct {
 	ID  string
 	Pid int
 	Dir string
-	// Disk holds what the container writes, nil without (Options.Disks).
-	Disk *confine.Disk
-	done chan struct{}
-	exit Exit
+	// Upper is its overlay's upper folder: all it wrote to its root
+	// filesystem. Disk holds it, nil without (Options.Disks).
+	Upper string
+	Disk  *confine.Disk
+	done  chan struct{}
+	exit  Exit
 	// copied is closed once its output was copied to its end.
 	copied chan struct{}
 }
@@ -288,7 +290,7 @@ func (r *Runtime) Create(ctx context.Context, lower string, c Config) (ctr *Cont
 	if err := writeState(dir, st); err != nil {
 		return nil, err
 	}
-	ctr = &Container{ID: c.ID, Pid: pid, Dir: dir, Disk: disk, done: make(chan struct{}), copied: outs.done}
+	ctr = &Container{ID: c.ID, Pid: pid, Dir: dir, Upper: upper, Disk: disk, done: make(chan struct{}), copied: outs.done}
 	r.mu.Lock()
 	r.live[c.ID] = ctr
 	r.mu.Unlock()

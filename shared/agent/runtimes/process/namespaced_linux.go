@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 
 	"github.com/envlease/envlease/shared/agent/confine"
 	"github.com/envlease/envlease/shared/agent/nsinit"
@@ -29,6 +30,12 @@ func (rt *Runtime) startNamespaced(t domain.Template, b *confine.Box, cache, pat
 		Tmp: b.TmpMounts(), Keep: []string{b.Root}}
 	if cache != "" {
 		cfg.Keep = append(cfg.Keep, cache)
+	}
+	// envlease exec enters the namespaces and runs the agent's binary
+	// there by its path: it stays reachable where a Tmp mount would hide
+	// it (an agent run from /tmp).
+	if self, err := os.Executable(); err == nil {
+		cfg.Keep = append(cfg.Keep, filepath.Dir(self))
 	}
 	start := func(intoCgroup bool) (*nsinit.Cmd, error) {
 		c, err := nsinit.Command(cfg)
