@@ -86,6 +86,9 @@ type Config struct {
 	// environments then writing to the node's disk unbounded.
 	DiskDefault, DiskMax uint64
 	AllowUnboundedDisk   bool
+	// MaxExecs bounds the commands and shells (envlease exec, shell) one
+	// environment runs at once (default DefaultMaxExecs).
+	MaxExecs int
 	// KeepRoots leaves an environment's folder after it ends, for debugging.
 	KeepRoots bool
 	// TunnelAddr is where the tunnel endpoint listens (default: an

@@ -33,6 +33,8 @@ type runningEnv struct {
 	targets atomic.Pointer[[]string]
 	// checkpoints are the ids of the checkpoints ordered (checkpoint.go).
 	checkpoints sync.Map
+	// execs counts its exec sessions running now (Config.MaxExecs).
+	execs atomic.Int64
 }
 
 func (r *runningEnv) requestStop(report bool) {

@@ -92,20 +92,21 @@ func TestNodeOutlivesItsEnvironments(t *testing.T) {
 		want         []string // in the environment's error
 	}{
 		{"several GiB of output", `
-			(yes 'a line to stdout that the node must not keep whole' | head -c ` + strconv.Itoa(hogOutput) + `) &
-			(yes 'a line to stderr that the node must not keep whole' | head -c ` + strconv.Itoa(hogOutput) + ` >&2) &
+			dd if=/dev/zero bs=1M count=` + strconv.Itoa(hogOutput>>20) + ` 2>/dev/null &
+			dd if=/dev/zero bs=1M count=` + strconv.Itoa(hogOutput>>20) + ` 2>/dev/null >&2 &
 			wait
 			echo 'the last line to stderr' >&2
 			exit 3`,
-			[]string{"3", "the last line to stderr"}},
+			[]string{"exit", "3", "the last line to stderr"}},
 		{"a full disk", `
-			dd if=/dev/zero of=big bs=1M 2>dd.err; echo "work: $(tail -n 1 dd.err)" >&2
-			dd if=/dev/zero of=/tmp/big bs=1M 2>dd.err; echo "tmp: $(tail -n 1 dd.err)" >&2
+			echo "work: $(dd if=/dev/zero of=big bs=1M 2>&1 | grep -o 'No space left on device' | head -n 1)" >&2
+			rm big
+			echo "tmp: $(dd if=/dev/zero of=/tmp/big bs=1M 2>&1 | grep -o 'No space left on device' | head -n 1)" >&2
 			exit 4`,
-			[]string{"out_of_disk", "its disk of", "work: ", "tmp: ", "No space left on device"}},
+			[]string{"out_of_disk", "its disk of", "work: No space left on device", "tmp: No space left on device"}},
 		{"a million small files", `
 			mkdir many; i=0
-			while [ $i -lt 1000000 ] && : > many/$i 2>/dev/null; do i=$((i+1)); done
+			while [ $i -lt 1000000 ] && true > many/$i 2>/dev/null; do i=$((i+1)); done
 			echo "made $i files" >&2
 			exit 5`,
 			[]string{"out_of_disk", "inodes", "made "}},
@@ -114,7 +115,7 @@ func TestNodeOutlivesItsEnvironments(t *testing.T) {
 		for _, sc := range scenarios {
 			t.Run(rt+"/"+sc.name, func(t *testing.T) {
 				art := "art_" + rt + "_" + strings.ReplaceAll(sc.name, " ", "_")
-				snaps.add(t, art, zst(t, archive(t, file("run.sh", sc.script)).Bytes()))
+				snaps.addAt(t, art, zst(t, archive(t, file("run.sh", sc.script)).Bytes()), s.Clock.Now())
 				id := s.leaseWithShare(t, "hog-"+rt, art)
 
 				// While it runs: another environment answers, and the node
@@ -176,6 +177,7 @@ func assertAnswers(t *testing.T, s *stack, env string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a hang guard
 	defer cancel()
 	argv := []string{"echo", "alive"}
+	s.Clock.Set(time.Now()) // the agent judges tickets by the real clock
 	x := s.execTicket(t, env, argv, false)
 	var out strings.Builder
 	code, err := execsession.Run(ctx, x.URL, x.Ticket, execsession.Options{Command: argv, Stdout: &out})
@@ -222,5 +224,43 @@ func raise(peak *atomic.Uint64, v uint64) {
 		if v <= old || peak.CompareAndSwap(old, v) {
 			return
 		}
+	}
+}
+
+// Every environment has its own /tmp: what one writes there is in its own
+// folder (on its disk), never in the node's /tmp, and the next environment,
+// which may be lent the same user id, finds nothing of it.
+func TestEveryEnvironmentHasItsOwnTmp(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("a /tmp of its own needs namespaces (root)")
+	}
+	mark := "envlease-tmp-mark-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	s := newStack(t, domain.Template{Name: "tmp", Command: []string{"sh", "-c",
+		`ls -A /tmp /var/tmp > .seen; echo mine > /tmp/` + mark + `; ln -s /etc/shadow /tmp/link; mkdir /tmp/d; exec sleep 3600`}})
+	work := s.runAgent(t, 500*time.Millisecond)
+	for i := range 3 {
+		id := s.lease(t, "tmp")
+		s.wait(t, id, domain.StateReady)
+		root := filepath.Join(work, "envs", id)
+		var seen []byte
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if _, err := os.Stat(filepath.Join(root, ".tmp", mark)); err == nil {
+				seen, _ = os.ReadFile(filepath.Join(root, ".seen"))
+				break
+			}
+		}
+		if seen == nil {
+			t.Fatalf("environment %d wrote no /tmp/%s into its own folder", i, mark)
+		}
+		if strings.Contains(string(seen), mark) || strings.Contains(string(seen), "link") {
+			t.Fatalf("environment %d found what an earlier one left in /tmp: %q", i, seen)
+		}
+		if _, err := os.Lstat(filepath.Join("/tmp", mark)); err == nil {
+			t.Fatalf("environment %d wrote to the node's /tmp", i)
+		}
+		if r := s.Do("DELETE", "/v1/environments/"+id, apitest.BobToken, nil); r.Status != 200 {
+			t.Fatalf("delete: %d %s", r.Status, r.Body)
+		}
+		s.wait(t, id, domain.StateStopped)
 	}
 }

@@ -55,14 +55,20 @@ func (s *snapshots) LinkFor(_ context.Context, a domain.Artifact, ttl time.Durat
 // add stores a sealed artifact of acme holding data.
 func (s *snapshots) add(t *testing.T, id string, data []byte) {
 	t.Helper()
+	s.addAt(t, id, data, apitest.Start)
+}
+
+// addAt is add for a stack whose clock reads now.
+func (s *snapshots) addAt(t *testing.T, id string, data []byte, now time.Time) {
+	t.Helper()
 	s.mu.Lock()
 	s.data[id] = data
 	s.mu.Unlock()
 	sum := sha256.Sum256(data)
-	sealed := apitest.Start.Add(-time.Hour)
+	sealed := now.Add(-time.Hour)
 	art := domain.Artifact{
 		ID: id, Name: id + ".tar", Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:]), ContentType: "application/x-tar",
-		KeyVersion: 1, CreatedBy: "alice", Created: sealed, Expires: apitest.Start.Add(24 * time.Hour),
+		KeyVersion: 1, CreatedBy: "alice", Created: sealed, Expires: now.Add(24 * time.Hour),
 		State: domain.ArtifactSealed, Sealed: &sealed, OrgID: "acme", Key: "orgs/acme/artifacts/" + id + "/data",
 		Labels: map[string]string{}, Segments: []domain.Segment{{Name: "data", Size: int64(len(data)), Objects: 1}}, Chunks: 1, SealedBytes: int64(len(data)),
 	}
