@@ -33,7 +33,7 @@ const (
 // API and store it talks to) while environments write gigabytes of output,
 // fill their disks and their inodes: what the agent holds of an
 // environment's output is its bounded buffers, never the output itself.
-const heapBound = 256 << 20
+const heapBound = 128 << 20
 
 // hogOutput is what each of stdout and stderr of the output hog writes.
 const hogOutput = 2 << 30
