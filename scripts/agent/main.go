@@ -24,8 +24,11 @@
 //
 // What an environment's archives (its snapshot and its shares' files) may
 // unpack to is bounded, for all of them together, by -archive-max-entries,
-// -archive-max-bytes and -archive-max-ratio (unpacked to compressed bytes);
-// an archive past a limit fails its environment and nothing of it is left.
+// -archive-max-bytes and -archive-max-ratio (unpacked to compressed bytes),
+// and the names they hold by -archive-max-name (one name) and
+// -archive-max-names (all of them), checked in every pass over an archive
+// before anything of it is kept; an archive past a limit fails its
+// environment and nothing of it is left.
 // While the work dir's filesystem has less than -min-free-disk space or
 // -min-free-inodes inodes free, the agent claims no environment.
 package main
@@ -42,6 +45,7 @@ import (
 	"time"
 
 	"github.com/envlease/envlease/shared/agent"
+	"github.com/envlease/envlease/shared/agent/archive"
 	"github.com/envlease/envlease/shared/platform"
 )
 
@@ -81,9 +85,11 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 	sharedNet := fs.Bool("allow-shared-network", false, "as root, start even when the node cannot make namespaces: environments then share the node's network and process list")
 	transport := fs.String("transport", agent.TransportAuto, "how to reach the service after registering: auto (the node protocol's WebSocket when the service offers one and it opens, else HTTP), websocket (insist, retrying), http (heartbeats and long-poll claims over HTTP)")
 	socketURL := fs.String("socket-url", "", "the node protocol's WebSocket URL, when not the one registration gives (ws:// or wss://)")
-	maxEntries := fs.Int64("archive-max-entries", agent.DefaultArchiveMaxEntries, "entries (files, folders, links) an environment's archives may unpack to, its snapshot and its shares together; 0: no limit")
+	maxEntries := fs.Int64("archive-max-entries", archive.DefaultMaxEntries, "entries (files, folders, links) an environment's archives may unpack to, its snapshot and its shares together; 0: no limit")
 	maxBytes := fs.String("archive-max-bytes", "8Gi", "bytes of files an environment's archives may unpack to, together, such as 8Gi or 500M; 0: no limit")
-	maxRatio := fs.Float64("archive-max-ratio", agent.DefaultArchiveMaxRatio, "how many times their compressed size an environment's archives may unpack to, beyond the first 64 MiB; 0: no limit")
+	maxRatio := fs.Float64("archive-max-ratio", archive.DefaultMaxRatio, "how many times their compressed size an environment's archives may unpack to, beyond the first 64 MiB; 0: no limit")
+	maxName := fs.Int64("archive-max-name", archive.DefaultMaxNameBytes, "bytes of one name (or link target) in an environment's archives, checked before the name is kept; 0: no limit")
+	maxNames := fs.String("archive-max-names", "64Mi", "bytes of all names an environment's archives hold, together; 0: no limit")
 	minDisk := fs.String("min-free-disk", "1Gi", "claim no environment while the work dir's filesystem has less space free: a size such as 1Gi, or a percentage such as 5%; 0: no floor")
 	minInodes := fs.String("min-free-inodes", "5%", "claim no environment while the work dir's filesystem has fewer inodes free: a count such as 10000, or a percentage; 0: no floor")
 	diskDefault := fs.String("disk-default", "10Gi", "disk of an environment whose template's resources.disk names none: a filesystem of its own (as root), past which its writes fail with ENOSPC")
@@ -110,7 +116,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 	if err != nil {
 		return options{}, fmt.Errorf("%w: -uid-range: %v", errUsage, err)
 	}
-	limits, err := archiveLimits(*maxEntries, *maxBytes, *maxRatio)
+	limits, err := archiveLimits(*maxEntries, *maxBytes, *maxRatio, *maxName, *maxNames)
 	if err != nil {
 		return options{}, fmt.Errorf("%w: %v", errUsage, err)
 	}
@@ -171,8 +177,8 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 
 // archiveLimits turns the -archive-* flags into limits; a flag's 0 (no
 // limit) is the configuration's negative.
-func archiveLimits(entries int64, bytes string, ratio float64) (agent.ArchiveLimits, error) {
-	var l agent.ArchiveLimits
+func archiveLimits(entries int64, bytes string, ratio float64, name int64, names string) (archive.Limits, error) {
+	var l archive.Limits
 	switch {
 	case entries < 0:
 		return l, fmt.Errorf("-archive-max-entries %d: a count, or 0 for no limit", entries)
@@ -197,6 +203,23 @@ func archiveLimits(entries int64, bytes string, ratio float64) (agent.ArchiveLim
 		l.MaxRatio = -1
 	default:
 		l.MaxRatio = ratio
+	}
+	switch {
+	case name < 0:
+		return l, fmt.Errorf("-archive-max-name %d: a length in bytes, or 0 for no limit", name)
+	case name == 0:
+		l.MaxNameBytes = -1
+	default:
+		l.MaxNameBytes = name
+	}
+	if names == "0" {
+		l.MaxNamesBytes = -1
+	} else {
+		n, err := agent.ParseSize(names)
+		if err != nil {
+			return l, fmt.Errorf("-archive-max-names: %v", err)
+		}
+		l.MaxNamesBytes = n
 	}
 	return l, nil
 }

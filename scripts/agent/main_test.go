@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/envlease/envlease/shared/agent"
+	"github.com/envlease/envlease/shared/agent/archive"
 )
 
 func noEnv(string) string { return "" }
@@ -94,16 +95,17 @@ func TestArchiveLimitsAndDiskFloors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := agent.ArchiveLimits{MaxEntries: agent.DefaultArchiveMaxEntries, MaxBytes: agent.DefaultArchiveMaxBytes, MaxRatio: agent.DefaultArchiveMaxRatio}
+	want := archive.Limits{MaxEntries: archive.DefaultMaxEntries, MaxBytes: archive.DefaultMaxBytes, MaxRatio: archive.DefaultMaxRatio,
+		MaxNameBytes: archive.DefaultMaxNameBytes, MaxNamesBytes: archive.DefaultMaxNamesBytes}
 	if o.cfg.Archives != want || o.cfg.MinFreeDisk != agent.DefaultMinFreeDisk || o.cfg.MinFreeInodes != agent.DefaultMinFreeInodes {
 		t.Fatalf("defaults: %+v %+v %+v", o.cfg.Archives, o.cfg.MinFreeDisk, o.cfg.MinFreeInodes)
 	}
 	o, err = parse([]string{"-credential-file", cred, "-archive-max-entries", "1000", "-archive-max-bytes", "500M",
-		"-archive-max-ratio", "20", "-min-free-disk", "10%", "-min-free-inodes", "20000"}, noEnv, io.Discard)
+		"-archive-max-ratio", "20", "-archive-max-name", "1024", "-archive-max-names", "1Mi", "-min-free-disk", "10%", "-min-free-inodes", "20000"}, noEnv, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.cfg.Archives != (agent.ArchiveLimits{MaxEntries: 1000, MaxBytes: 500e6, MaxRatio: 20}) ||
+	if o.cfg.Archives != (archive.Limits{MaxEntries: 1000, MaxBytes: 500e6, MaxRatio: 20, MaxNameBytes: 1024, MaxNamesBytes: 1 << 20}) ||
 		o.cfg.MinFreeDisk.Percent != 10 || o.cfg.MinFreeInodes.Amount != 20000 {
 		t.Fatalf("set: %+v %+v %+v", o.cfg.Archives, o.cfg.MinFreeDisk, o.cfg.MinFreeInodes)
 	}
@@ -111,16 +113,16 @@ func TestArchiveLimitsAndDiskFloors(t *testing.T) {
 		t.Fatalf("disks: %d %d", o.cfg.DiskDefault, o.cfg.DiskMax)
 	}
 	o, err = parse([]string{"-credential-file", cred, "-archive-max-entries", "0", "-archive-max-bytes", "0",
-		"-archive-max-ratio", "0", "-min-free-disk", "0", "-min-free-inodes", "0"}, noEnv, io.Discard)
+		"-archive-max-ratio", "0", "-archive-max-name", "0", "-archive-max-names", "0", "-min-free-disk", "0", "-min-free-inodes", "0"}, noEnv, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.cfg.Archives != (agent.ArchiveLimits{MaxEntries: -1, MaxBytes: -1, MaxRatio: -1}) ||
+	if o.cfg.Archives != (archive.Limits{MaxEntries: -1, MaxBytes: -1, MaxRatio: -1, MaxNameBytes: -1, MaxNamesBytes: -1}) ||
 		o.cfg.MinFreeDisk.Amount != 0 || o.cfg.MinFreeDisk.Percent != 0 || o.cfg.MinFreeDisk == agent.DefaultMinFreeDisk {
 		t.Fatalf("off: %+v %+v", o.cfg.Archives, o.cfg.MinFreeDisk)
 	}
 	for _, bad := range [][]string{
-		{"-archive-max-entries", "-5"}, {"-archive-max-bytes", "lots"}, {"-archive-max-ratio", "-1"},
+		{"-archive-max-entries", "-5"}, {"-archive-max-bytes", "lots"}, {"-archive-max-ratio", "-1"}, {"-archive-max-name", "-1"}, {"-archive-max-names", "lots"},
 		{"-min-free-disk", "101%"}, {"-min-free-disk", "x"}, {"-min-free-inodes", "1Gi"},
 		{"-disk-default", "lots"}, {"-disk-max", "1Gi"}, {"-disk-default", "200Gi"},
 	} {

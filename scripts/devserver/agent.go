@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/envlease/envlease/shared/agent"
+	"github.com/envlease/envlease/shared/agent/archive"
 	"github.com/envlease/envlease/shared/domain"
 	"github.com/envlease/envlease/shared/nodes"
 	"github.com/envlease/envlease/shared/timeouts"
@@ -72,8 +73,9 @@ func startReoffers(d deps) func() {
 // as every organization's agents share one machine's disk (16
 // environments each) with the developer's own work. The floors of free
 // disk and inodes are the agent's defaults (1 GiB, 5% of the inodes).
-var devArchiveLimits = agent.ArchiveLimits{
-	MaxEntries: agent.DefaultArchiveMaxEntries, MaxBytes: 2 << 30, MaxRatio: agent.DefaultArchiveMaxRatio,
+var devArchiveLimits = archive.Limits{
+	MaxEntries: archive.DefaultMaxEntries, MaxBytes: 2 << 30, MaxRatio: archive.DefaultMaxRatio,
+	MaxNameBytes: archive.DefaultMaxNameBytes, MaxNamesBytes: archive.DefaultMaxNamesBytes,
 }
 
 // devDiskDefault and devDiskMax are the dev server's environments' disks,

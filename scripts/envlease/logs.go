@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/envlease/envlease/shared/client"
 	"github.com/envlease/envlease/shared/domain"
+	"github.com/envlease/envlease/shared/logline"
 )
 
 // failedLogLines is how much of an environment's log run shows when it fails
@@ -21,12 +23,13 @@ func (a *app) logsCommand() *cobra.Command {
 	var (
 		follow bool
 		since  time.Duration
+		raw    bool
 	)
 	cmd := &cobra.Command{
-		Use:   "logs ENV [-f] [--since DURATION]",
+		Use:   "logs ENV [-f] [--since DURATION] [--raw]",
 		Short: "Show an environment's output: live from its node while it runs, kept after it ended",
 		Long: `Show an environment's log: what its command wrote to standard output and standard
-error, and the node's own lines about it (marked [envlease ...]: claimed, started,
+error, and the node's own lines about it ([envlease ...]: claimed, started,
 ready, exited with its code, stopped). While the environment runs the log is read
 live from its node; once it ended, the log its node kept (an artifact of the
 organization, linked from the environment) is shown.
@@ -35,6 +38,13 @@ With -f, keep printing what the environment writes until it ends (or until
 interrupted). --since starts a live log at what was written that long ago.
 The node keeps the last 16 MiB of each log (the agent's -log-max); a log cut
 says so on its first line.
+
+On a terminal, control characters the environment wrote (escape sequences that
+would set the window's title, clear the screen or write the clipboard) are shown
+escaped, such as \x1b, and only the node's own lines begin with [envlease: an
+environment's line that does is shown after a backslash. --raw prints the log's
+bytes as they are (the node's lines then begin with the byte 0x1e), as does
+output that is not a terminal.
 
 With -o json, print where the log is (the node's URL and a ticket, or the kept
 artifact and a download link) instead of the log itself.`,
@@ -57,7 +67,13 @@ artifact and a download link) instead of the log itself.`,
 				}
 				return a.printJSON(l)
 			}
-			l, err := s.client.ReadLogs(ctx, got[0], client.LogOptions{Follow: follow, Since: since}, a.stdout)
+			out := io.Writer(a.stdout)
+			if !raw && isTerminal(a.stdout) {
+				term := logline.Terminal(a.stdout)
+				defer term.Close()
+				out = term
+			}
+			l, err := s.client.ReadLogs(ctx, got[0], client.LogOptions{Follow: follow, Since: since}, out)
 			if err == nil && l.Kept != nil && since > 0 {
 				a.say("(%s has ended: its kept log is shown whole; --since applies to live logs)", got[0])
 			}
@@ -67,11 +83,12 @@ artifact and a download link) instead of the log itself.`,
 	f := cmd.Flags()
 	f.BoolVarP(&follow, "follow", "f", false, "keep printing the log until the environment ends")
 	f.DurationVar(&since, "since", 0, "start at what was written this long ago (live logs), for example 5m")
+	f.BoolVar(&raw, "raw", false, "print the log's bytes as they are, control characters included, even on a terminal")
 	return cmd
 }
 
 // sayFailedLog shows the end of the log of an environment that failed to
-// become ready, on standard error; a log that cannot be read is said in a
+// become ready, on standard error, each line escaped (logline.Escape); a log that cannot be read is said in a
 // line, never in place of the failure itself.
 func (a *app) sayFailedLog(ctx context.Context, c *client.Client, env domain.Environment) {
 	if env.State != domain.StateFailed && env.State != domain.StateStopped {
@@ -95,7 +112,8 @@ func (a *app) sayFailedLog(ctx context.Context, c *client.Client, env domain.Env
 		lines = lines[len(lines)-failedLogLines:]
 	}
 	a.say("%s:", head)
+	// Shown escaped wherever it goes: it is quoted within run's own messages.
 	for _, l := range lines {
-		a.say("  %s", l)
+		a.say("  %s", logline.Escape(l))
 	}
 }

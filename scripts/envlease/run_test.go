@@ -32,9 +32,12 @@ var filesTemplate = domain.Template{
 	Quota:    domain.Quota{MaxLeases: 4},
 }
 
-// brokenTemplate fails as it starts.
+// brokenTemplate fails as it starts (its export makes readiness wait for
+// it: without one, a process is ready after 50 ms, which a loaded machine
+// may pass before it exits).
 var brokenTemplate = domain.Template{
 	Name: "broken", Command: []string{"sh", "-c", "echo the database is missing >&2; exit 3"}, Runtime: "process",
+	Exports:  map[string]domain.Export{"web": {Port: 8080}},
 	Timeouts: domain.Timeouts{Idle: domain.Duration(time.Hour), Hard: domain.Duration(time.Hour)},
 	Quota:    domain.Quota{MaxLeases: 2},
 }

@@ -7,8 +7,8 @@
 // template's image, package runtimes/container), and reports ready, stopped
 // and failed (report.go). It keeps warm, pre-started environments of
 // templates that ask for them (warm.go), and restores snapshots and shares'
-// files into an environment's files (UnpackTarRoot), all of an
-// environment's archives together held to ArchiveLimits. While its work
+// files into an environment's files (package archive), all of an
+// environment's archives together held to archive.Limits. While its work
 // dir's filesystem is short of space or inodes (Config.MinFreeDisk,
 // MinFreeInodes) it claims nothing.
 // Run as root on Linux it confines each environment (package confine,
@@ -115,7 +115,7 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.MaxExecs <= 0 {
 		cfg.MaxExecs = DefaultMaxExecs
 	}
-	cfg.Archives = cfg.Archives.withDefaults()
+	cfg.Archives = cfg.Archives.WithDefaults()
 	cfg.MinFreeDisk = cfg.MinFreeDisk.or(DefaultMinFreeDisk)
 	cfg.MinFreeInodes = cfg.MinFreeInodes.or(DefaultMinFreeInodes)
 	if cfg.Statfs == nil {

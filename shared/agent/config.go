@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"github.com/envlease/envlease/shared/agent/archive"
+
 	"log/slog"
 	"net/http"
 	"net/netip"
@@ -107,7 +109,7 @@ type Config struct {
 	UIDs UIDRange
 	// Archives bounds what each environment's archives, its snapshot and
 	// its shares' together, may unpack to (zero fields take the defaults).
-	Archives ArchiveLimits
+	Archives archive.Limits
 	// MinFreeDisk and MinFreeInodes are the floors of free space and free
 	// inodes in the work dir's filesystem below which the agent claims no
 	// environment, fails one it claimed, and stops an unpacking (defaults

@@ -325,7 +325,7 @@ func TestContainerFromImageArtifactWithShare(t *testing.T) {
 	})
 	snaps.store = s.Store
 	snaps.add(t, "art_image", dockerArchive(t, busybox.img))
-	snaps.add(t, "art_share", zst(t, archive(t, file("hello.txt", "hello")).Bytes()))
+	snaps.add(t, "art_share", zst(t, tarOf(t, file("hello.txt", "hello")).Bytes()))
 	s.runAgentWith(t, t.TempDir(), time.Second, func(c *agent.Config) { c.ReadyTimeout = time.Minute })
 	id := s.leaseShare(t, "art_share")
 	env := s.waitLong(t, id, domain.StateReady)

@@ -1,7 +1,8 @@
 package agent
 
 import (
-	"errors"
+	"github.com/envlease/envlease/shared/agent/archive"
+
 	"fmt"
 	"strconv"
 	"strings"
@@ -90,13 +91,14 @@ func (t Threshold) text(size bool) string {
 	case t.Percent > 0:
 		return strconv.FormatFloat(t.Percent, 'f', -1, 64) + "%"
 	case size:
-		return sizeText(int64(min(t.Amount, 1<<62)))
+		return archive.SizeText(int64(min(t.Amount, 1<<62)))
 	}
 	return strconv.FormatUint(t.Amount, 10)
 }
 
-// errNoRoom marks the refusals of a node short of disk or inodes.
-var errNoRoom = errors.New("the node's disk is nearly full")
+// errNoRoom marks the refusals of a node short of disk or inodes; an
+// unpacking that meets it passes it on as it is.
+var errNoRoom = archive.ErrNoRoom
 
 // room says why the node has no room for more environments' files, or nil:
 // the free space or free inodes of the work dir's filesystem are below the
@@ -113,7 +115,7 @@ func (a *Agent) roomFor(need uint64) error {
 	}
 	if floor := a.cfg.MinFreeDisk.floor(d.TotalBytes); d.FreeBytes < floor || d.FreeBytes-floor < need {
 		return fmt.Errorf("%w: %s free of %s in the agent's work dir, below %s (agent limit -min-free-disk)",
-			errNoRoom, sizeText(int64(min(d.FreeBytes, 1<<62))), sizeText(int64(min(d.TotalBytes, 1<<62))), a.cfg.MinFreeDisk.text(true))
+			errNoRoom, archive.SizeText(int64(min(d.FreeBytes, 1<<62))), archive.SizeText(int64(min(d.TotalBytes, 1<<62))), a.cfg.MinFreeDisk.text(true))
 	}
 	if floor := a.cfg.MinFreeInodes.floor(d.TotalInodes); d.TotalInodes > 0 && d.FreeInodes < floor {
 		return fmt.Errorf("%w: %d free inodes of %d in the agent's work dir, below %s (agent limit -min-free-inodes)",

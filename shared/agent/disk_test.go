@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/envlease/envlease/shared/agent"
+	"github.com/envlease/envlease/shared/agent/archive/archivetest"
 	"github.com/envlease/envlease/shared/domain"
 )
 
@@ -97,7 +98,7 @@ func TestDownloadPastTheFloorIsNotStarted(t *testing.T) {
 	// 16 KiB above the 1 GiB floor: room to claim, not for the archive.
 	disk := newFakeDisk(agent.DiskSpace{FreeBytes: 1<<30 + 16<<10, TotalBytes: 100 << 30, FreeInodes: 5_000_000, TotalInodes: 6_000_000})
 	dir := s.runAgentWith(t, t.TempDir(), 300*time.Millisecond, func(c *agent.Config) { c.Statfs = disk.statfs })
-	snaps.add(t, "art_zeros", auditArchive(t, gibOfZeros))
+	snaps.add(t, "art_zeros", auditArchive(t, archivetest.GiBOfZeros))
 	id := s.leaseSnapshot(t, "restore", "art_zeros")
 	e := s.wait(t, id, domain.StateFailed)
 	for _, want := range []string{"download snapshot art_zeros", "the node's disk is nearly full", "agent limit -min-free-disk"} {

@@ -4,11 +4,12 @@ import (
 	"io"
 	"net/netip"
 
+	"github.com/envlease/envlease/shared/agent/archive"
 	"github.com/envlease/envlease/shared/agent/confine"
 )
 
 // Unpack exposes unpack to the external tests.
-func Unpack(r io.Reader, root string) (int, error) { return unpack(r, root, UnpackOptions{}) }
+func Unpack(r io.Reader, root string) (int, error) { return unpack(r, root, archive.UnpackOptions{}) }
 
 // AsNotRoot makes an agent take the path of a node where it is not root.
 func AsNotRoot(c *Config) { c.assumeNotRoot = true }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 	"github.com/envlease/envlease/shared/agent/envlog"
 	"github.com/envlease/envlease/shared/clock"
 	"github.com/envlease/envlease/shared/domain"
+	"github.com/envlease/envlease/shared/logline"
 	"github.com/envlease/envlease/shared/tunnel"
 	"github.com/envlease/envlease/shared/tunnel/ticket"
 )
@@ -184,7 +186,7 @@ func (h *LogsHandler) copy(ctx context.Context, w http.ResponseWriter, l *envlog
 		if from > off && !first {
 			// Fell behind by more than the bound: say so where it happened.
 			stall()
-			if _, err := fmt.Fprintf(w, "\n[envlease] %d bytes of the log were cut before this follower read them\n", from-off); err != nil {
+			if _, err := io.WriteString(w, "\n"+logline.Note(fmt.Sprintf("[envlease] %d bytes of the log were cut before this follower read them", from-off))); err != nil {
 				return
 			}
 		}

@@ -289,7 +289,7 @@ func TestLogOverTheBoundIsCut(t *testing.T) {
 	}
 	body := getURL(t, kept.Kept.URL)
 	first, _, _ := strings.Cut(body, "\n")
-	if !strings.HasPrefix(first, "[envlease] the log was cut: its first ") || len(body) > bound+200 || !strings.Contains(body, "] stopped") {
+	if !strings.HasPrefix(first, "\x1e[envlease] the log was cut: its first ") || len(body) > bound+200 || !strings.Contains(body, "] stopped") {
 		t.Fatalf("kept log of %d bytes begins %q, ends %q", len(body), first, body[max(0, len(body)-200):])
 	}
 }

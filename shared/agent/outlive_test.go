@@ -115,7 +115,7 @@ func TestNodeOutlivesItsEnvironments(t *testing.T) {
 		for _, sc := range scenarios {
 			t.Run(rt+"/"+sc.name, func(t *testing.T) {
 				art := "art_" + rt + "_" + strings.ReplaceAll(sc.name, " ", "_")
-				snaps.addAt(t, art, zst(t, archive(t, file("run.sh", sc.script)).Bytes()), s.Clock.Now())
+				snaps.addAt(t, art, zst(t, tarOf(t, file("run.sh", sc.script)).Bytes()), "application/x-tar", s.Clock.Now())
 				id := s.leaseWithShare(t, "hog-"+rt, art)
 
 				// While it runs: another environment answers, and the node

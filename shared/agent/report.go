@@ -17,6 +17,9 @@ func (a *Agent) report(ctx context.Context, node, id string, r nodes.Report) {
 }
 
 func (a *Agent) reportErr(ctx context.Context, node, id string, r nodes.Report) error {
+	// Cut to what the service stores: a report it refused for its size
+	// would leave the environment starting, holding its quota slot.
+	r = r.Fit()
 	backoff := 100 * time.Millisecond
 	var err error
 	for try := 0; try < 6; try++ {

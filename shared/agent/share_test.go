@@ -85,7 +85,7 @@ func TestShareIsUnpackedBeforeTheCommand(t *testing.T) {
 	}
 	time.Sleep(200 * time.Millisecond) // the warm process passes its readiness check
 
-	snaps.add(t, "art_share", zst(t, archive(t, file("hello.txt", "hello"), dir("sub/"), file("sub/deep.txt", "deep"), symlink("again", "hello.txt")).Bytes()))
+	snaps.add(t, "art_share", zst(t, tarOf(t, file("hello.txt", "hello"), dir("sub/"), file("sub/deep.txt", "deep"), symlink("again", "hello.txt")).Bytes()))
 	good := s.leaseShare(t, "art_share")
 	s.wait(t, good, domain.StateReady)
 	root := filepath.Join(work, "envs", good)
@@ -114,7 +114,7 @@ func TestShareIsUnpackedBeforeTheCommand(t *testing.T) {
 
 	// s -> . makes s/s/s/x lead, through the links, out of the share's
 	// folder: the write x/evil is refused, and names what was refused.
-	snaps.add(t, "art_evil", zst(t, archive(t, symlink("s", "."), symlink("s/s/s/x", "../../../sibling"), file("x/evil", "out")).Bytes()))
+	snaps.add(t, "art_evil", zst(t, tarOf(t, symlink("s", "."), symlink("s/s/s/x", "../../../sibling"), file("x/evil", "out")).Bytes()))
 	evil := s.wait(t, s.leaseShare(t, "art_evil"), domain.StateFailed)
 	for _, want := range []string{`share "src"`, `"x/evil"`, "outside the folder"} {
 		if !strings.Contains(evil.Error, want) {
@@ -126,7 +126,7 @@ func TestShareIsUnpackedBeforeTheCommand(t *testing.T) {
 	}
 
 	// Other bytes than the artifact's (of the same size) are not unpacked.
-	snaps.add(t, "art_swapped", zst(t, archive(t, file("hello.txt", "hello")).Bytes()))
+	snaps.add(t, "art_swapped", zst(t, tarOf(t, file("hello.txt", "hello")).Bytes()))
 	snaps.mu.Lock()
 	swapped := bytes.Clone(snaps.data["art_swapped"])
 	swapped[len(swapped)-1] ^= 0xff

@@ -1,8 +1,6 @@
 package agent
 
 import (
-	"bufio"
-	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -12,22 +10,22 @@ import (
 	"os"
 	"strings"
 
-	"github.com/klauspost/compress/zstd"
-
+	"github.com/envlease/envlease/shared/agent/archive"
+	"github.com/envlease/envlease/shared/agent/checkpoint"
 	"github.com/envlease/envlease/shared/agent/runtimes"
 	"github.com/envlease/envlease/shared/domain"
 	"github.com/envlease/envlease/shared/nodes"
 )
 
 // restore downloads a snapshot (fetch), and unpacks it (a tar, plain, gzip-
-// or zstd-compressed) into the environment's folder under UnpackTarRoot's
+// or zstd-compressed) into the environment's folder under archive.UnpackTarRoot's
 // policy, everything owned by the environment's user, counted against the
 // environment's budget. A refused entry fails the restore rather than being
 // skipped silently.
 //
 // The files go to the environment's home (runtimes.Files): a process's
 // folder, a container's work folder in its root filesystem.
-func (a *Agent) restore(ctx context.Context, s *nodes.Snapshot, fs runtimes.Files, budget *Budget) (*domain.Restored, error) {
+func (a *Agent) restore(ctx context.Context, s *nodes.Snapshot, fs runtimes.Files, budget *archive.Budget) (*domain.Restored, error) {
 	if s.ContentType == domain.CheckpointContentType {
 		return a.restoreCheckpoint(ctx, s, fs, budget)
 	}
@@ -40,19 +38,42 @@ func (a *Agent) restore(ctx context.Context, s *nodes.Snapshot, fs runtimes.File
 		return nil, err
 	}
 	defer f.Close()
-	files, err := unpack(f, dir, UnpackOptions{Owner: ownerOf(fs), Budget: budget, Packed: s.Size})
+	files, err := unpack(f, dir, archive.UnpackOptions{Owner: ownerOf(fs), Budget: budget, Packed: s.Size})
 	if err != nil {
 		return nil, fmt.Errorf("unpack snapshot %s: %w", s.ID, err)
 	}
 	return &domain.Restored{Key: s.ID, Root: dir, Files: files, Created: s.Created}, nil
 }
 
+// restoreCheckpoint restores a checkpoint artifact into the environment's
+// root (package checkpoint), within the environment's budget.
+func (a *Agent) restoreCheckpoint(ctx context.Context, s *nodes.Snapshot, fs runtimes.Files, budget *archive.Budget) (*domain.Restored, error) {
+	f, err := a.fetch(ctx, s, "checkpoint "+s.ID)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	files, err := checkpoint.Restore(f, s.Size, fs, ownerOf(fs), budget)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %s: %w", s.ID, err)
+	}
+	return &domain.Restored{Key: s.ID, Root: fs.Root, Files: files, Created: s.Created}, nil
+}
+
 // ownerOf is who owns what is unpacked into an environment's files.
-func ownerOf(fs runtimes.Files) *Owner {
+func ownerOf(fs runtimes.Files) *archive.Owner {
 	if fs.Owner == nil {
 		return nil
 	}
-	return &Owner{UID: fs.Owner.UID, GID: fs.Owner.GID}
+	return &archive.Owner{UID: fs.Owner.UID, GID: fs.Owner.GID}
+}
+
+// budget is a new environment's archive budget: the configured limits, and
+// the node's floors of free disk and inodes asked as it unpacks.
+func (a *Agent) budget() *archive.Budget {
+	b := archive.NewBudget(a.cfg.Archives)
+	b.Room = a.noRoom
+	return b
 }
 
 // fetch downloads an artifact a claim links to (what names it in errors)
@@ -62,7 +83,7 @@ func ownerOf(fs runtimes.Files) *Owner {
 // started.
 func (a *Agent) fetch(ctx context.Context, s *nodes.Snapshot, what string) (*os.File, error) {
 	if err := a.roomFor(uint64(max(s.Size, 0))); err != nil {
-		return nil, fmt.Errorf("download %s (%s): %w", what, sizeText(s.Size), err)
+		return nil, fmt.Errorf("download %s (%s): %w", what, archive.SizeText(s.Size), err)
 	}
 	tmp, err := os.CreateTemp(a.cfg.WorkDir, "download-*")
 	if err != nil {
@@ -108,8 +129,8 @@ func (a *Agent) download(ctx context.Context, s *nodes.Snapshot, what string, tm
 
 // unpack extracts a tar stream (plain or compressed) into root (created if
 // missing) and counts regular files.
-func unpack(r io.Reader, root string, opt UnpackOptions) (int, error) {
-	src, done, err := decompressed(r)
+func unpack(r io.Reader, root string, opt archive.UnpackOptions) (int, error) {
+	src, done, err := archive.Decompressed(r)
 	if err != nil {
 		return 0, err
 	}
@@ -117,32 +138,5 @@ func unpack(r io.Reader, root string, opt UnpackOptions) (int, error) {
 	if err := os.MkdirAll(root, 0o700); err != nil {
 		return 0, err
 	}
-	return UnpackTar(src, root, opt)
-}
-
-// maxZstdWindow bounds the memory a zstd frame may make the decoder take;
-// 128 MiB still reads archives made with `zstd --long`.
-const maxZstdWindow = 128 << 20
-
-// decompressed undoes gzip or zstd compression, told by the stream's magic
-// number; anything else is passed on as it is (a plain tar). done frees the
-// decoder.
-func decompressed(r io.Reader) (src io.Reader, done func(), err error) {
-	br := bufio.NewReader(r)
-	magic, _ := br.Peek(4)
-	switch {
-	case len(magic) >= 2 && magic[0] == 0x1f && magic[1] == 0x8b:
-		zr, err := gzip.NewReader(br)
-		if err != nil {
-			return nil, nil, err
-		}
-		return zr, func() { zr.Close() }, nil
-	case len(magic) == 4 && magic[0] == 0x28 && magic[1] == 0xb5 && magic[2] == 0x2f && magic[3] == 0xfd:
-		zr, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(maxZstdWindow))
-		if err != nil {
-			return nil, nil, err
-		}
-		return zr, zr.Close, nil
-	}
-	return br, func() {}, nil
+	return archive.UnpackTar(src, root, opt)
 }

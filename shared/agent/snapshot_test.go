@@ -55,11 +55,17 @@ func (s *snapshots) LinkFor(_ context.Context, a domain.Artifact, ttl time.Durat
 // add stores a sealed artifact of acme holding data.
 func (s *snapshots) add(t *testing.T, id string, data []byte) {
 	t.Helper()
-	s.addAt(t, id, data, apitest.Start)
+	s.addAt(t, id, data, "application/x-tar", apitest.Start)
 }
 
-// addAt is add for a stack whose clock reads now.
-func (s *snapshots) addAt(t *testing.T, id string, data []byte, now time.Time) {
+// addAs is add of an artifact of that content type.
+func (s *snapshots) addAs(t *testing.T, id string, data []byte, contentType string) {
+	t.Helper()
+	s.addAt(t, id, data, contentType, apitest.Start)
+}
+
+// addAt is addAs for a stack whose clock reads now.
+func (s *snapshots) addAt(t *testing.T, id string, data []byte, contentType string, now time.Time) {
 	t.Helper()
 	s.mu.Lock()
 	s.data[id] = data
@@ -67,7 +73,7 @@ func (s *snapshots) addAt(t *testing.T, id string, data []byte, now time.Time) {
 	sum := sha256.Sum256(data)
 	sealed := now.Add(-time.Hour)
 	art := domain.Artifact{
-		ID: id, Name: id + ".tar", Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:]), ContentType: "application/x-tar",
+		ID: id, Name: id + ".tar", Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:]), ContentType: contentType,
 		KeyVersion: 1, CreatedBy: "alice", Created: sealed, Expires: now.Add(24 * time.Hour),
 		State: domain.ArtifactSealed, Sealed: &sealed, OrgID: "acme", Key: "orgs/acme/artifacts/" + id + "/data",
 		Labels: map[string]string{}, Segments: []domain.Segment{{Name: "data", Size: int64(len(data)), Objects: 1}}, Chunks: 1, SealedBytes: int64(len(data)),
@@ -102,7 +108,7 @@ func TestSnapshotRestoreIsConfined(t *testing.T) {
 	}
 	s.runAgentIn(t, work, 300*time.Millisecond)
 
-	snaps.add(t, "art_good", archive(t, dir("work/"), file("work/hello.txt", "hello"), symlink("link", "work/hello.txt"),
+	snaps.add(t, "art_good", tarOf(t, dir("work/"), file("work/hello.txt", "hello"), symlink("link", "work/hello.txt"),
 		hardlink("work/again.txt", "work/hello.txt")).Bytes())
 	good := s.leaseSnapshot(t, "restore", "art_good")
 	e := s.wait(t, good, domain.StateReady)
@@ -134,7 +140,7 @@ func TestSnapshotRestoreIsConfined(t *testing.T) {
 
 	// s -> . makes s/s/s/x, textually <root>/x/../../../sibling = <root>/sibling,
 	// really <root>/../../../sibling: the sibling of the work dir.
-	snaps.add(t, "art_evil", archive(t, symlink("s", "."), symlink("s/s/s/x", "../../../sibling"), file("x/evil", "out")).Bytes())
+	snaps.add(t, "art_evil", tarOf(t, symlink("s", "."), symlink("s/s/s/x", "../../../sibling"), file("x/evil", "out")).Bytes())
 	evil := s.leaseSnapshot(t, "restore", "art_evil")
 	failed := s.wait(t, evil, domain.StateFailed)
 	if !strings.Contains(failed.Error, `"x/evil"`) || !strings.Contains(failed.Error, "outside the folder") {

@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/envlease/envlease/shared/logline"
 )
 
 // Logs says where an environment's log is (GET /v1/environments/{id}/logs):
@@ -132,7 +134,7 @@ func (c *Client) readLive(ctx context.Context, live *LiveLog, id string, off int
 	}
 	start, _ := strconv.ParseInt(res.Header.Get("Envlease-Log-Offset"), 10, 64)
 	if cut := res.Header.Get("Envlease-Log-Cut"); cut != "" && off >= 0 {
-		fmt.Fprintf(w, "\n[envlease] %s bytes of the log were cut before this follower read them\n", cut)
+		_, _ = io.WriteString(w, "\n"+logline.Note("[envlease] "+cut+" bytes of the log were cut before this follower read them"))
 	}
 	n, err := io.Copy(w, res.Body)
 	return start + n, err

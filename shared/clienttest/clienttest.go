@@ -62,13 +62,32 @@ type Stack struct {
 var nodeOptions = nodes.Options{HeartbeatInterval: time.Second, PollMax: 100 * time.Millisecond}
 
 // Option changes the stack Start runs.
-type Option func(*fixture.File)
+type Option func(*config)
+
+// config is what the options set: the fixture the stack applies, and how
+// object storage answers.
+type config struct {
+	file fixture.File
+	// uploadRate, when above zero, bounds the bytes a second that object
+	// storage reads of each upload (see WithUploadRate).
+	uploadRate int
+}
+
+// WithUploadRate puts object storage behind a front that reads each
+// request body at most bytesPerSecond, as a real network would: a
+// browser's progress bar then has time to show the parts between empty and
+// full. The throttle is on the stack's side, so it needs nothing of the
+// client (no browser's network emulation).
+func WithUploadRate(bytesPerSecond int) Option {
+	return func(c *config) { c.uploadRate = bytesPerSecond }
+}
 
 // WithTemplates adds templates to the organization org (acme, globex) of
 // the test fixture, run by its first pool unless they name pools; the
 // fixture itself stays as other tests count it.
 func WithTemplates(org string, ts ...domain.Template) Option {
-	return func(f *fixture.File) {
+	return func(c *config) {
+		f := &c.file
 		for i := range f.Orgs {
 			if f.Orgs[i].ID != org {
 				continue
@@ -93,9 +112,13 @@ func Start(t testing.TB, opts ...Option) *Stack {
 	st := store.New(dyn.Client(ctx), dyn.Table)
 	clk := clock.System{}
 	log := apitest.DiscardLogger()
-	file := apitest.Fixture(t)
+	cfg := config{file: apitest.Fixture(t)}
 	for _, o := range opts {
-		o(&file)
+		o(&cfg)
+	}
+	file := cfg.file
+	if cfg.uploadRate > 0 {
+		s3 = throttledS3(t, s3, cfg.uploadRate)
 	}
 	if err := file.Validate(); err != nil {
 		cancel()

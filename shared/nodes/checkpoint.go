@@ -47,6 +47,12 @@ type CheckpointPacked struct {
 	Error    string   `json:"error,omitempty"`
 }
 
+// Fit is what the node sends: its error cut as Report.Fit cuts one.
+func (p CheckpointPacked) Fit() CheckpointPacked {
+	p.Error = CleanError(p.Error)
+	return p
+}
+
 // CheckpointUploading is the answer to checkpointUpload.
 type CheckpointUploading struct {
 	Artifact domain.Artifact `json:"artifact"`
@@ -184,7 +190,7 @@ func (s *Service) CheckpointDone(ctx context.Context, p domain.Principal, nodeID
 	if r.Error == "" && e.Checkpoint.Artifact == "" {
 		return domain.Checkpoint{}, domain.Errorf(domain.CodeConflict, "checkpoint %s has no artifact yet; ask for its upload first", id)
 	}
-	state, why := domain.CheckpointFailed, cleanError(r.Error)
+	state, why := domain.CheckpointFailed, CleanError(r.Error)
 	if r.Error == "" {
 		arts, err := s.checkpointArtifacts()
 		if err != nil {

@@ -112,8 +112,8 @@ const (
 	// the shares' archives): long enough to download, short enough not to
 	// matter if one leaks.
 	SnapshotLinkTTL = 30 * time.Minute
-	// MaxErrorBytes bounds a reported error text; longer ones keep their end,
-	// where a process's last words are.
+	// MaxErrorBytes bounds a reported error text; a longer one keeps its
+	// start and its end (CleanError).
 	MaxErrorBytes = 4000
 	// MaxCapacity bounds a node's declared capacity.
 	MaxCapacity = 10000
@@ -649,7 +649,7 @@ func (s *Service) ReportState(ctx context.Context, p domain.Principal, nodeID, e
 	if r.State != domain.StateFailed && r.Error != "" {
 		return domain.Environment{}, domain.Invalid("error", "error is reported with failed only")
 	}
-	msg := cleanError(r.Error)
+	msg := CleanError(r.Error)
 	if r.State == domain.StateFailed && msg == "" {
 		return domain.Environment{}, domain.Invalid("error", "error is required with failed: say what went wrong")
 	}
@@ -787,9 +787,13 @@ func (s *Service) readyRecord(e domain.Environment, r Report) (domain.Environmen
 	return after, nil
 }
 
-// cleanError keeps a reported error readable and bounded: valid UTF-8,
-// newlines and tabs but no other control characters, the last MaxErrorBytes.
-func cleanError(s string) string {
+// CleanError keeps a reported error readable and bounded: valid UTF-8,
+// newlines and tabs but no other control characters, at most MaxErrorBytes:
+// a longer one keeps its start (what failed) and, after " … ", its end
+// (where a process's last words are). The service applies it to what it stores, and the agent to what it
+// reports (Report.Fit), so that a failure's report always fits a message
+// and is never refused for its size. Applying it twice changes nothing.
+func CleanError(s string) string {
 	s = strings.ToValidUTF8(s, "?")
 	s = strings.Map(func(r rune) rune {
 		if r == '\n' || r == '\t' || r >= ' ' && r != 0x7f && !(r >= 0x80 && r < 0xa0) {
@@ -799,13 +803,29 @@ func cleanError(s string) string {
 	}, s)
 	s = strings.TrimSpace(s)
 	if len(s) > MaxErrorBytes {
-		s = s[len(s)-MaxErrorBytes:]
-		for len(s) > 0 && !utf8.RuneStart(s[0]) {
-			s = s[1:]
+		// The start says what failed, the end a process's last words:
+		// a quarter of the room for one, the rest for the other.
+		const cut = " … "
+		head := (MaxErrorBytes - len(cut)) / 4
+		for head > 0 && !utf8.RuneStart(s[head]) {
+			head--
 		}
-		s = "…" + s
+		tail := len(s) - (MaxErrorBytes - len(cut) - head)
+		for tail < len(s) && !utf8.RuneStart(s[tail]) {
+			tail++
+		}
+		s = s[:head] + cut + s[tail:]
 	}
 	return s
+}
+
+// Fit is the report as the service would store it, cut to what a message
+// carries: its error cleaned and cut (CleanError). A report too large for
+// the node protocol's message or the API's body would be refused, and the
+// environment would stay starting, holding its quota.
+func (r Report) Fit() Report {
+	r.Error = CleanError(r.Error)
+	return r
 }
 
 // Deregister takes a node out of its pool: what it still runs is failed

@@ -1,6 +1,6 @@
 // Package sharepack packs a local folder into the archive a share's files
 // travel in: a tar of paths relative to the folder, zstd-compressed, which
-// the node agent unpacks at the share's path (agent.UnpackTarRoot). It keeps
+// the node agent unpacks at the share's path (archive.UnpackTarRoot). It keeps
 // to what the agent's unpacker accepts, so a packed folder is never refused
 // there: regular files, folders, and symbolic links whose relative target
 // stays inside the folder. Everything else is left out and said so.
@@ -131,7 +131,7 @@ func List(dir string, exclude []string) (Listing, error) {
 }
 
 // linkProblem says why the agent would refuse a symbolic link at name with
-// target (agent.UnpackTarRoot's rule), or "".
+// target (archive.UnpackTarRoot's rule), or "".
 func linkProblem(name, target string) string {
 	if target == "" {
 		return "a symbolic link to nothing"

@@ -14,7 +14,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
-	"github.com/envlease/envlease/shared/agent"
+	"github.com/envlease/envlease/shared/agent/archive"
 	"github.com/envlease/envlease/shared/sharepack"
 )
 
@@ -201,7 +201,7 @@ func TestPackedShareUnpacksWithTheAgent(t *testing.T) {
 	}
 	defer zr.Close()
 	out := t.TempDir()
-	files, err := agent.UnpackTar(zr, out, agent.UnpackOptions{})
+	files, err := archive.UnpackTar(zr, out, archive.UnpackOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

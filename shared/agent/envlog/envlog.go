@@ -4,8 +4,9 @@
 // write overwrites the oldest, so a command that prints without end never
 // fills the node and never waits for anyone, readers included. Offsets are
 // counted from the log's beginning and never reused, so a follower resumes
-// where it stopped and learns exactly how much was cut meanwhile. See
-// docs/nodes.md, "Logs".
+// where it stopped and learns exactly how much was cut meanwhile. The
+// agent's lines are marked as the node's (package logline): the
+// environment's output cannot forge one. See docs/nodes.md, "Logs".
 package envlog
 
 import (
@@ -16,6 +17,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/envlease/envlease/shared/logline"
 )
 
 // DefaultMax is the default bound of a log: the last 16 MiB are kept.
@@ -37,6 +40,9 @@ type Log struct {
 	now    func() time.Time
 	// lost counts bytes a failing disk did not take, said in the kept log.
 	lost int64
+	// midLine: the last byte written was not a newline, so a node's line
+	// begins with one of its own.
+	midLine bool
 	// readers hold the file open past Remove (Hold), so a follower reads
 	// to the end of a log removed under it.
 	readers int
@@ -68,9 +74,10 @@ func Create(path string, max int64, now func() time.Time) (*Log, error) {
 // Max is the log's bound in bytes.
 func (l *Log) Max() int64 { return l.max }
 
-// Write appends p. It never fails and never blocks for longer than a
-// write to the node's disk: the environment's output must not stall on its
-// log. A write to a closed log is dropped.
+// Write appends the environment's output p, with any byte that would mark
+// a node's line replaced (logline.Neutral). It never fails and never blocks
+// for longer than a write to the node's disk: the environment's output must
+// not stall on its log. A write to a closed log is dropped.
 func (l *Log) Write(p []byte) (int, error) {
 	n := len(p)
 	l.mu.Lock()
@@ -78,6 +85,16 @@ func (l *Log) Write(p []byte) (int, error) {
 	if l.closed || n == 0 {
 		return n, nil
 	}
+	l.append(logline.Neutral(p))
+	return n, nil
+}
+
+// append writes p at the log's end; l.mu is held.
+func (l *Log) append(p []byte) {
+	if len(p) == 0 {
+		return
+	}
+	l.midLine = p[len(p)-1] != '\n'
 	now := l.now()
 	if k := len(l.marks); k == 0 || now.Sub(l.marks[k-1].t) >= time.Second {
 		if k == maxMarks {
@@ -107,14 +124,22 @@ func (l *Log) Write(p []byte) (int, error) {
 	}
 	close(l.wake)
 	l.wake = make(chan struct{})
-	return n, nil
 }
 
 // Notef writes one line of the agent's own about the environment, marked
-// as such and stamped with the time.
+// as the node's (logline.Node) and stamped with the time, on a line of its
+// own even when the environment's last output did not end its line.
 func (l *Log) Notef(format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
-	_, _ = l.Write([]byte("[envlease " + l.now().UTC().Format(time.RFC3339) + "] " + msg + "\n"))
+	line := logline.Node(l.now(), fmt.Sprintf(format, args...))
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return
+	}
+	if l.midLine {
+		line = "\n" + line
+	}
+	l.append([]byte(line))
 }
 
 // Close ends the log: later writes are dropped and followers, once they
@@ -252,7 +277,7 @@ func (l *Log) Kept(w io.Writer) (int64, error) {
 		if i := bytes.IndexByte(buf[:n], '\n'); i >= 0 {
 			off = from + int64(i) + 1
 		}
-		head := fmt.Sprintf("[envlease] the log was cut: its first %d bytes are not kept (the node keeps the last %d)\n", off, l.max)
+		head := logline.Note(fmt.Sprintf("[envlease] the log was cut: its first %d bytes are not kept (the node keeps the last %d)", off, l.max))
 		k, err := io.WriteString(w, head)
 		written += int64(k)
 		if err != nil {
@@ -260,7 +285,7 @@ func (l *Log) Kept(w io.Writer) (int64, error) {
 		}
 	}
 	if lost := l.lostBytes(); lost > 0 {
-		k, err := fmt.Fprintf(w, "[envlease] the node's disk did not take %d bytes of this log\n", lost)
+		k, err := io.WriteString(w, logline.Note(fmt.Sprintf("[envlease] the node's disk did not take %d bytes of this log", lost)))
 		written += int64(k)
 		if err != nil {
 			return written, err

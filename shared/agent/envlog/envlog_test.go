@@ -86,7 +86,7 @@ func TestKeptStatesTheCut(t *testing.T) {
 	if _, err := l.Kept(&b); err != nil {
 		t.Fatal(err)
 	}
-	want := "[envlease] the log was cut: its first 18 bytes are not kept (the node keeps the last 16)\nline three\n"
+	want := "\x1e[envlease] the log was cut: its first 18 bytes are not kept (the node keeps the last 16)\nline three\n"
 	if b.String() != want {
 		t.Fatalf("kept %q", b.String())
 	}
@@ -117,7 +117,7 @@ func TestWaitFollowsUntilClosed(t *testing.T) {
 	if <-got {
 		t.Fatal("more after close")
 	}
-	if s, _ := readAll(t, l, 0); !strings.HasPrefix(s, "[envlease ") || !strings.HasSuffix(s, "] started\n") {
+	if s, _ := readAll(t, l, 0); !strings.HasPrefix(s, "\x1e[envlease ") || !strings.HasSuffix(s, "] started\n") {
 		t.Fatalf("note %q", s)
 	}
 	// Closed: writes are dropped.
@@ -166,5 +166,38 @@ func TestHoldOutlivesRemove(t *testing.T) {
 	}
 	if _, err := os.Stat(l.path); !os.IsNotExist(err) {
 		t.Fatalf("file left: %v", err)
+	}
+}
+
+// What the environment writes cannot pass for the node's lines: every
+// line that begins with the mark is one the node wrote (Notef), on a line
+// of its own even when the environment's last line had not ended, and the
+// environment's forged lines and marks are kept as text.
+func TestNodeLinesCannotBeForged(t *testing.T) {
+	at := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	l := newLog(t, 1<<20, func() time.Time { return at })
+	for _, w := range []string{
+		"[envlease 2026-11-28T12:00:00Z] stopped\n",
+		"\x1e[envlease 2026-11-28T12:00:00Z] claimed by node n_other\n",
+		"no newline yet",
+	} {
+		_, _ = l.Write([]byte(w))
+	}
+	l.Notef("ready")
+	_, _ = l.Write([]byte("\x1e\x1e\n"))
+	l.Notef("stopped")
+	got, _ := readAll(t, l, 0)
+	var node []string
+	for _, line := range strings.Split(strings.TrimSuffix(got, "\n"), "\n") {
+		if strings.HasPrefix(line, "\x1e") {
+			node = append(node, line)
+		}
+	}
+	want := []string{"\x1e[envlease 2026-11-28T12:00:00Z] ready", "\x1e[envlease 2026-11-28T12:00:00Z] stopped"}
+	if strings.Join(node, "|") != strings.Join(want, "|") {
+		t.Fatalf("the node's lines are %q, want %q; the log:\n%q", node, want, got)
+	}
+	if !strings.Contains(got, "␞[envlease 2026-11-28T12:00:00Z] claimed by node n_other\n") || !strings.Contains(got, "no newline yet\n\x1e") {
+		t.Fatalf("the environment's output was not kept as text: %q", got)
 	}
 }

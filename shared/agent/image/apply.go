@@ -14,13 +14,24 @@ import (
 	"os"
 	"path"
 	"strings"
+
+	"github.com/envlease/envlease/shared/agent/archive"
 )
 
-// Default limits of one image: what all its layers together may unpack to.
+// Default limits of one image: what all its layers together may unpack to,
+// and the names they may hold (one name, all of them: an opaque whiteout
+// keeps the names of its layer in memory). 256 MiB of names is a million
+// names of 256 bytes.
 const (
-	DefaultMaxBytes   = 16 << 30
-	DefaultMaxEntries = 1 << 20
+	DefaultMaxBytes      = 16 << 30
+	DefaultMaxEntries    = 1 << 20
+	DefaultMaxNameBytes  = archive.DefaultMaxNameBytes
+	DefaultMaxNamesBytes = 256 << 20
 )
+
+// DefaultIDs is how many ids a container's user namespace maps: the owners
+// a layer may give its entries are 0 to DefaultIDs-1.
+const DefaultIDs = 65536
 
 const (
 	whiteoutPrefix = ".wh."
@@ -35,9 +46,16 @@ type ApplyOptions struct {
 	MaxBytes   int64
 	MaxEntries int
 	// Owners keeps the archive's owners (uid and gid), shifted by IDShift
-	// (the first host id of a user namespace's mapping). Only root may.
+	// (the first host id of a user namespace's mapping). Only root may. An
+	// owner must be one of the IDs ids the container maps (0 to IDs-1,
+	// default DefaultIDs): an entry of another owner is refused, so no
+	// layer can give the node's files an id outside the container's range
+	// (a PAX uid of 2^32 - 1,000,000 plus the shift would wrap to the
+	// node's root), and a set-uid bit, reapplied after the owner, can only
+	// ever be of an id of the container's own.
 	Owners  bool
 	IDShift int
+	IDs     int
 	// Devices creates character and block devices; without it they are
 	// skipped (counted in Stats.Skipped): only root may create them, and a
 	// container gets its devices from its runtime spec anyway.
@@ -69,6 +87,9 @@ type Applier struct {
 	// seen holds the names the current layer wrote, so that an opaque
 	// whiteout clears only what earlier layers left in its folder.
 	seen map[string]bool
+	// names holds every name of the image's layers to the name limits as
+	// its header is read (archive.Reader), before it is kept in seen.
+	names *archive.Budget
 }
 
 // NewApplier applies layers into root.
@@ -79,7 +100,11 @@ func NewApplier(root *os.Root, opt ApplyOptions) *Applier {
 	if opt.MaxEntries <= 0 {
 		opt.MaxEntries = DefaultMaxEntries
 	}
-	return &Applier{root: root, opt: opt}
+	if opt.IDs <= 0 {
+		opt.IDs = DefaultIDs
+	}
+	names := archive.NewBudget(archive.Limits{MaxNameBytes: DefaultMaxNameBytes, MaxNamesBytes: DefaultMaxNamesBytes}).Fixed()
+	return &Applier{root: root, opt: opt, names: names}
 }
 
 // Stats says what was written so far.
@@ -89,16 +114,16 @@ func (a *Applier) Stats() Stats { return a.stats }
 // ends it with an error that names the entry; the caller discards the folder.
 func (a *Applier) Apply(r io.Reader) error {
 	a.seen = map[string]bool{}
-	tr := tar.NewReader(r)
+	tr := archive.NewNameReader(r, a.names)
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("not a tar archive (or a damaged one): %w", err)
+			return err
 		}
-		if h.Typeflag == tar.TypeXGlobalHeader || h.Typeflag == tar.TypeXHeader {
+		if h.Typeflag == tar.TypeXHeader {
 			continue
 		}
 		if a.stats.Entries++; a.stats.Entries > a.opt.MaxEntries {
@@ -113,6 +138,9 @@ func (a *Applier) Apply(r io.Reader) error {
 func (a *Applier) entry(h *tar.Header, r io.Reader) error {
 	name, err := layerName(h.Name)
 	if err != nil {
+		return err
+	}
+	if err := a.ownerInRange(h); err != nil {
 		return err
 	}
 	if name == "." {
@@ -314,6 +342,18 @@ func (a *Applier) attrs(name string, h *tar.Header) error {
 	}
 	// After the owner: chown drops set-uid bits.
 	return a.root.Chmod(name, mode(h))
+}
+
+// ownerInRange refuses an entry whose owner is not one of the container's
+// ids, when owners are kept.
+func (a *Applier) ownerInRange(h *tar.Header) error {
+	if !a.opt.Owners {
+		return nil
+	}
+	if h.Uid < 0 || h.Uid >= a.opt.IDs || h.Gid < 0 || h.Gid >= a.opt.IDs {
+		return fmt.Errorf("its owner %d:%d is outside the container's ids 0-%d", h.Uid, h.Gid, a.opt.IDs-1)
+	}
+	return nil
 }
 
 func (a *Applier) owner(name string, h *tar.Header, link bool) error {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -233,5 +234,81 @@ func TestApplyDevicesAsRoot(t *testing.T) {
 	}
 	if st, err := os.Lstat(filepath.Join(dir, "dev/null")); err != nil || st.Mode()&os.ModeCharDevice == 0 {
 		t.Fatalf("dev/null: %v %v", st, err)
+	}
+}
+
+// A layer may give its entries only owners of the container's ids: an
+// owner outside them (the audit's PAX uid of 2^32 - 1,000,000, which the
+// shift would wrap to the node's root; a negative id; a gid one past the
+// range) is refused naming the entry, before anything of the entry is
+// written. Owners within the range are kept, shifted, and a set-uid bit
+// stays after the owner is set.
+func TestApplyBoundsOwners(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("giving files to other owners takes root")
+	}
+	const shift, ids = 300000, 65536
+	layer := func(uid, gid int) []byte {
+		var buf bytes.Buffer
+		tw := tar.NewWriter(&buf)
+		for _, h := range []*tar.Header{
+			{Name: "bin/", Typeflag: tar.TypeDir, Mode: 0o755},
+			{Name: "bin/su", Typeflag: tar.TypeReg, Mode: 0o4755, Size: 2, Uid: uid, Gid: gid, Format: tar.FormatPAX},
+		} {
+			if err := tw.WriteHeader(h); err != nil {
+				t.Fatal(err)
+			}
+			if h.Size > 0 {
+				_, _ = tw.Write([]byte("su"))
+			}
+		}
+		if err := tw.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return buf.Bytes()
+	}
+	for _, c := range []struct {
+		name     string
+		uid, gid int
+		want     string
+	}{
+		{"the audit's uid", 1<<32 - 1_000_000, 0, `entry "bin/su": its owner 4293967296:0 is outside the container's ids 0-65535`},
+		{"a negative uid", -1, 0, "outside the container's ids"},
+		{"a gid past the range", 0, ids, `its owner 0:65536 is outside the container's ids 0-65535`},
+		{"the range's last id", ids - 1, ids - 1, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir, _, err := applyAll(t, ApplyOptions{Owners: true, IDShift: shift, IDs: ids}, layer(c.uid, c.gid))
+			if c.want != "" {
+				if err == nil || !strings.Contains(err.Error(), c.want) {
+					t.Fatalf("err = %v, want %q", err, c.want)
+				}
+				if _, err := os.Lstat(filepath.Join(dir, "bin/su")); err == nil {
+					t.Fatal("the refused entry was written")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := os.Stat(filepath.Join(dir, "bin/su"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := st.Sys().(*syscall.Stat_t)
+			if s.Uid != uint32(shift+c.uid) || s.Gid != uint32(shift+c.gid) || st.Mode()&os.ModeSetuid == 0 {
+				t.Fatalf("bin/su is %d:%d %v, want %d:%d with set-uid", s.Uid, s.Gid, st.Mode(), shift+c.uid, shift+c.gid)
+			}
+		})
+	}
+}
+
+// Names are bounded before they are kept: a name past the length limit is
+// refused with an error that quotes its start only.
+func TestApplyBoundsNames(t *testing.T) {
+	long := strings.Repeat("n", DefaultMaxNameBytes+1)
+	_, _, err := applyAll(t, ApplyOptions{}, layerTar(t, tent{name: "ok", body: "x"}, tent{name: long, body: "x"}))
+	if err == nil || !strings.Contains(err.Error(), "a name of 4.0 KiB exceeds 4096 bytes, at entry \"nnn") || len(err.Error()) > 300 {
+		t.Fatalf("err = %.300v", err)
 	}
 }

@@ -449,3 +449,39 @@ func TestConcurrentGetsUnpackOnce(t *testing.T) {
 		t.Fatalf("%d of %d concurrent Gets unpacked the image, want 1", pulled, n)
 	}
 }
+
+// What the image library reads whole from an image archive (its index,
+// manifest.json, the manifests and configs they name) is bounded by its
+// size in the archive before it is read: a member's archive of a few
+// hundred KB of zstd could otherwise hold a config of gigabytes.
+func TestArchiveMetadataBounded(t *testing.T) {
+	big := strings.Repeat(" ", maxMetadataBytes+1)
+	dir := t.TempDir()
+	for _, c := range []struct {
+		name    string
+		entries []tent
+		want    string
+	}{
+		{"an index too large", []tent{
+			{name: "oci-layout", body: `{"imageLayoutVersion":"1.0.0"}`}, {name: "index.json", body: "{}" + big}},
+			"image archive: index.json is 4.0 MiB, more than the 4.0 MiB an image's metadata may be"},
+		{"a manifest blob too large", []tent{
+			{name: "oci-layout", body: `{"imageLayoutVersion":"1.0.0"}`},
+			{name: "index.json", body: `{"schemaVersion":2,"manifests":[{"mediaType":"application/vnd.oci.image.manifest.v1+json","size":5,"digest":"sha256:` + strings.Repeat("a", 64) + `"}]}`},
+			{name: "blobs/sha256/" + strings.Repeat("a", 64), body: big}},
+			"image archive: blobs/sha256/" + strings.Repeat("a", 64) + " is 4.0 MiB, more than"},
+		{"a docker config too large", []tent{
+			{name: "manifest.json", body: `[{"Config":"config.json","RepoTags":[],"Layers":[]}]`}, {name: "config.json", body: big}},
+			"image archive: config.json is 4.0 MiB, more than"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			file := filepath.Join(dir, strings.ReplaceAll(c.name, " ", "-")+".tar")
+			if err := os.WriteFile(file, layerTar(t, c.entries...), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := OpenArchive(file, t.TempDir(), nil); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %v, want %q", err, c.want)
+			}
+		})
+	}
+}

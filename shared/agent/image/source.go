@@ -3,6 +3,7 @@ package image
 import (
 	"archive/tar"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +21,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/envlease/envlease/shared/agent/archive"
 )
 
 // ErrNotFound: the registry has no image of that reference.
@@ -153,8 +156,8 @@ var ErrPlatform = errors.New("the image is for another platform than this node's
 // folders only, into scratch (an empty folder the caller removes after the
 // image is applied); a docker tarball is read in place. platform picks the
 // image of an index (nil: the node's).
-func OpenArchive(archive, scratch string, platform *v1.Platform) (v1.Image, error) {
-	kind, err := archiveKind(archive)
+func OpenArchive(file, scratch string, platform *v1.Platform) (v1.Image, error) {
+	kind, sizes, manifest, err := archiveKind(file)
 	if err != nil {
 		return nil, err
 	}
@@ -164,13 +167,24 @@ func OpenArchive(archive, scratch string, platform *v1.Platform) (v1.Image, erro
 	}
 	switch kind {
 	case "docker":
-		img, err := tarball.ImageFromPath(archive, nil)
+		// The library reads manifest.json (bounded by archiveKind) and
+		// each image's config whole: bound the configs first.
+		var entries []struct{ Config string }
+		if err := json.Unmarshal(manifest, &entries); err != nil {
+			return nil, fmt.Errorf("image archive: manifest.json: %w", err)
+		}
+		for _, e := range entries {
+			if err := sizes.small(path.Clean(strings.TrimPrefix(e.Config, "/"))); err != nil {
+				return nil, err
+			}
+		}
+		img, err := tarball.ImageFromPath(file, nil)
 		if err != nil {
 			return nil, fmt.Errorf("image archive: %w", err)
 		}
 		return img, nil
 	case "oci":
-		f, err := os.Open(archive)
+		f, err := os.Open(file)
 		if err != nil {
 			return nil, err
 		}
@@ -190,48 +204,97 @@ func OpenArchive(archive, scratch string, platform *v1.Platform) (v1.Image, erro
 		if err != nil {
 			return nil, fmt.Errorf("image archive: %w", err)
 		}
-		return fromIndex(idx, p, 0)
+		return fromIndex(idx, p, 0, sizes)
 	}
 	return nil, errors.New("image archive: neither an OCI image layout (oci-layout, index.json) nor a docker save tarball (manifest.json)")
 }
 
-// archiveKind looks at the archive's top-level names.
-func archiveKind(archive string) (string, error) {
-	f, err := os.Open(archive)
+// maxMetadataBytes bounds the files of an image archive that the image
+// library reads whole into memory (manifest.json, index.json, oci-layout,
+// every manifest, index and config blob): real ones are a few KB.
+const maxMetadataBytes = 4 << 20
+
+// An image archive itself (not its layers) holds a few files per layer:
+// its pass keeps the name and size of each, within these bounds.
+const (
+	maxArchiveMembers     = 10_000
+	maxArchiveMemberNames = 16 << 20
+)
+
+// blobSizes are the sizes of an image archive's regular files, by name.
+type blobSizes map[string]int64
+
+// small refuses a file the image library would read whole when it is larger
+// than maxMetadataBytes (or missing: the library says which then).
+func (b blobSizes) small(name string) error {
+	if n, ok := b[name]; ok && n > maxMetadataBytes {
+		return fmt.Errorf("image archive: %s is %s, more than the %s an image's metadata may be", name, archive.SizeText(n), archive.SizeText(maxMetadataBytes))
+	}
+	return nil
+}
+
+// blobName is where an OCI layout keeps a blob.
+func blobName(d v1.Hash) string { return "blobs/" + d.Algorithm + "/" + d.Hex }
+
+// archiveKind looks at the archive's names. The pass is bounded like every
+// pass over a member's archive (archive.Reader): entries and names before
+// anything is kept. It keeps the size of each regular file, and
+// manifest.json (at most maxMetadataBytes), so that what the image library
+// reads whole can be bounded first.
+func archiveKind(file string) (kind string, sizes blobSizes, manifest []byte, err error) {
+	f, err := os.Open(file)
 	if err != nil {
-		return "", err
+		return "", nil, nil, err
 	}
 	defer f.Close()
-	tr := tar.NewReader(f)
-	var layoutFile, index, manifest bool
+	budget := archive.NewBudget(archive.Limits{MaxEntries: maxArchiveMembers, MaxBytes: -1, MaxRatio: -1,
+		MaxNameBytes: DefaultMaxNameBytes, MaxNamesBytes: maxArchiveMemberNames}).Fixed()
+	tr := archive.NewReader(f, budget, 0)
+	sizes = blobSizes{}
+	var layoutFile, index bool
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return "", fmt.Errorf("image archive: not a tar archive (or a damaged one): %w", err)
+			return "", nil, nil, fmt.Errorf("image archive: %w", err)
 		}
-		switch path.Clean(strings.TrimPrefix(h.Name, "/")) {
+		if h.Typeflag != tar.TypeReg && h.Typeflag != tar.TypeRegA {
+			continue
+		}
+		name := path.Clean(strings.TrimPrefix(h.Name, "/"))
+		sizes[name] = h.Size
+		switch name {
+		case "oci-layout", "index.json", "manifest.json":
+			if err := sizes.small(name); err != nil {
+				return "", nil, nil, err
+			}
+		}
+		switch name {
 		case "oci-layout":
 			layoutFile = true
 		case "index.json":
 			index = true
 		case "manifest.json":
-			manifest = true
+			if manifest, err = io.ReadAll(tr); err != nil {
+				return "", nil, nil, fmt.Errorf("image archive: %w", err)
+			}
 		}
 	}
 	switch {
 	case layoutFile && index:
-		return "oci", nil
-	case manifest:
-		return "docker", nil
+		return "oci", sizes, manifest, nil
+	case manifest != nil:
+		return "docker", sizes, manifest, nil
 	}
-	return "", nil
+	return "", nil, nil, nil
 }
 
-// fromIndex picks the image of platform p, following nested indexes.
-func fromIndex(idx v1.ImageIndex, p v1.Platform, depth int) (v1.Image, error) {
+// fromIndex picks the image of platform p, following nested indexes. Each
+// manifest, index and config it reads whole is first held to
+// maxMetadataBytes by its size in the archive.
+func fromIndex(idx v1.ImageIndex, p v1.Platform, depth int, sizes blobSizes) (v1.Image, error) {
 	if depth > 4 {
 		return nil, errors.New("image archive: indexes nested too deep")
 	}
@@ -253,16 +316,26 @@ func fromIndex(idx v1.ImageIndex, p v1.Platform, depth int) (v1.Image, error) {
 		if d.Platform == nil && len(only) > 1 {
 			continue
 		}
+		if err := sizes.small(blobName(d.Digest)); err != nil {
+			return nil, err
+		}
 		if d.MediaType.IsIndex() {
 			child, err := idx.ImageIndex(d.Digest)
 			if err != nil {
 				return nil, fmt.Errorf("image archive: %w", err)
 			}
-			return fromIndex(child, p, depth+1)
+			return fromIndex(child, p, depth+1, sizes)
 		}
 		img, err := idx.Image(d.Digest)
 		if err != nil {
 			return nil, fmt.Errorf("image archive: %w", err)
+		}
+		m, err := img.Manifest()
+		if err != nil {
+			return nil, fmt.Errorf("image archive: %w", err)
+		}
+		if err := sizes.small(blobName(m.Config.Digest)); err != nil {
+			return nil, err
 		}
 		return img, nil
 	}

@@ -90,7 +90,7 @@ func New(cfg Config) (*Runtime, error) {
 		dir = filepath.Join(cfg.WorkDir, "images")
 	}
 	r.cache, err = image.OpenCache(dir, image.CacheOptions{MaxBytes: cfg.ImageCacheBytes, Log: cfg.Log,
-		Apply: image.ApplyOptions{Owners: true, IDShift: shift, Devices: true}})
+		Apply: image.ApplyOptions{Owners: true, IDShift: shift, IDs: containerIDs, Devices: true}})
 	if err != nil {
 		return nil, fmt.Errorf("image cache: %w", err)
 	}

@@ -10,6 +10,29 @@ import { errorBox } from './ui.js';
 // SHOWN_LINES bounds what the page shows of a kept log; the link has it all.
 const SHOWN_LINES = 2000;
 
+// MARK begins every line of the node's own in a log (package logline); an
+// environment's output never holds it.
+const MARK = '\x1e';
+
+// escapeControls shows the C0 controls but tab, DEL and the C1 controls as
+// escapes (\x1b, \u009b), as the CLI does on a terminal: the page never
+// passes an environment's escape sequences on (to a copy and paste into a
+// terminal, say). Bytes that were not UTF-8 are already U+FFFD here.
+const escapeControls = (s) => s.replace(/[\x00-\x08\x0a-\x1f\x7f-\x9f]/g, (c) => {
+  const n = c.charCodeAt(0);
+  return n < 0x80 ? `\\x${n.toString(16).padStart(2, '0')}` : `\\u${n.toString(16).padStart(4, '0')}`;
+});
+
+// logLine is one line of a log on the page: the node's lines (without
+// their mark) in an element of their own, marked as the node's; the
+// environment's escaped, and after a backslash when they would read as a
+// node's.
+const logLine = (line) => {
+  if (line.startsWith(MARK)) return h('span', { class: 'log-node', text: escapeControls(line.slice(1)) });
+  const text = escapeControls(line);
+  return text.startsWith('[envlease') ? `\\${text}` : text;
+};
+
 export function logPanel() {
   const panel = h('section', { id: 'env-log', 'aria-labelledby': 'env-log-title' });
   let shownFor = '';
@@ -29,7 +52,8 @@ export function logPanel() {
         h('p', { class: 'muted' },
           cut ? `Its last ${SHOWN_LINES} of ${lines.length} lines, as its node kept it (artifact ${l.kept.artifact}). ` : `As its node kept it (artifact ${l.kept.artifact}). `,
           h('a', { href: l.kept.url, download: '', text: 'Download it' })),
-        h('pre', { class: 'log', id: 'env-log-text', tabindex: '0', 'aria-label': 'Log' }, (cut ? lines.slice(-SHOWN_LINES) : lines).join('\n')));
+        h('pre', { class: 'log', id: 'env-log-text', tabindex: '0', 'aria-label': 'Log' },
+          ...(cut ? lines.slice(-SHOWN_LINES) : lines).flatMap((line, i) => (i ? ['\n', logLine(line)] : [logLine(line)]))));
     } catch (err) {
       shownFor = '';
       show(errorBox(err));

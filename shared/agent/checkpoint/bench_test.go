@@ -1,4 +1,4 @@
-package agent
+package checkpoint
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/envlease/envlease/shared/agent/archive"
 	"github.com/envlease/envlease/shared/domain"
 )
 
@@ -40,16 +41,16 @@ func benchTree(b *testing.B, files, size int) string {
 func BenchmarkCheckpoint(b *testing.B) {
 	const files, size = 1000, 16 << 10
 	src := benchTree(b, files, size)
-	var archive []byte
+	var arch []byte
 	b.Run("pack", func(b *testing.B) {
 		b.SetBytes(files * size)
 		for b.Loop() {
 			var buf bytes.Buffer
 			m := domain.CheckpointManifest{Version: 1}
-			if err := packCheckpoint(src, &buf, &m, nil); err != nil {
+			if err := Pack(src, &buf, &m, nil); err != nil {
 				b.Fatal(err)
 			}
-			archive = buf.Bytes()
+			arch = buf.Bytes()
 		}
 	})
 	b.Run("restore", func(b *testing.B) {
@@ -58,7 +59,7 @@ func BenchmarkCheckpoint(b *testing.B) {
 			b.StopTimer()
 			dst := b.TempDir()
 			b.StartTimer()
-			m, err := readCheckpointManifest(bytes.NewReader(archive))
+			m, err := ReadManifest(bytes.NewReader(arch), nil, 0)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -66,10 +67,10 @@ func BenchmarkCheckpoint(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if _, err := unpackCheckpoint(bytes.NewReader(archive), root, nil, UnpackOptions{Budget: NewBudget(ArchiveLimits{})}); err != nil {
+			if _, err := Unpack(bytes.NewReader(arch), root, nil, archive.UnpackOptions{Budget: archive.NewBudget(archive.Limits{})}); err != nil {
 				b.Fatal(err)
 			}
-			if err := verifyCheckpoint(root, m); err != nil {
+			if err := Verify(root, m); err != nil {
 				b.Fatal(err)
 			}
 			root.Close()

@@ -1,4 +1,4 @@
-package agent_test
+package archive_test
 
 import (
 	"archive/tar"
@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/envlease/envlease/shared/agent"
+	"github.com/envlease/envlease/shared/agent/archive"
 )
 
 // entry is one member of a test archive.
@@ -30,7 +30,7 @@ func hardlink(name, to string) entry {
 	return entry{name: name, typ: tar.TypeLink, link: to}
 }
 
-func archive(t *testing.T, entries ...entry) *bytes.Buffer {
+func tarOf(t *testing.T, entries ...entry) *bytes.Buffer {
 	t.Helper()
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
@@ -232,7 +232,7 @@ func TestUnpackTarConfinesEveryWrite(t *testing.T) {
 			if c.setup != nil {
 				c.setup(t, p)
 			}
-			_, err := agent.UnpackTar(archive(t, c.entries(p)...), p.dst, agent.UnpackOptions{})
+			_, err := archive.UnpackTar(tarOf(t, c.entries(p)...), p.dst, archive.UnpackOptions{})
 			if err == nil {
 				t.Fatal("the archive was unpacked")
 			}
@@ -259,11 +259,11 @@ func TestUnpackTarUnpacksWhatStaysInside(t *testing.T) {
 	if err := os.Symlink(filepath.Join(p.sibling, "target"), filepath.Join(p.dst, "victim")); err != nil {
 		t.Fatal(err)
 	}
-	n, err := agent.UnpackTar(archive(t,
+	n, err := archive.UnpackTar(tarOf(t,
 		dir("./"), dir("d/"), file("d/f", "ok"), file("e/deep/g", "deep"), symlink("d/link", "f"),
 		symlink("up", "d/../e/deep/g"), hardlink("d/hard", "d/f"), file("victim", "replaced"),
 		symlink("s", "."), file("s/s/via", "through a link inside"),
-	), p.dst, agent.UnpackOptions{})
+	), p.dst, archive.UnpackOptions{})
 	if err != nil || n != 5 {
 		t.Fatalf("unpack: %d files, %v", n, err)
 	}
@@ -293,8 +293,8 @@ func TestUnpackTarGivesEntriesToTheOwner(t *testing.T) {
 	}
 	p := newPlace(t)
 	const uid, gid = 299998, 299997
-	_, err := agent.UnpackTar(archive(t, dir("d/"), file("d/f", "x"), file("e/g", "y"), symlink("l", "d/f")),
-		p.dst, agent.UnpackOptions{Owner: &agent.Owner{UID: uid, GID: gid}})
+	_, err := archive.UnpackTar(tarOf(t, dir("d/"), file("d/f", "x"), file("e/g", "y"), symlink("l", "d/f")),
+		p.dst, archive.UnpackOptions{Owner: &archive.Owner{UID: uid, GID: gid}})
 	if err != nil {
 		t.Fatal(err)
 	}

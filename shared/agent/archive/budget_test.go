@@ -1,4 +1,4 @@
-package agent_test
+package archive_test
 
 import (
 	"archive/tar"
@@ -11,73 +11,13 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/klauspost/compress/zstd"
 
-	"github.com/envlease/envlease/shared/agent"
-	"github.com/envlease/envlease/shared/domain"
+	"github.com/envlease/envlease/shared/agent/archive"
+	"github.com/envlease/envlease/shared/agent/archive/archivetest"
 )
-
-// tinyFiles returns a .tgz of n empty files in 100 folders.
-func tinyFiles(n int) ([]byte, error) {
-	var out bytes.Buffer
-	zw, err := gzip.NewWriterLevel(&out, gzip.DefaultCompression)
-	if err != nil {
-		return nil, err
-	}
-	tw := tar.NewWriter(zw)
-	for i := range n {
-		if err := tw.WriteHeader(&tar.Header{Name: fmt.Sprintf("d%03d/f%05d", i%100, i), Typeflag: tar.TypeReg, Mode: 0o644}); err != nil {
-			return nil, err
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	if err := zw.Close(); err != nil {
-		return nil, err
-	}
-	return out.Bytes(), nil
-}
-
-// manyFiles is the audit's first archive: 100,000 empty files.
-var manyFiles = sync.OnceValues(func() ([]byte, error) { return tinyFiles(100_000) })
-
-// zeros returns a .tar.zst of one file of size zero bytes per name, as
-// `tar c | zstd` makes it: 1 GiB is some 33 KB. The zeros are streamed
-// into the compressor, never held.
-func zeros(size int64, names ...string) ([]byte, error) {
-	var out bytes.Buffer
-	zw, err := zstd.NewWriter(&out, zstd.WithEncoderLevel(zstd.SpeedBetterCompression))
-	if err != nil {
-		return nil, err
-	}
-	tw := tar.NewWriter(zw)
-	chunk := make([]byte, 1<<20)
-	for _, name := range names {
-		if err := tw.WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644, Size: size}); err != nil {
-			return nil, err
-		}
-		for left := size; left > 0; left -= int64(len(chunk)) {
-			if _, err := tw.Write(chunk[:min(left, int64(len(chunk)))]); err != nil {
-				return nil, err
-			}
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	if err := zw.Close(); err != nil {
-		return nil, err
-	}
-	return out.Bytes(), nil
-}
-
-// gibOfZeros is the audit's second archive: a 1 GiB file of zeros.
-var gibOfZeros = sync.OnceValues(func() ([]byte, error) { return zeros(1<<30, "zero.bin") })
 
 func auditArchive(t *testing.T, gen func() ([]byte, error)) []byte {
 	t.Helper()
@@ -149,39 +89,39 @@ func listing(t *testing.T, dir string) []string {
 // what the folder held before (a folder they wrote into among it) stays.
 // A small archive of zeros passes whatever its ratio.
 func TestArchiveLimits(t *testing.T) {
-	many, gib := auditArchive(t, manyFiles), auditArchive(t, gibOfZeros)
+	many, gib := auditArchive(t, archivetest.ManyFiles), auditArchive(t, archivetest.GiBOfZeros)
 	t.Logf("100,000 files: %d bytes as .tgz; 1 GiB of zeros: %d bytes as .tar.zst", len(many), len(gib))
-	small, err := zeros(8<<20, "a.img", "b.img", "c.img")
+	small, err := archivetest.Zeros(8<<20, "a.img", "b.img", "c.img")
 	if err != nil {
 		t.Fatal(err)
 	}
-	fewer, err := tinyFiles(5000)
+	fewer, err := archivetest.TinyFiles(5000)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// One entry whose name implies 150 folders: each is an inode too.
-	deep := archive(t, file(strings.Repeat("d/", 150)+"f", "x")).Bytes()
+	deep := tarOf(t, file(strings.Repeat("d/", 150)+"f", "x")).Bytes()
 	errFull := errors.New("the node's disk is nearly full (test)")
 	for _, c := range []struct {
 		name    string
 		archive []byte
-		limits  agent.ArchiveLimits
+		limits  archive.Limits
 		room    func() error
 		want    string // "" = unpacked
 		// readAtMost bounds the tar stream read before the refusal.
 		readAtMost int64
 	}{
-		{name: "100,000 files past the entries limit", archive: many, limits: agent.ArchiveLimits{MaxEntries: 1000},
+		{name: "100,000 files past the entries limit", archive: many, limits: archive.Limits{MaxEntries: 1000},
 			want: "the archive exceeds 1000 entries (agent limit -archive-max-entries), at entry", readAtMost: 2 << 20},
 		{name: "1 GiB of zeros past the default ratio", archive: gib,
 			want: "more than 100 times its size beyond the first 64.0 MiB (agent limit -archive-max-ratio)", readAtMost: 1 << 20},
-		{name: "1 GiB of zeros past the bytes limit", archive: gib, limits: agent.ArchiveLimits{MaxBytes: 512 << 20, MaxRatio: -1},
+		{name: "1 GiB of zeros past the bytes limit", archive: gib, limits: archive.Limits{MaxBytes: 512 << 20, MaxRatio: -1},
 			want: "the archive exceeds 512.0 MiB unpacked (agent limit -archive-max-bytes)", readAtMost: 1 << 20},
 		{name: "a node filling up as it unpacks", archive: many, room: func() error { return errFull },
 			want: errFull.Error(), readAtMost: 4 << 20},
-		{name: "one name of 150 folders past the entries limit", archive: deep, limits: agent.ArchiveLimits{MaxEntries: 100},
+		{name: "one name of 150 folders past the entries limit", archive: deep, limits: archive.Limits{MaxEntries: 100},
 			want: "the archive exceeds 100 entries (agent limit -archive-max-entries), at entry", readAtMost: 1 << 20},
-		{name: "5,000 files within the limits", archive: fewer, limits: agent.ArchiveLimits{MaxEntries: 5100}},
+		{name: "5,000 files within the limits", archive: fewer, limits: archive.Limits{MaxEntries: 5100}},
 		{name: "a small archive of zeros within the allowance", archive: small},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -197,10 +137,10 @@ func TestArchiveLimits(t *testing.T) {
 				}
 			}
 			before := listing(t, dst)
-			budget := agent.NewBudget(c.limits)
+			budget := archive.NewBudget(c.limits)
 			budget.Room = c.room
 			src := &counter{r: tarStream(t, c.archive)}
-			n, err := agent.UnpackTar(src, dst, agent.UnpackOptions{Budget: budget, Packed: int64(len(c.archive))})
+			n, err := archive.UnpackTar(src, dst, archive.UnpackOptions{Budget: budget, Packed: int64(len(c.archive))})
 			if c.want == "" {
 				if err != nil {
 					t.Fatal(err)
@@ -232,15 +172,15 @@ func TestArchiveBudgetSpansAnEnvironmentsArchives(t *testing.T) {
 		for i := range n {
 			es = append(es, file(fmt.Sprintf("%s/f%03d", prefix, i), "x"))
 		}
-		return archive(t, es...).Bytes()
+		return tarOf(t, es...).Bytes()
 	}
 	dst := t.TempDir()
-	budget := agent.NewBudget(agent.ArchiveLimits{MaxEntries: 1000})
+	budget := archive.NewBudget(archive.Limits{MaxEntries: 1000})
 	first, second := files("snapshot", 600), files("share", 600)
-	if _, err := agent.UnpackTar(bytes.NewReader(first), dst, agent.UnpackOptions{Budget: budget, Packed: int64(len(first))}); err != nil {
+	if _, err := archive.UnpackTar(bytes.NewReader(first), dst, archive.UnpackOptions{Budget: budget, Packed: int64(len(first))}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := agent.UnpackTar(bytes.NewReader(second), dst, agent.UnpackOptions{Budget: budget, Packed: int64(len(second))})
+	_, err := archive.UnpackTar(bytes.NewReader(second), dst, archive.UnpackOptions{Budget: budget, Packed: int64(len(second))})
 	if err == nil || !strings.Contains(err.Error(), "the environment's archives exceed 1000 entries (agent limit -archive-max-entries)") {
 		t.Fatalf("the second archive: %v", err)
 	}
@@ -249,41 +189,69 @@ func TestArchiveBudgetSpansAnEnvironmentsArchives(t *testing.T) {
 	}
 }
 
-// Through the agent: the audit's archives fail their environments, naming
-// the share or snapshot and the limit, and nothing of the environment is
-// left on the node: the 100,000 files past a configured entries limit, the
-// 1 GiB of zeros past the default ratio.
-func TestAuditArchivesFailTheirEnvironments(t *testing.T) {
-	snaps := newSnapshots(t)
-	s := newStackLinks(t, snaps, sharer, domain.Template{Name: "restore", Command: []string{"sleep", "3600"}})
-	snaps.store = s.Store
-	work := s.runAgentWith(t, t.TempDir(), 300*time.Millisecond, func(c *agent.Config) {
-		c.Archives.MaxEntries = 1000
-		c.NoWarm = true
-	})
-	snaps.add(t, "art_many", auditArchive(t, manyFiles))
-	snaps.add(t, "art_zeros", auditArchive(t, gibOfZeros))
+// Names are held to their limits as each header is read: one name or link
+// target past the length limit, and names past the total, are refused at
+// the entry that passes the limit, and the error quotes a name refused for
+// its length by its start only.
+func TestArchiveNameLimits(t *testing.T) {
+	long := strings.Repeat("n", 5000)
+	var many []entry
+	for i := range 100 {
+		many = append(many, file(fmt.Sprintf("%s/%03d", strings.Repeat("m", 200), i), ""))
+	}
 	for _, c := range []struct {
-		lease func() string
-		want  []string
+		name    string
+		entries []entry
+		limits  archive.Limits
+		want    string
+		notWant string
 	}{
-		{func() string { return s.leaseShare(t, "art_many") },
-			[]string{`share "src"`, "exceeds 1000 entries (agent limit -archive-max-entries)"}},
-		{func() string { return s.leaseSnapshot(t, "restore", "art_zeros") },
-			[]string{"snapshot art_zeros", "would unpack to 1.0 GiB", "(agent limit -archive-max-ratio)"}},
+		{name: "a name past the default length", entries: []entry{file("ok", "x"), file(long, "x")},
+			want: `a name of 4.9 KiB exceeds 4096 bytes (agent limit -archive-max-name), at entry "nnnn`, notWant: long[:100]},
+		{name: "a link target past the length", entries: []entry{symlink("l", long)}, limits: archive.Limits{MaxNameBytes: 1000},
+			want: `the target of entry "l": a name of 4.9 KiB exceeds 1000 bytes (agent limit -archive-max-name)`},
+		{name: "names past the total", entries: many, limits: archive.Limits{MaxNamesBytes: 10_000},
+			want: "the archive exceeds 9.8 KiB of names (agent limit -archive-max-names), at entry"},
+		{name: "within the limits", entries: many, limits: archive.Limits{MaxNamesBytes: 100_000}},
 	} {
-		id := c.lease()
-		e := s.wait(t, id, domain.StateFailed)
-		for _, w := range c.want {
-			if !strings.Contains(e.Error, w) {
-				t.Fatalf("the error lacks %q: %q", w, e.Error)
+		t.Run(c.name, func(t *testing.T) {
+			_, err := archive.UnpackTar(tarOf(t, c.entries...), t.TempDir(), archive.UnpackOptions{Budget: archive.NewBudget(c.limits)})
+			if c.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
 			}
-		}
-		if _, err := os.Stat(filepath.Join(work, "envs", id)); !os.IsNotExist(err) {
-			t.Fatalf("the failed environment's folder is left: %v", err)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("got %v, want %q", err, c.want)
+			}
+			if c.notWant != "" && strings.Contains(err.Error(), c.notWant) {
+				t.Fatalf("the error quotes the whole name: %.200s…", err)
+			}
+			if len(err.Error()) > 300 {
+				t.Fatalf("the error is %d bytes long", len(err.Error()))
+			}
+		})
+	}
+}
+
+// Extended header records other than names (a comment, xattrs) count
+// against the total of names: an archive made of them stops there.
+func TestArchiveHeaderRecordsCount(t *testing.T) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for i := range 100 {
+		h := &tar.Header{Name: fmt.Sprintf("f%03d", i), Typeflag: tar.TypeReg, Mode: 0o644, Format: tar.FormatPAX,
+			PAXRecords: map[string]string{"comment": strings.Repeat("c", 100_000)}}
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
 		}
 	}
-	if left, _ := os.ReadDir(filepath.Join(work, "envs")); len(left) != 0 {
-		t.Fatalf("the work dir holds %v", left)
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := archive.UnpackTar(&buf, t.TempDir(), archive.UnpackOptions{Budget: archive.NewBudget(archive.Limits{MaxNamesBytes: 1 << 20})})
+	if err == nil || !strings.Contains(err.Error(), `the archive exceeds 1.0 MiB of names (agent limit -archive-max-names), at entry "f010"`) {
+		t.Fatalf("got %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package agent
+package checkpoint
 
 import (
 	"archive/tar"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/envlease/envlease/shared/agent/archive"
 	"github.com/envlease/envlease/shared/domain"
 )
 
@@ -44,16 +45,16 @@ func packed(t *testing.T, dir string) ([]byte, domain.CheckpointManifest) {
 	t.Helper()
 	var buf bytes.Buffer
 	m := domain.CheckpointManifest{Version: 1}
-	if err := packCheckpoint(dir, &buf, &m, nil); err != nil {
+	if err := Pack(dir, &buf, &m, nil); err != nil {
 		t.Fatal(err)
 	}
 	return buf.Bytes(), m
 }
 
-// restoreInto restores an archive as restoreCheckpoint does, without the
+// restoreInto restores an archive as Restore does, without the
 // download.
-func restoreInto(archive []byte, dir string) error {
-	m, err := readCheckpointManifest(bytes.NewReader(archive))
+func restoreInto(arch []byte, dir string) error {
+	m, err := ReadManifest(bytes.NewReader(arch), nil, 0)
 	if err != nil {
 		return err
 	}
@@ -62,17 +63,17 @@ func restoreInto(archive []byte, dir string) error {
 		return err
 	}
 	defer root.Close()
-	if _, err := unpackCheckpoint(bytes.NewReader(archive), root, nil, UnpackOptions{}); err != nil {
+	if _, err := Unpack(bytes.NewReader(arch), root, nil, archive.UnpackOptions{}); err != nil {
 		return err
 	}
-	return verifyCheckpoint(root, m)
+	return Verify(root, m)
 }
 
 // rewrite changes an archive's entries (change returns false to drop one)
 // and its manifest (edit).
-func rewrite(t *testing.T, archive []byte, change func(h *tar.Header, b []byte) ([]byte, bool), edit func(*domain.CheckpointManifest)) []byte {
+func rewrite(t *testing.T, arch []byte, change func(h *tar.Header, b []byte) ([]byte, bool), edit func(*domain.CheckpointManifest)) []byte {
 	t.Helper()
-	zr, err := zstd.NewReader(bytes.NewReader(archive))
+	zr, err := zstd.NewReader(bytes.NewReader(arch))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,25 +122,25 @@ func rewrite(t *testing.T, archive []byte, change func(h *tar.Header, b []byte) 
 // its manifest is refused naming the first path that differs.
 func TestCheckpointPackRestoreVerify(t *testing.T) {
 	src := checkpointTree(t)
-	archive, m := packed(t, src)
+	arch, m := packed(t, src)
 	if !strings.Contains(strings.Join(m.Skipped, ","), "abs") {
 		t.Errorf("skipped %v, want abs (a link that leads out)", m.Skipped)
 	}
 	cases := []struct {
 		name    string
-		archive []byte
+		arch    []byte
 		wantErr string // "" restores
 	}{
-		{"as packed", archive, ""},
-		{"content changed", rewrite(t, archive, func(h *tar.Header, b []byte) ([]byte, bool) {
+		{"as packed", arch, ""},
+		{"content changed", rewrite(t, arch, func(h *tar.Header, b []byte) ([]byte, bool) {
 			if h.Name == "a/one.txt" {
 				return []byte("ALPHA"), true
 			}
 			return b, true
 		}, nil), "a/one.txt differs from its manifest: its SHA-256"},
-		{"file left out", rewrite(t, archive, func(h *tar.Header, b []byte) ([]byte, bool) { return b, h.Name != "a/b/c/run.sh" }, nil),
+		{"file left out", rewrite(t, arch, func(h *tar.Header, b []byte) ([]byte, bool) { return b, h.Name != "a/b/c/run.sh" }, nil),
 			"a/b/c/run.sh differs from its manifest: it is missing"},
-		{"file not in manifest", rewrite(t, archive, nil, func(m *domain.CheckpointManifest) {
+		{"file not in manifest", rewrite(t, arch, nil, func(m *domain.CheckpointManifest) {
 			for i, f := range m.Files {
 				if f.Path == "empty" {
 					m.Files = append(m.Files[:i], m.Files[i+1:]...)
@@ -147,13 +148,13 @@ func TestCheckpointPackRestoreVerify(t *testing.T) {
 				}
 			}
 		}), "empty differs from its manifest: the archive holds it"},
-		{"link retargeted", rewrite(t, archive, func(h *tar.Header, b []byte) ([]byte, bool) {
+		{"link retargeted", rewrite(t, arch, func(h *tar.Header, b []byte) ([]byte, bool) {
 			if h.Name == "a/link" {
 				h.Linkname = "b"
 			}
 			return b, true
 		}, nil), `a/link differs from its manifest: it links to "b"`},
-		{"size changed", rewrite(t, archive, func(h *tar.Header, b []byte) ([]byte, bool) {
+		{"size changed", rewrite(t, arch, func(h *tar.Header, b []byte) ([]byte, bool) {
 			if h.Name == "empty" {
 				return []byte("x"), true
 			}
@@ -163,7 +164,7 @@ func TestCheckpointPackRestoreVerify(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			dst := t.TempDir()
-			err := restoreInto(c.archive, dst)
+			err := restoreInto(c.arch, dst)
 			if c.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
 					t.Fatalf("got %v, want %q", err, c.wantErr)
@@ -207,7 +208,7 @@ func TestCheckpointLeavesReservedNamesAlone(t *testing.T) {
 	}
 	var buf bytes.Buffer
 	m := domain.CheckpointManifest{Version: 1}
-	if err := packCheckpoint(dir, &buf, &m, []string{".envlease"}); err != nil {
+	if err := Pack(dir, &buf, &m, []string{".envlease"}); err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range m.Files {
@@ -217,13 +218,13 @@ func TestCheckpointLeavesReservedNamesAlone(t *testing.T) {
 	}
 	// An archive that holds it anyway (packed without the reservation) is
 	// refused when restored where it is reserved.
-	archive, _ := packed(t, dir)
+	arch, _ := packed(t, dir)
 	root, err := os.OpenRoot(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer root.Close()
-	_, err = unpackCheckpoint(bytes.NewReader(archive), root, []string{".envlease"}, UnpackOptions{})
+	_, err = Unpack(bytes.NewReader(arch), root, []string{".envlease"}, archive.UnpackOptions{})
 	if err == nil || !strings.Contains(err.Error(), "is the node's") {
 		t.Fatalf("restoring a reserved name: %v", err)
 	}

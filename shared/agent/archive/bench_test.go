@@ -1,4 +1,4 @@
-package agent_test
+package archive_test
 
 import (
 	"archive/tar"
@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/envlease/envlease/shared/agent"
+	"github.com/envlease/envlease/shared/agent/archive"
 )
 
 // BenchmarkUnpackTar unpacks 2,000 small files, as a dependency tree has
@@ -31,7 +31,7 @@ func BenchmarkUnpackTar(b *testing.B) {
 		}
 		b.Run(fmt.Sprintf("depth %d", depth), func(b *testing.B) {
 			for b.Loop() {
-				if _, err := agent.UnpackTar(bytes.NewReader(buf.Bytes()), b.TempDir(), agent.UnpackOptions{}); err != nil {
+				if _, err := archive.UnpackTar(bytes.NewReader(buf.Bytes()), b.TempDir(), archive.UnpackOptions{}); err != nil {
 					b.Fatal(err)
 				}
 			}

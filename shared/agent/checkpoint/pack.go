@@ -1,4 +1,4 @@
-package agent
+package checkpoint
 
 import (
 	"archive/tar"
@@ -20,7 +20,7 @@ import (
 	"github.com/envlease/envlease/shared/domain"
 )
 
-// packCheckpoint writes the files under dir to w as a tar, zstd-compressed,
+// Pack writes the files under dir to w as a tar, zstd-compressed,
 // and describes every one in m.Files; the manifest itself is the archive's
 // last entry (domain.CheckpointManifestEntry). Each regular file is read
 // once: its manifest digest is of the very bytes packed, so the archive
@@ -33,7 +33,7 @@ import (
 // or leads out is listed in m.Skipped, as the unpacker would refuse it.
 // Every read goes through an os.Root of dir, so the environment cannot lead
 // the packing out of its files with a link.
-func packCheckpoint(dir string, w io.Writer, m *domain.CheckpointManifest, reserved []string) error {
+func Pack(dir string, w io.Writer, m *domain.CheckpointManifest, reserved []string) error {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return err

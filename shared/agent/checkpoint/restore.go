@@ -1,8 +1,7 @@
-package agent
+package checkpoint
 
 import (
 	"archive/tar"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -15,61 +14,71 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/envlease/envlease/shared/agent/archive"
 	"github.com/envlease/envlease/shared/agent/runtimes"
 	"github.com/envlease/envlease/shared/domain"
-	"github.com/envlease/envlease/shared/nodes"
 )
-
-// checkpointVersion is the manifest's version this agent writes and reads.
-const checkpointVersion = 1
 
 // maxManifestBytes bounds a checkpoint's manifest (about 200 bytes a file).
 const maxManifestBytes = 64 << 20
 
-// restoreCheckpoint restores a checkpoint artifact into the environment's
-// root (a process's folder, a container's root filesystem: where it was
-// taken): its entries are checked against its manifest, unpacked through
-// the confined unpacker within the environment's budget, then every file
-// the manifest lists is verified (type, size, SHA-256, link target) and
-// given the manifest's mode. The first path that differs fails the
-// restore, and so the environment: never a silent partial restore.
-func (a *Agent) restoreCheckpoint(ctx context.Context, s *nodes.Snapshot, fsys runtimes.Files, budget *Budget) (*domain.Restored, error) {
-	f, err := a.fetch(ctx, s, "checkpoint "+s.ID)
-	if err != nil {
-		return nil, err
+// Restore restores a checkpoint archive, as downloaded (packed bytes, for the
+// ratio limit), into the root of fsys (a process's folder, a container's root
+// filesystem: where it was taken), in three passes:
+//
+//  1. ReadManifest reads the archive once for its manifest (its last entry)
+//     and checks that every other entry is one the manifest lists; the pass
+//     is held to the limits of budget, counted apart, so that a crafted
+//     archive of long or many names is refused at its first name past a
+//     limit, before the names are kept;
+//  2. its entries are unpacked through the confined unpacker, within the
+//     environment's budget, everything given to owner;
+//  3. every file the manifest lists is verified (type, size, SHA-256, link
+//     target) and given the manifest's mode.
+//
+// The first path that differs fails the restore, and so the environment:
+// never a silent partial restore. It says how many files were restored.
+func Restore(f io.ReadSeeker, packed int64, fsys runtimes.Files, owner *archive.Owner, budget *archive.Budget) (int, error) {
+	if budget == nil {
+		budget = archive.NewBudget(archive.Limits{})
 	}
-	defer f.Close()
-	m, err := readCheckpointManifest(f)
+	m, err := ReadManifest(f, archive.NewBudget(budget.Limits()), packed)
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint %s: %w", s.ID, err)
+		return 0, err
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return nil, err
+		return 0, err
 	}
 	root, err := os.OpenRoot(fsys.Root)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	defer root.Close()
-	files, err := unpackCheckpoint(f, root, fsys.Reserved, UnpackOptions{Owner: ownerOf(fsys), Budget: budget, Packed: s.Size})
+	files, err := Unpack(f, root, fsys.Reserved, archive.UnpackOptions{Owner: owner, Budget: budget, Packed: packed})
 	if err != nil {
-		return nil, fmt.Errorf("unpack checkpoint %s: %w", s.ID, err)
+		return 0, fmt.Errorf("unpack: %w", err)
 	}
-	if err := verifyCheckpoint(root, m); err != nil {
-		return nil, fmt.Errorf("checkpoint %s: %w", s.ID, err)
+	if err := Verify(root, m); err != nil {
+		return 0, err
 	}
-	return &domain.Restored{Key: s.ID, Root: fsys.Root, Files: files, Created: s.Created}, nil
+	return files, nil
 }
 
-// readCheckpointManifest reads the archive once: the manifest (its last
-// entry), and that every other entry is one the manifest lists.
-func readCheckpointManifest(r io.Reader) (*domain.CheckpointManifest, error) {
-	src, done, err := decompressed(r)
+// ReadManifest reads the archive once: the manifest (its last entry), and
+// that every other entry is one the manifest lists. Every header is held to
+// budget (a budget of this pass alone) as it is read, so the names it keeps
+// to compare with the manifest are at most the budget's MaxNamesBytes, and
+// the manifest's own paths and targets are held to the same limits.
+func ReadManifest(r io.Reader, budget *archive.Budget, packed int64) (*domain.CheckpointManifest, error) {
+	if budget == nil {
+		budget = archive.NewBudget(archive.Limits{})
+	}
+	src, done, err := archive.Decompressed(r)
 	if err != nil {
 		return nil, err
 	}
 	defer done()
-	tr := tar.NewReader(src)
+	tr := archive.NewReader(src, budget, packed)
 	var (
 		names []string
 		m     *domain.CheckpointManifest
@@ -83,19 +92,11 @@ func readCheckpointManifest(r io.Reader) (*domain.CheckpointManifest, error) {
 			return nil, err
 		}
 		if m != nil {
-			return nil, fmt.Errorf("%s follows its manifest", h.Name)
+			return nil, fmt.Errorf("%s follows its manifest", budget.Quote(h.Name))
 		}
 		if h.Name == domain.CheckpointManifestEntry {
-			b, err := io.ReadAll(io.LimitReader(tr, maxManifestBytes+1))
-			if err != nil {
+			if m, err = readManifest(tr, budget); err != nil {
 				return nil, err
-			}
-			if len(b) > maxManifestBytes {
-				return nil, errors.New("its manifest is too large")
-			}
-			m = &domain.CheckpointManifest{}
-			if err := json.Unmarshal(b, m); err != nil {
-				return nil, fmt.Errorf("its manifest does not read: %w", err)
 			}
 			continue
 		}
@@ -103,9 +104,6 @@ func readCheckpointManifest(r io.Reader) (*domain.CheckpointManifest, error) {
 	}
 	if m == nil {
 		return nil, errors.New("it has no manifest: not a checkpoint")
-	}
-	if m.Version != checkpointVersion {
-		return nil, fmt.Errorf("its manifest is of version %d; this node reads version %d", m.Version, checkpointVersion)
 	}
 	listed := make(map[string]bool, len(m.Files))
 	for _, f := range m.Files {
@@ -119,17 +117,54 @@ func readCheckpointManifest(r io.Reader) (*domain.CheckpointManifest, error) {
 	return m, nil
 }
 
-// unpackCheckpoint unpacks every entry but the manifest through
-// UnpackTarRoot, passing the archive on through a pipe.
-func unpackCheckpoint(r io.Reader, root *os.Root, reserved []string, opt UnpackOptions) (int, error) {
-	src, done, err := decompressed(r)
+// readManifest reads and checks the manifest entry: its size, its version,
+// and that it lists no more files, and no longer paths or targets, than
+// the archive's limits let the archive hold.
+func readManifest(r io.Reader, budget *archive.Budget) (*domain.CheckpointManifest, error) {
+	b, err := io.ReadAll(io.LimitReader(r, maxManifestBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxManifestBytes {
+		return nil, errors.New("its manifest is too large")
+	}
+	m := &domain.CheckpointManifest{}
+	if err := json.Unmarshal(b, m); err != nil {
+		return nil, fmt.Errorf("its manifest does not read: %w", err)
+	}
+	if m.Version != Version {
+		return nil, fmt.Errorf("its manifest is of version %d; this node reads version %d", m.Version, Version)
+	}
+	l := budget.Limits()
+	if l.MaxEntries > 0 && int64(len(m.Files)) > l.MaxEntries {
+		return nil, fmt.Errorf("its manifest lists %d entries, more than an archive may hold (%d)", len(m.Files), l.MaxEntries)
+	}
+	for _, f := range m.Files {
+		if l.MaxNameBytes > 0 && (int64(len(f.Path)) > l.MaxNameBytes || int64(len(f.Target)) > l.MaxNameBytes) {
+			return nil, fmt.Errorf("its manifest lists %s with a path or target longer than %d bytes", budget.Quote(f.Path), l.MaxNameBytes)
+		}
+	}
+	return m, nil
+}
+
+// Unpack unpacks every entry but the manifest through
+// archive.UnpackTarRoot, passing the archive on through a pipe; a name
+// reserved for the node (a container's init folder) is refused.
+func Unpack(r io.Reader, root *os.Root, reserved []string, opt archive.UnpackOptions) (int, error) {
+	src, done, err := archive.Decompressed(r)
 	if err != nil {
 		return 0, err
 	}
 	defer done()
+	budget := opt.Budget
+	if budget == nil {
+		budget = archive.NewBudget(archive.Limits{})
+		opt.Budget = budget
+	}
 	pr, pw := io.Pipe()
 	go func() {
-		tr, tw := tar.NewReader(src), tar.NewWriter(pw)
+		// Names only: the entries are counted once, by UnpackTarRoot.
+		tr, tw := archive.NewNameReader(src, archive.NewBudget(budget.Limits())), tar.NewWriter(pw)
 		err := func() error {
 			for {
 				h, err := tr.Next()
@@ -143,7 +178,7 @@ func unpackCheckpoint(r io.Reader, root *os.Root, reserved []string, opt UnpackO
 					continue
 				}
 				if first, _, _ := strings.Cut(strings.TrimPrefix(path.Clean("/"+h.Name), "/"), "/"); slices.Contains(reserved, first) {
-					return fmt.Errorf("%s: %s is the node's, not the environment's", h.Name, first)
+					return fmt.Errorf("%s: %s is the node's, not the environment's", budget.Quote(h.Name), first)
 				}
 				if err := tw.WriteHeader(h); err != nil {
 					return err
@@ -155,16 +190,16 @@ func unpackCheckpoint(r io.Reader, root *os.Root, reserved []string, opt UnpackO
 		}()
 		pw.CloseWithError(err)
 	}()
-	n, err := UnpackTarRoot(pr, root, opt)
+	n, err := archive.UnpackTarRoot(pr, root, opt)
 	pr.CloseWithError(errors.New("unpacking ended"))
 	return n, err
 }
 
-// verifyCheckpoint holds what was restored to the manifest, in its order
+// Verify holds what was restored to the manifest, in its order
 // (a folder before what it holds), and gives every entry its mode: files
 // and links first, then folders from the deepest, so that a folder without
 // write or search permission does not stop the rest.
-func verifyCheckpoint(root *os.Root, m *domain.CheckpointManifest) error {
+func Verify(root *os.Root, m *domain.CheckpointManifest) error {
 	for _, f := range m.Files {
 		if err := verifyEntry(root, f); err != nil {
 			return fmt.Errorf("%s differs from its manifest: %w", f.Path, err)

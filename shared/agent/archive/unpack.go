@@ -1,4 +1,4 @@
-package agent
+package archive
 
 import (
 	"archive/tar"
@@ -21,9 +21,9 @@ type UnpackOptions struct {
 	// over as it is created, through its own descriptor or without following
 	// links, so nothing the archive did not create changes owner.
 	Owner *Owner
-	// Budget counts the entries and bytes unpacked against the
-	// environment's ArchiveLimits, across all its archives (default: a
-	// budget of the default limits for this archive alone).
+	// Budget counts the entries, names and bytes unpacked against the
+	// environment's Limits, across all its archives (default: a budget of
+	// the default limits for this archive alone).
 	Budget *Budget
 	// Packed is the archive's size as downloaded, compressed, which the
 	// ratio of unpacked to packed bytes is judged by (0: unknown; the ratio
@@ -64,9 +64,10 @@ func UnpackTar(r io.Reader, dir string, opt UnpackOptions) (int, error) {
 //     reached;
 //   - hard links only to a regular file already in the folder;
 //   - device files, fifos and anything else are refused;
-//   - every entry counts against opt.Budget before it is written, so an
-//     archive past a limit stops at the first entry past it, without
-//     writing that entry.
+//   - every entry counts against opt.Budget as its header is read (Reader),
+//     so an archive past a limit stops at the first entry past it, without
+//     writing or keeping that entry; the folders a name implies count as
+//     entries and names too.
 //
 // The first refused or failing entry ends the unpacking with an error that
 // names it, and what the archive created is removed again, in reverse
@@ -75,19 +76,17 @@ func UnpackTar(r io.Reader, dir string, opt UnpackOptions) (int, error) {
 func UnpackTarRoot(r io.Reader, root *os.Root, opt UnpackOptions) (int, error) {
 	budget := opt.Budget
 	if budget == nil {
-		budget = NewBudget(ArchiveLimits{})
+		budget = NewBudget(Limits{})
 	}
-	budget.begin(opt.Packed)
 	u := unpacker{root: root, owner: opt.Owner, created: &[]string{}, budget: budget, folders: map[string]bool{}}
-	files, err := u.unpack(r)
+	files, err := u.unpack(NewReader(r, budget, opt.Packed))
 	if err != nil {
 		u.undo()
 	}
 	return files, err
 }
 
-func (u unpacker) unpack(r io.Reader) (int, error) {
-	tr := tar.NewReader(r)
+func (u unpacker) unpack(tr *Reader) (int, error) {
 	files := 0
 	for {
 		h, err := tr.Next()
@@ -95,23 +94,13 @@ func (u unpacker) unpack(r io.Reader) (int, error) {
 			return files, nil
 		}
 		if err != nil {
-			return files, fmt.Errorf("not a tar archive (or a damaged one): %w", err)
-		}
-		if h.Typeflag == tar.TypeXGlobalHeader {
-			continue
+			return files, err
 		}
 		name, err := entryName(h.Name)
 		if err == nil && name == "." && h.Typeflag != tar.TypeDir {
 			err = errors.New("only a folder can stand for the folder itself")
 		}
 		if err == nil && name != "." {
-			size := int64(0)
-			if h.Typeflag == tar.TypeReg {
-				size = h.Size
-			}
-			if err := u.budget.entry(size); err != nil {
-				return files, u.refused(err, h.Name)
-			}
 			switch h.Typeflag {
 			case tar.TypeDir:
 				err = u.dir(name)
@@ -144,12 +133,12 @@ func (u unpacker) unpack(r io.Reader) (int, error) {
 func (u unpacker) refused(err error, name string) error {
 	var limit *LimitError
 	if errors.As(err, &limit) {
-		return fmt.Errorf("%w, at entry %q", limit, name)
+		return fmt.Errorf("%w, at entry %s", limit, u.budget.Quote(name))
 	}
-	if errors.Is(err, errNoRoom) {
+	if errors.Is(err, ErrNoRoom) {
 		return err
 	}
-	return fmt.Errorf("entry %q: %w", name, plain(err))
+	return fmt.Errorf("entry %s: %w", u.budget.Quote(name), Plain(err))
 }
 
 // entryName checks an archive name and cleans it ("./a/" -> "a").
@@ -168,9 +157,13 @@ func entryName(name string) (string, error) {
 	return path.Clean(name), nil
 }
 
-// plain words os.Root's refusal, whose text ("path escapes from parent")
+// ErrNoRoom marks the refusals of a node short of disk or inodes, which
+// Budget.Room returns: they are passed on as they are.
+var ErrNoRoom = errors.New("the node's disk is nearly full")
+
+// Plain words os.Root's refusal, whose text ("path escapes from parent")
 // would not tell an operator what the archive did.
-func plain(err error) error {
+func Plain(err error) error {
 	if strings.Contains(err.Error(), "path escapes from parent") {
 		return fmt.Errorf("it would be written outside the folder: a symbolic link on its way leads out (%w)", err)
 	}
@@ -231,6 +224,14 @@ func (u unpacker) lchown(name string) error {
 	return u.root.Lchown(name, u.owner.UID, u.owner.GID)
 }
 
+// MkdirAll creates the folders of the relative name dir in root that are
+// missing, each handed to owner (nil: left to whoever creates them); an
+// existing one may be a link to a folder inside. A share's folder is made
+// so before its archive is unpacked into it.
+func MkdirAll(root *os.Root, dir string, owner *Owner) error {
+	return unpacker{root: root, owner: owner}.mkdirAll(dir)
+}
+
 // mkdirAll creates the folders of dir that are missing, each handed to the
 // owner; an existing one may be a link to a folder inside.
 func (u unpacker) mkdirAll(dir string) error {
@@ -248,6 +249,9 @@ func (u unpacker) mkdirAll(dir string) error {
 			u.made(p)
 			u.isFolder(p)
 			if u.budget != nil {
+				if err := u.budget.name(p, true); err != nil {
+					return err
+				}
 				if err := u.budget.entry(0); err != nil {
 					return err
 				}
