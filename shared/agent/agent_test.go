@@ -201,7 +201,14 @@ time.sleep(3600)'`
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := strings.TrimSpace(string(seen)), "hi "+filepath.Join(dir, "envs", id, "workspace")+" "+port; got != want {
+	// It works at the template's workdir, as in a container, when it runs
+	// in namespaces of its own (its folder is bound there); otherwise in
+	// its folder on the node.
+	wd := filepath.Join(dir, "envs", id, "workspace")
+	if os.Geteuid() == 0 && agent.NamespacesWork() == nil {
+		wd = "/workspace"
+	}
+	if got, want := strings.TrimSpace(string(seen)), "hi "+wd+" "+port; got != want {
 		t.Fatalf("the process saw %q, want %q", got, want)
 	}
 	start := time.Now()

@@ -148,8 +148,8 @@ func execCommand() int {
 		}
 	}
 	// As the user, as the agent's ForkExec does: the folder must be its.
-	if cfg.Dir != "" {
-		if err := syscall.Chdir(cfg.Dir); err != nil {
+	if dir := workingDir(cfg); dir != "" {
+		if err := syscall.Chdir(dir); err != nil {
 			return fail("", err)
 		}
 	}

@@ -51,6 +51,9 @@ type Config struct {
 	// build cache), kept reachable at their paths when a Tmp mount covers a
 	// folder they are in (a node's work dir in /tmp).
 	Keep []string `json:"keep,omitempty"`
+	// View makes the environment look like its template from inside: a
+	// name for its user, its workdir at the template's path (view_linux.go).
+	View *View `json:"view,omitempty"`
 	// Probe sets the namespaces up and exits 0 without running anything.
 	Probe bool `json:"probe,omitempty"`
 }
@@ -133,7 +136,7 @@ func run() int {
 	}
 	var warns []string
 	// POSIX shared memory of its own, with System V IPC (its IPC
-	// namespace), and a /tmp of its own: a tmpfs over each.
+	// namespace), and a /tmp of its own (Config.Tmp).
 	if err := coverTmp(cfg); err != nil {
 		if len(cfg.Tmp) > 0 {
 			// Asked for: the environment does not run on the node's.
@@ -146,6 +149,7 @@ func run() int {
 	if err := os.WriteFile("/proc/sys/net/ipv4/ip_unprivileged_port_start", []byte("0"), 0); err != nil {
 		warns = append(warns, fmt.Sprintf("ports below 1024 stay privileged: %v", err))
 	}
+	warns = append(warns, applyView(cfg)...)
 	if cfg.Probe {
 		say(report{Started: true, Warnings: warns})
 		return 0

@@ -22,6 +22,7 @@ const fallbackPath = "/usr/local/bin:/usr/bin:/bin"
 //	PATH          the agent's (folders the environment's user cannot
 //	              search left out), else /usr/local/bin:/usr/bin:/bin
 //	HOME          the environment's folder
+//	USER, LOGNAME its user's name (userName), when it has a user of its own
 //	HTTP_PROXY, HTTPS_PROXY, http_proxy, https_proxy, ALL_PROXY, NO_PROXY,
 //	no_proxy      an egress environment's proxy (egressEnv), when egress > 0
 //	<template env> the template's env, which may override all the above
@@ -30,6 +31,9 @@ const fallbackPath = "/usr/local/bin:/usr/bin:/bin"
 //	PORT, EXPORT_<SERVICE>_PORT the exports' ports
 func (rt *Runtime) processEnv(t domain.Template, b *confine.Box, services []string, ports map[string]int, egress int, cache string) []string {
 	env := []string{"PATH=" + rt.searchPath(b), "HOME=" + b.Root}
+	if name := userName(b); name != "" {
+		env = append(env, "USER="+name, "LOGNAME="+name)
+	}
 	if egress > 0 {
 		for _, kv := range confine.EgressEnv(egress) {
 			// The template's own value wins; one of each name only, as the

@@ -93,7 +93,7 @@ func (h *handle) enter(spec runtimes.ExecSpec, path, dir string, env []string, x
 	}
 	limits, cpus, _ := resourceLimits(h.t.Resources, h.rt.cpuTurn())
 	e, err := nsinit.EnterCommand(h.p.cmd.Process.Pid, nsinit.Config{Path: path, Args: spec.Args, Dir: dir, Env: env,
-		UID: uid, GID: uid, Rlimits: limits, CPUs: cpus, Terminal: spec.TTY})
+		UID: uid, GID: uid, Rlimits: limits, CPUs: cpus, Terminal: spec.TTY, View: view(h.t, b)})
 	if err != nil {
 		x.Close()
 		return nil, err

@@ -37,6 +37,7 @@ func (rt *Runtime) startNamespaced(t domain.Template, b *confine.Box, cache, pat
 	if self, err := os.Executable(); err == nil {
 		cfg.Keep = append(cfg.Keep, filepath.Dir(self))
 	}
+	cfg.View = view(t, b)
 	start := func(intoCgroup bool) (*nsinit.Cmd, error) {
 		c, err := nsinit.Command(cfg)
 		if err != nil {
@@ -105,7 +106,7 @@ func (rt *Runtime) startNamespaced(t domain.Template, b *confine.Box, cache, pat
 		return nil, nil, err
 	}
 	if warns = append(warns, more...); len(warns) > 0 {
-		rt.cfg.Log.Warn("resources not fully applied", "pid", c.Process.Pid, "warnings", fmt.Sprint(warns))
+		rt.cfg.Log.Warn("the environment runs without part of its setup (resources, its view)", "pid", c.Process.Pid, "warnings", fmt.Sprint(warns))
 	}
 	return c.Cmd, confine.NewNet(h, c, egress), nil
 }

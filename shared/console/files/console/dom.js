@@ -99,8 +99,11 @@ export function bytes(n) {
   return `${i ? n.toFixed(1) : n} ${units[i]}`;
 }
 
+// hours is a number of seconds in hours, always with two decimals (0.00,
+// 0.01, 1.50, 12.25): one format down a column, to the 36 s a hundredth
+// is; the seconds are shown beside it where that is too coarse.
 export function hours(seconds) {
-  return (seconds / 3600).toFixed(seconds < 36 ? 3 : 1);
+  return (seconds / 3600).toFixed(2);
 }
 
 // secretBox shows a token or key once: the only copy the page keeps is this

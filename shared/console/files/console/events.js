@@ -49,8 +49,8 @@ export function render(root, params) {
   const draw = () => {
     list.replaceChildren(shown.length ? table(['Time', 'Type', 'Subject', 'Actor', 'Details'],
       shown.map((ev) => h('tr', { 'data-event': ev.id, 'data-type': ev.type },
-        h('td', {}, timeEl(ev.time)), h('td', {}, h('code', { text: ev.type })), h('td', {}, subjectLink(ev.subject)),
-        h('td', { text: `${ev.actor.kind} ${ev.actor.id}` }), h('td', {}, h('span', { class: 'labels' }, details(ev))))))
+        h('td', {}, timeEl(ev.time)), h('td', { class: 'nowrap' }, h('code', { text: ev.type })), h('td', { class: 'wide' }, subjectLink(ev.subject)),
+        h('td', { class: 'wide' }, h('span', { text: ev.actor.kind }), ' ', h('code', { text: ev.actor.id })), h('td', {}, h('span', { class: 'labels' }, details(ev))))))
       : h('p', { class: 'muted', text: 'No events.' }));
     more.hidden = !next;
   };

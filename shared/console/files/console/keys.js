@@ -44,10 +44,13 @@ export function render(root) {
   const refresh = () => guard(list, async () => {
     const { keys } = await get('/v1/keys');
     keys.sort((a, b) => (a.created < b.created ? 1 : -1));
-    list.replaceChildren(table(['Name', 'Owner', 'Prefix', 'Source', 'Scopes', 'Created', 'Last used', 'Status', 'Actions'],
+    // Seven columns, so that twenty keys with long names fit a laptop's
+    // width: the prefix goes under the name, the source under the owner.
+    list.replaceChildren(table(['Name', 'Owner', 'Scopes', 'Created', 'Last used', 'Status', 'Actions'],
       keys.map((k) => h('tr', { 'data-key': k.id },
-        h('td', { text: k.name }), h('td', { text: `${k.owner.kind} ${k.owner.id}` }), h('td', {}, h('code', { text: `${k.prefix}…` })),
-        h('td', { text: k.source }), h('td', { class: 'scopes', text: k.scopes ? k.scopes.join(', ') + (k.restrictions ? ' (restricted)' : '') : 'all' }),
+        h('td', {}, h('span', { text: k.name }), h('div', { class: 'hint' }, h('code', { text: `${k.prefix}…` }))),
+        h('td', {}, h('span', { text: `${k.owner.kind} ${k.owner.id}` }), h('div', { class: 'hint', text: `source: ${k.source}` })),
+        h('td', { class: 'scopes' }, k.scopes ? [h('span', { class: 'labels' }, k.scopes.map((sc) => h('span', { class: 'label', text: sc }))), k.restrictions ? ' (restricted)' : ''] : 'all'),
         h('td', {}, timeEl(k.created)), h('td', {}, k.lastUsed ? timeEl(k.lastUsed) : 'never'),
         h('td', {}, status(k)),
         h('td', {}, k.revoked ? null : k.id === ctx.whoami.key.id ? h('span', { class: 'hint', text: 'signed in with it' }) : h('button', {

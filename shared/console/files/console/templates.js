@@ -32,7 +32,17 @@ function card(t, q) {
       h('dt', { text: 'Idle timeout' }), h('dd', { text: t.timeouts.idle }),
       h('dt', { text: 'Hard timeout' }), h('dd', { text: t.timeouts.hard }),
       h('dt', { text: 'Runtime' }), h('dd', { text: t.runtime }),
-      h('dt', { text: 'Resources' }), h('dd', { text: `${t.resources.cpus} CPU, ${t.resources.memory}, ${t.resources.pids} pids` }),
+      h('dt', { text: 'Resources' }), h('dd', { text: resources(t.resources) }),
       h('dt', { text: 'Exports' }), h('dd', { text: Object.keys(t.exports || {}).join(', ') || 'none' })),
     h('p', {}, h('a', { href: `#/environments?template=${enc(t.name)}`, text: `Live environments of ${t.name}` })));
+}
+
+// resources says which limits a template sets; one it leaves out (0 or
+// empty) is not a limit of 0, it is no limit at all.
+export function resources(r) {
+  const parts = [];
+  if (r && r.cpus) parts.push(`${r.cpus} ${r.cpus === 1 ? 'CPU' : 'CPUs'}`);
+  if (r && r.memory) parts.push(`${r.memory} memory`);
+  if (r && r.pids) parts.push(`${r.pids} processes`);
+  return parts.length ? parts.join(', ') : 'no limits';
 }
