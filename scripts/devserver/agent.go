@@ -111,7 +111,7 @@ func startAgent(d deps) func() {
 			a, err := agent.New(agent.Config{
 				API: d.baseURL, Token: issued.Token, Address: "127.0.0.1",
 				WorkDir: filepath.Join(dir, o.ID, pool), Name: "devserver-" + o.ID + "-" + pool,
-				Capacity: 16, Grace: 2 * time.Second, Archives: devArchiveLimits, Log: d.log.With("agent", o.ID+"/"+pool),
+				Capacity: d.capacity, Grace: 2 * time.Second, Archives: devArchiveLimits, Log: d.log.With("agent", o.ID+"/"+pool),
 				// A machine for local work may be a container that cannot make
 				// namespaces; the agent then says in its warning what is shared.
 				AllowSharedNetwork: true,

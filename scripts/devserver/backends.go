@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -85,6 +86,9 @@ func startDynamo(ctx context.Context, o options) (*devstack.Dynamo, func(), erro
 		if err != nil {
 			return nil, nil, err
 		}
+		// As DynamoDB's TTL, which the deployed table has on, deletes
+		// expired records: what a long session keeps stays bounded.
+		d.ExpireItems(store.AttrTTL, time.Minute, time.Now)
 		return d, d.Close, nil
 	case "local":
 		fmt.Fprintln(o.progress, "starting DynamoDB (DynamoDB Local, Java)…")

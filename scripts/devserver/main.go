@@ -5,6 +5,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	_ "embed"
 	"errors"
@@ -66,6 +67,8 @@ type deps struct {
 	// allowLocalIssuers lets trusted OIDC issuers be on loopback and plain
 	// HTTP (-oidc-allow-local): a CI identity provider on this machine.
 	allowLocalIssuers bool
+	// capacity is how many environments each agent runs at once.
+	capacity int
 }
 
 func main() {
@@ -78,6 +81,7 @@ func main() {
 	allowLocal := flag.Bool("webhooks-allow-local", false, "accept webhook URLs on loopback addresses and plain http (a receiver on this machine); never in AWS")
 	allowLocalOIDC := flag.Bool("oidc-allow-local", false, "accept trusted OIDC issuers on loopback addresses and plain http (an identity provider on this machine); never in AWS")
 	containers := flag.Bool("containers", true, "offer the demo's container templates (box, warmbox) when the agent is root and runc is on PATH")
+	capacity := flag.Int("capacity", defaultCapacity, "how many environments each local node agent runs at once (a crowd of parallel jobs wants more)")
 	dynamo := flag.String("dynamo", "minidyn", "the local DynamoDB: minidyn (in-process, starts at once) or local (Amazon's DynamoDB Local; needs Java, strict like DynamoDB)")
 	flag.Parse()
 
@@ -85,7 +89,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	opts := options{addr: *addr, fixture: *fixturePath, dataDir: *dataDir, dynamo: *dynamo, sweep: *sweep, out: os.Stdout, progress: os.Stderr,
-		webhooks: *hooks, allowLocalHooks: *allowLocal, allowLocalIssuers: *allowLocalOIDC, containers: *containers}
+		webhooks: *hooks, allowLocalHooks: *allowLocal, allowLocalIssuers: *allowLocalOIDC, containers: *containers, capacity: *capacity}
 	if err := run(ctx, opts, log); err != nil {
 		fmt.Fprintln(os.Stderr, "devserver:", err)
 		os.Exit(1)
@@ -122,7 +126,16 @@ type options struct {
 	// agents, when set, is handed each node agent the stack starts, keyed
 	// by organization and pool: benchmarks wait for its warm pool.
 	agents func(org, pool string, a *agent.Agent)
+	// capacity is -capacity: how many environments each agent runs at
+	// once (0: defaultCapacity).
+	capacity int
+	// edit, when set, changes the configuration before it is loaded (after
+	// the demo's container templates are added): benchmarks add theirs.
+	edit func(*fixture.File)
 }
+
+// defaultCapacity is how many environments each local agent runs at once.
+const defaultCapacity = 16
 
 // run starts the stack and serves until ctx ends, then stops all it started.
 func run(ctx context.Context, o options, log *slog.Logger) error {
@@ -148,6 +161,9 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 		containerNote, stopRegistry = containerDemo(ctx, &file)
 		defer stopRegistry()
 	}
+	if o.edit != nil {
+		o.edit(&file)
+	}
 
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -171,6 +187,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 		ctx: ctx, store: st, clock: clk, log: log, s3: be.s3, bucket: be.bucket, s3Endpoint: be.s3Endpoint,
 		baseURL: "http://" + ln.Addr().String(), sweep: sweep, fixture: file,
 		webhooks: o.webhooks, allowLocalHooks: o.allowLocalHooks, allowLocalIssuers: o.allowLocalIssuers, agents: o.agents,
+		capacity: cmp.Or(o.capacity, defaultCapacity),
 	}
 	if err := devstack.AllowBrowserOrigin(ctx, be.s3, be.bucket, d.baseURL); err != nil {
 		// Only the console's uploads and downloads need it; the API and

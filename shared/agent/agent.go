@@ -70,6 +70,10 @@ type Agent struct {
 	// answer is on the way) from one whose claim answer was lost.
 	claiming   atomic.Int32
 	claimEpoch atomic.Int64
+	// starting counts claimed environments not yet reported ready (or
+	// failed): the warm pool starts no replacement meanwhile, so a crowd's
+	// starts do not share the node's CPU with its refill.
+	starting atomic.Int32
 	// short is whether the node was last found short of disk (noRoom).
 	short atomic.Bool
 

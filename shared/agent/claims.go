@@ -75,7 +75,15 @@ func (a *Agent) start(ctx context.Context, node string, c *nodes.Claimed) {
 	a.mu.Lock()
 	a.envs[r.id] = r
 	a.mu.Unlock()
+	a.starting.Add(1)
+	r.started = func() {
+		r.startOnce.Do(func() {
+			a.starting.Add(-1)
+			a.warm.poke()
+		})
+	}
 	go func() {
+		defer r.started() // failed or stopped before it was ready
 		defer func() {
 			a.mu.Lock()
 			delete(a.envs, r.id)

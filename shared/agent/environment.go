@@ -35,6 +35,10 @@ type runningEnv struct {
 	checkpoints sync.Map
 	// execs counts its exec sessions running now (Config.MaxExecs).
 	execs atomic.Int64
+	// started is called once the environment is reported ready (or has
+	// ended before): it is no longer starting (Agent.starting).
+	started   func()
+	startOnce sync.Once
 }
 
 func (r *runningEnv) requestStop(report bool) {
@@ -154,8 +158,8 @@ func (a *Agent) runEnv(ctx context.Context, node string, r *runningEnv, c *nodes
 		a.logf(r.id, "ready%s", exportsText(exports))
 		log.Info("ready", "exports", exports)
 	}
-	if warm {
-		a.warm.poke()
+	if r.started != nil {
+		r.started() // and the warm pool may refill
 	}
 
 	select {

@@ -38,18 +38,21 @@ func (a *Agent) waitReady(ctx context.Context, h runtimes.Handle, stop <-chan st
 			}
 		}
 		if pending == "" {
-			// No exports: ready once it is up; a command that exits at once
-			// is a failure, not a ready environment, so give it a moment.
 			if len(ports) > 0 {
 				if lc != nil {
 					lc.AllReady()
 				}
 				return nil
 			}
+			// No exports: ready as soon as the command is started and
+			// confined, with no wait. One that exits at once has already
+			// ended here (failed, not ready); one that exits a moment later
+			// is reported failed after ready, by runEnv's wait for its end,
+			// as any command that ends on its own is.
 			select {
 			case <-h.Done():
 				return h.Err()
-			case <-time.After(50 * time.Millisecond):
+			default:
 				return nil
 			}
 		}

@@ -42,6 +42,9 @@ const (
 	// remembers were offered meanwhile.
 	roomRecheck    = 2 * time.Second
 	maxShortOffers = 1024
+	// maxQueuedOffers bounds the offers waiting for the claim loop, which
+	// takes them in batches; one dropped is found as pending by a claim.
+	maxQueuedOffers = 1024
 	// pingEvery is how often a node with nothing to send pings its
 	// connection (a WebSocket ping frame, answered by the peer itself: no
 	// message reaches a handler), and pingTimeout how long it waits for the
@@ -83,7 +86,7 @@ func (a *Agent) dialSocket(ctx context.Context, url string) (*socketClient, erro
 		return nil, err
 	}
 	ws.SetReadLimit(16 << 20)
-	c := &socketClient{ws: ws, pending: map[string]chan nodes.Message{}, offers: make(chan string, 64), stops: make(chan []string, 64), done: make(chan struct{})}
+	c := &socketClient{ws: ws, pending: map[string]chan nodes.Message{}, offers: make(chan string, maxQueuedOffers), stops: make(chan []string, 64), done: make(chan struct{})}
 	c.checkpoint = func(m nodes.Message) { a.checkpointOrdered(ctx, m.Node, m.Environment, m.Checkpoint) }
 	go c.read(ctx)
 	return c, nil
@@ -377,6 +380,10 @@ func (a *Agent) stopPushed(ctx context.Context, node string, ids []string) {
 // environment it got (more may be pending), while there is capacity.
 func (a *Agent) socketClaims(ctx context.Context, node string, sock *socketClient) error {
 	want, env := true, ""
+	// carry are offered environments a batch claim left out while it
+	// claimed others (its answer had no room for them): the next claim
+	// names them first.
+	var carry []string
 	// onWake: the service counted the node full, so an environment that
 	// ends is a reason to claim again, offered or not.
 	onWake := false
@@ -445,16 +452,70 @@ func (a *Agent) socketClaims(ctx context.Context, node string, sock *socketClien
 		}
 		a.claiming.Add(1)
 		a.claimEpoch.Add(1)
-		r, err := sock.call(ctx, nodes.Message{Type: nodes.MsgClaim, Node: node, Environment: env, Only: only})
+		m := nodes.Message{Type: nodes.MsgClaim, Node: node, Environment: env, Only: only}
+		// A crowd is claimed in batches: the environments offered so far,
+		// as many as there is room for, in one message (the service makes
+		// up for any another node took with pending ones). Without offers
+		// (at the start, after a full batch) the claim asks for pending
+		// ones up to the room. A claim to refuse (only) stays a single one.
+		room := min(a.cfg.Capacity-a.count(), nodes.MaxClaimBatch)
+		if !only {
+			m.Environment = ""
+			m.Environments = append(m.Environments, carry...)
+			carry = nil
+			if env != "" {
+				m.Environments = append(m.Environments, env)
+			}
+		drain:
+			for len(m.Environments) < room {
+				select {
+				case id := <-sock.offers:
+					if id != "" {
+						m.Environments = append(m.Environments, id)
+					}
+				default:
+					break drain
+				}
+			}
+			m.Max = room
+			if len(m.Environments) > 0 {
+				m.Max = len(m.Environments)
+			}
+		}
+		r, err := sock.call(ctx, m)
 		only = false
+		claimed := r.Claims
 		if err == nil && r.Claimed != nil {
-			a.start(ctx, node, r.Claimed)
+			claimed = append(claimed, *r.Claimed) // a service that claims one at a time
+		}
+		if err == nil {
+			for i := range claimed {
+				a.start(ctx, node, &claimed[i])
+			}
 		}
 		a.claiming.Add(-1)
 		env = ""
 		switch s := statusOf(err); {
 		case err == nil:
-			want = r.Claimed != nil
+			// A full claim of pending ones (or a single claim's one) may
+			// have left more pending: claim again at once. What is offered
+			// later comes as offers.
+			want = r.Claimed != nil || m.Max > 0 && len(m.Environments) == 0 && len(claimed) >= m.Max
+			if len(m.Environments) > 0 && len(claimed) > 0 && len(claimed) < len(m.Environments) {
+				// Some offered ones were left out: another node has them,
+				// or the answer had no room. Name them again while claims
+				// make progress; those taken elsewhere are simply not had.
+				got := map[string]bool{}
+				for _, c := range claimed {
+					got[c.Environment.ID] = true
+				}
+				for _, id := range m.Environments {
+					if !got[id] {
+						carry = append(carry, id)
+					}
+				}
+				want = true
+			}
 			backoff = 200 * time.Millisecond
 		case ctx.Err() != nil:
 			return nil

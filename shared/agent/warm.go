@@ -16,6 +16,9 @@ import (
 // before the next try, so a broken command does not spin.
 const warmRetry = 10 * time.Second
 
+// warmStarts bounds the warm environments a node starts at once.
+const warmStarts = 4
+
 // warmPool keeps, per template of the pool with warm > 0, that many
 // processes started and ready (every export accepting connections) before
 // any lease asks for them. A claim of the template takes one (when the lease
@@ -129,13 +132,22 @@ func (w *warmPool) reconcile(ctx context.Context, wg *sync.WaitGroup) {
 	}
 	now := time.Now()
 	// A node short of disk starts no warm process (noRoom, asked by the
-	// claims and the heartbeats, keeps short current).
-	short := w.a.short.Load()
+	// claims and the heartbeats, keeps short current). Nor does one whose
+	// claimed environments are still starting: they come first, and the
+	// last of them to be ready pokes the pool. At most warmStarts start at
+	// once, so a pool refilling after a crowd leaves the node room for the
+	// next.
+	short := w.a.short.Load() || w.a.starting.Load() > 0
+	inFlight := 0
+	for _, n := range w.starting {
+		inFlight += n
+	}
 	for name, t := range want {
 		if short || now.Before(w.failedUntil[name]) {
 			continue
 		}
-		for n := len(w.ready[name]) + w.starting[name]; n < t.Warm; n++ {
+		for n := len(w.ready[name]) + w.starting[name]; n < t.Warm && inFlight < warmStarts; n++ {
+			inFlight++
 			w.starting[name]++
 			wg.Add(1)
 			go func(t domain.Template) {
@@ -174,6 +186,7 @@ func (w *warmPool) start(ctx context.Context, t domain.Template) {
 	}
 	w.mu.Lock()
 	w.starting[t.Name]--
+	defer w.poke() // the next, within warmStarts
 	if err == nil && ctx.Err() == nil {
 		w.ready[t.Name] = append(w.ready[t.Name], warmProc{fp: fingerprint(t), h: h})
 		w.mu.Unlock()

@@ -51,8 +51,9 @@ type Dynamo struct {
 	// Table is the first table created at start.
 	Table string
 	// Server is the minidyn handler, exposed so tests can inject failures
-	// (EmulateFailure, EmulateFailureForTable) or clear tables. It is nil
-	// for DynamoDB Local.
+	// (EmulateFailure, EmulateFailureForTable). It holds only the items of
+	// the request being served (see minidynFront), so clearing its tables
+	// clears nothing. It is nil for DynamoDB Local.
 	Server *server.Server
 
 	// AccessKey is the access key id the client signs with. DynamoDB Local
@@ -63,8 +64,11 @@ type Dynamo struct {
 
 	httpServer *http.Server
 	serveDone  chan struct{}
-	closeFn    func()
-	closeOnce  sync.Once
+	front      *minidynFront
+	// stopped ends the TTL sweep (ExpireItems) at Close.
+	stopped   chan struct{}
+	closeFn   func()
+	closeOnce sync.Once
 }
 
 // StartDynamo starts minidyn on a free loopback port and creates each named
@@ -86,10 +90,14 @@ func StartDynamo(ctx context.Context, tables ...string) (*Dynamo, error) {
 		Table:     tables[0],
 		Server:    server.NewServer(),
 		serveDone: make(chan struct{}),
+		stopped:   make(chan struct{}),
 	}
 	// ReadHeaderTimeout keeps a stuck client from pinning a goroutine
 	// forever; nothing else needs tuning on loopback.
-	d.httpServer = &http.Server{Handler: withCRC32(d.Server), ReadHeaderTimeout: 10 * time.Second}
+	// The front keeps the items in key order and gives minidyn only those a
+	// request needs, so the stack's speed does not follow the table's size.
+	d.front = newMinidynFront(d.Server, d.Server.ClearAllTables)
+	d.httpServer = &http.Server{Handler: withCRC32(d.front), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		defer close(d.serveDone)
 		// Serve returns ErrServerClosed on Close; any other error means the
@@ -126,6 +134,9 @@ func (d *Dynamo) Close() {
 		return
 	}
 	d.closeOnce.Do(func() {
+		if d.stopped != nil {
+			close(d.stopped)
+		}
 		if d.closeFn != nil {
 			d.closeFn()
 		}
@@ -136,6 +147,30 @@ func (d *Dynamo) Close() {
 			<-d.serveDone
 		}
 	})
+}
+
+// ExpireItems deletes, every interval until Close, the items whose attribute
+// attr (epoch seconds, a Number) has passed, as DynamoDB's TTL does on a
+// table with TTL on attr (minidyn has no TTL of its own). Like DynamoDB's, it
+// is late by up to an interval, so readers still compare attr to now. It
+// bounds what a long-running dev server keeps. now is the clock it judges
+// by. It does nothing on DynamoDB Local, whose tables live for a test process.
+func (d *Dynamo) ExpireItems(attr string, interval time.Duration, now func() time.Time) {
+	if d.front == nil {
+		return
+	}
+	go func() {
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-d.stopped:
+				return
+			case <-tick.C:
+				d.front.expire(attr, now())
+			}
+		}
+	}()
 }
 
 // localConfig is the aws.Config shared by the local clients: static

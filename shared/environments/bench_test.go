@@ -19,9 +19,9 @@ import (
 // Benchmarks report DynamoDB round trips per request (ddb-calls/op, from
 // store.CallCounter) and, for listings, the items the queries read
 // (items-read/op, DynamoDB's ScannedCount, which is what read capacity is
-// paid for). ns/op is of minidyn on loopback, not of DynamoDB: minidyn keeps
-// one sorted key list per index and walks all of it on every query, so its
-// time grows with the whole index where DynamoDB reads only the partition.
+// paid for). ns/op is of the local stack's minidyn on loopback, not of
+// DynamoDB; like DynamoDB, it reads only a query's partition range (see
+// devstack's minidynFront).
 
 // benchTemplate is leased by the benchmarks with a quota that never binds.
 func benchTemplate(b *testing.B, e *apitest.Env) {

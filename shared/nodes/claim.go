@@ -49,8 +49,8 @@ type ClaimedShare struct {
 // longer be run (its template deleted, its snapshot or a share's archive
 // expired since the lease) is failed here with a clear error, and nil says:
 // claim the next one.
-func (s *Service) prepare(ctx context.Context, e domain.Environment) (*Claimed, error) {
-	t, err := s.store.GetTemplate(ctx, e.OrgID, e.Template)
+func (s *Service) prepare(ctx context.Context, e domain.Environment, tmpl templateFunc) (*Claimed, error) {
+	t, err := tmpl(ctx, e.OrgID, e.Template)
 	if domain.ErrorCode(err) == domain.CodeNotFound {
 		return nil, s.fail(ctx, e, fmt.Sprintf("template %q no longer exists", e.Template), StopFailed)
 	}
@@ -83,6 +83,14 @@ func (s *Service) prepare(ctx context.Context, e domain.Environment) (*Claimed, 
 		c.Shares = append(c.Shares, ClaimedShare{Name: sh.Name, EnvPath: sh.EnvPath, Archive: *dl})
 	}
 	return c, nil
+}
+
+// templateFunc reads an organization's template for a claim.
+type templateFunc func(ctx context.Context, org, name string) (domain.Template, error)
+
+// readTemplate is the templateFunc of a single claim: one read.
+func (s *Service) readTemplate(ctx context.Context, org, name string) (domain.Template, error) {
+	return s.store.GetTemplate(ctx, org, name)
 }
 
 // download signs a link to the artifact id for a node. An artifact that can

@@ -72,16 +72,23 @@ type Message struct {
 	// that takes an environment only to refuse it (it is short of disk)
 	// must never be handed another one instead.
 	Only bool `json:"only,omitempty"`
+	// Max, on a claim, asks for up to Max environments in one claim (at
+	// most MaxClaimBatch, and never past the node's free capacity): the
+	// offered ones it names in Environments first, then pending ones. The
+	// answer carries them in Claims. Without Max a claim takes one
+	// environment (Environment), answered in Claimed.
+	Max int `json:"max,omitempty"`
 
 	// Answers.
 	Registered *Registered         `json:"registered,omitempty"`
 	Beat       *SocketBeat         `json:"beat,omitempty"`
 	Claimed    *Claimed            `json:"claimed,omitempty"`
+	Claims     []Claimed           `json:"claims,omitempty"`
 	Record     *domain.Environment `json:"record,omitempty"`
 	Error      *MessageError       `json:"error,omitempty"`
 
 	// offer: the pool, and the environments that want a node; stop: the
-	// environments to tear down.
+	// environments to tear down; a claim with Max: the offered ones.
 	Pool         string   `json:"pool,omitempty"`
 	Environments []string `json:"environments,omitempty"`
 

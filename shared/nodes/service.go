@@ -59,6 +59,9 @@ type Store interface {
 	PendingEnvironments(ctx context.Context, org, pool, class string, limit int) ([]domain.Environment, error)
 	NodeEnvironments(ctx context.Context, org, node string) ([]domain.Environment, error)
 	ClaimEnvironment(ctx context.Context, e domain.Environment, n domain.Node, keyHash string, now time.Time) (domain.Environment, bool, error)
+	// ClaimEnvironments claims many for one node in one transaction
+	// (a batch claim), leaving out those refused.
+	ClaimEnvironments(ctx context.Context, es []domain.Environment, n domain.Node, keyHash string, now time.Time) (claimed []domain.Environment, refused []string, err error)
 	ReplaceEnvironment(ctx context.Context, before, after domain.Environment) (domain.Environment, bool, error)
 	StopEnvironment(ctx context.Context, e domain.Environment, to domain.State, reason string, now time.Time) (domain.Environment, bool, error)
 }
@@ -550,6 +553,12 @@ func (s *Service) claimRandom(ctx context.Context, keyHash string, n domain.Node
 // claimFirst claims the first of cands it can, in order. keyHash, when set,
 // is the node credential's record, checked unrevoked by each claim.
 func (s *Service) claimFirst(ctx context.Context, keyHash string, n domain.Node, cands []domain.Environment) (*Claimed, error) {
+	return s.claimFirstWith(ctx, keyHash, n, cands, s.readTemplate)
+}
+
+// claimFirstWith is claimFirst reading templates through tmpl (a batch
+// reads each template once).
+func (s *Service) claimFirstWith(ctx context.Context, keyHash string, n domain.Node, cands []domain.Environment, tmpl templateFunc) (*Claimed, error) {
 	for _, e := range cands {
 		// What an environment needs never changes, and the claim's write is
 		// conditioned on the version read, so this check holds for the write.
@@ -559,7 +568,7 @@ func (s *Service) claimFirst(ctx context.Context, keyHash string, n domain.Node,
 				return nil, err
 			}
 			if ok {
-				c, err := s.prepare(ctx, after)
+				c, err := s.prepare(ctx, after, tmpl)
 				if err != nil || c != nil {
 					return c, err
 				}

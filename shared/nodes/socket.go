@@ -167,6 +167,21 @@ func (k *Socket) handle(ctx context.Context, c Conn, m Message) (*Message, error
 		}
 		return &Message{Type: MsgBeat, Node: m.Node, Beat: &beat}, nil
 	case MsgClaim:
+		if m.Max > 0 {
+			offered := m.Environments
+			if m.Environment != "" {
+				offered = append([]string{m.Environment}, offered...)
+			}
+			cls, err := k.svc.ClaimBatch(ctx, p, m.Node, offered, m.Max, m.Only)
+			if err != nil && len(cls) == 0 {
+				return nil, err
+			}
+			if err != nil {
+				// The claims made stand: the node must hear of them.
+				k.log.WarnContext(ctx, "batch claim cut short", "node", m.Node, "claimed", len(cls), "err", err.Error())
+			}
+			return &Message{Type: MsgClaimed, Node: m.Node, Claims: cls}, nil
+		}
 		cl, err := k.svc.ClaimOffered(ctx, p, m.Node, m.Environment, m.Only)
 		if err != nil {
 			return nil, err

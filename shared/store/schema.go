@@ -179,8 +179,9 @@ func EnsureTable(ctx context.Context, db *dynamodb.Client, name string) error {
 		}
 	}
 	// TTL is not enabled here: the CDK stack enables it wherever the table is
-	// deployed (AWS, LocalStack), and minidyn, the local table, has no TTL.
-	// Readers never rely on TTL having run; they compare the ttl attribute to
-	// now, so locally expired items only linger.
+	// deployed (AWS, LocalStack); minidyn has no TTL (the dev server sweeps
+	// its table itself, devstack's ExpireItems). Readers never rely on TTL
+	// having run; they compare the ttl attribute to now, so locally expired
+	// items only linger.
 	return nil
 }

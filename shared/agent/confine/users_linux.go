@@ -3,7 +3,6 @@
 package confine
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/rand"
 	"encoding/binary"
@@ -13,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -58,6 +56,8 @@ type UIDPool struct {
 	mu   sync.Mutex
 	next uint64 // offset into r of the next id to try
 	held map[uint32]bool
+
+	scans procScans
 }
 
 func NewUIDPool(r UIDRange) (*UIDPool, error) {
@@ -87,27 +87,28 @@ func NewUIDPool(r UIDRange) (*UIDPool, error) {
 }
 
 func (p *UIDPool) Take() (*User, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	tries := min(p.r.size(), 4096)
-	for i := uint64(0); i < tries; i++ {
-		uid := p.r.First + uint32(p.next)
-		p.next = (p.next + 1) % p.r.size()
-		if p.held[uid] {
-			continue
+	for i := uint64(0); i < tries; {
+		uid, n, err := p.lockNext(tries - i)
+		i += n
+		if err != nil {
+			return nil, err
 		}
-		lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: int64(uid), Len: 1}
-		if err := unix.FcntlFlock(p.lock.Fd(), unix.F_OFD_SETLK, &lk); err != nil {
-			if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EACCES) {
-				continue
-			}
-			return nil, fmt.Errorf("lock user id %d: %w", uid, err)
+		if n == 0 {
+			break
 		}
-		if userProcesses(int(uid)) > 0 {
+		// Every process the id runs now was started before this scan
+		// began, or by whoever held its lock, which this pool holds now.
+		// So a scan that begins after the lock is taken says whether any
+		// is left (an agent that crashed leaves its environments' processes
+		// but not its locks): starts at the same time share one scan.
+		if p.scans.usersAfterNow(p.r)[uid] {
+			p.mu.Lock()
+			delete(p.held, uid)
 			p.unlock(uid)
+			p.mu.Unlock()
 			continue
 		}
-		p.held[uid] = true
 		var once sync.Once
 		return &User{UID: int(uid), release: func() {
 			once.Do(func() {
@@ -119,6 +120,89 @@ func (p *UIDPool) Take() (*User, error) {
 		}}, nil
 	}
 	return nil, fmt.Errorf("no free user id in %s: the %d tried are in use (by environments of this node's agents, or by processes)", p.r, tries)
+}
+
+// lockNext takes the lock of the next id no one holds, trying at most
+// limit, and marks it held; n is how many it tried (0: none was free).
+func (p *UIDPool) lockNext(limit uint64) (uid uint32, n uint64, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for n < limit {
+		uid = p.r.First + uint32(p.next)
+		p.next = (p.next + 1) % p.r.size()
+		n++
+		if p.held[uid] {
+			continue
+		}
+		lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: int64(uid), Len: 1}
+		if err := unix.FcntlFlock(p.lock.Fd(), unix.F_OFD_SETLK, &lk); err != nil {
+			if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EACCES) {
+				continue
+			}
+			return 0, n, fmt.Errorf("lock user id %d: %w", uid, err)
+		}
+		p.held[uid] = true
+		return uid, n, nil
+	}
+	return 0, 0, nil
+}
+
+// procScans shares scans of /proc among the ids taken at the same time: a
+// caller gets the first scan that begins after it asked. Reading every
+// process's status is what a start costs on a node with many processes,
+// so a crowd of starts pays for a few scans rather than one each.
+type procScans struct {
+	mu        sync.Mutex
+	cond      *sync.Cond
+	running   bool
+	started   uint64 // scans begun
+	completed uint64 // the number of the last scan finished
+	users     map[uint32]bool
+}
+
+// usersAfterNow returns the ids of r that live processes run as, from a
+// scan that began after the call.
+func (s *procScans) usersAfterNow(r UIDRange) map[uint32]bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cond == nil {
+		s.cond = sync.NewCond(&s.mu)
+	}
+	want := s.started + 1
+	for s.completed < want {
+		if s.running {
+			s.cond.Wait()
+			continue
+		}
+		s.running = true
+		s.started++
+		n := s.started
+		s.mu.Unlock()
+		users := scanUsers(r)
+		s.mu.Lock()
+		s.running, s.users, s.completed = false, users, n
+		s.cond.Broadcast()
+	}
+	return s.users
+}
+
+// scanUsers reads every process's status once and returns the ids of r
+// any live one runs as.
+func scanUsers(r UIDRange) map[uint32]bool {
+	out := map[uint32]bool{}
+	var buf [4096]byte
+	for _, pid := range Pids() {
+		st, ok := readStatusInto(pid, buf[:])
+		if !ok || st.zombie && st.threads <= 1 {
+			continue
+		}
+		for _, u := range st.uids {
+			if u >= int(r.First) && u <= int(r.Last) {
+				out[uint32(u)] = true
+			}
+		}
+	}
+	return out
 }
 
 // WhileFree runs fn holding uid's lock, if no one holds it.
@@ -149,29 +233,88 @@ type procStatus struct {
 }
 
 func readStatus(pid int) (procStatus, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	var buf [4096]byte
+	return readStatusInto(pid, buf[:])
+}
+
+// readStatusInto reads /proc/<pid>/status with one open, one read and one
+// close into buf (the file is a page at most), and picks out its state,
+// threads and user ids without allocating: the agent reads every
+// process's on each scan.
+func readStatusInto(pid int, buf []byte) (procStatus, bool) {
+	var path [32]byte
+	p := strconv.AppendInt(append(path[:0], "/proc/"...), int64(pid), 10)
+	p = append(p, "/status"...)
+	fd, err := unix.Open(string(p), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return procStatus{}, false
 	}
+	n, err := unix.Read(fd, buf)
+	unix.Close(fd)
+	if err != nil || n <= 0 {
+		return procStatus{}, false
+	}
+	return parseStatus(buf[:n]), true
+}
+
+// parseStatus picks State, Threads and Uid out of a status file.
+func parseStatus(b []byte) procStatus {
 	s := procStatus{uids: [4]int{-1, -1, -1, -1}, threads: 1}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		k, v, _ := strings.Cut(sc.Text(), ":")
-		f := strings.Fields(v)
-		switch k {
+	for len(b) > 0 {
+		line := b
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			line, b = b[:i], b[i+1:]
+		} else {
+			b = nil
+		}
+		k, v, ok := bytes.Cut(line, []byte{':'})
+		if !ok {
+			continue
+		}
+		switch string(k) {
 		case "State":
-			s.zombie = len(f) > 0 && (f[0] == "Z" || f[0] == "X")
+			v = bytes.TrimLeft(v, " \t")
+			s.zombie = len(v) > 0 && (v[0] == 'Z' || v[0] == 'X')
 		case "Threads":
-			if len(f) > 0 {
-				s.threads, _ = strconv.Atoi(f[0])
+			if f, _ := nextField(v); f != nil {
+				s.threads = atoi(f)
 			}
 		case "Uid":
-			for i := 0; i < 4 && i < len(f); i++ {
-				s.uids[i], _ = strconv.Atoi(f[i])
+			for i := 0; i < 4; i++ {
+				var f []byte
+				if f, v = nextField(v); f == nil {
+					break
+				}
+				s.uids[i] = atoi(f)
 			}
 		}
 	}
-	return s, true
+	return s
+}
+
+// nextField returns the first field of b separated by spaces or tabs, and
+// what follows it.
+func nextField(b []byte) (field, rest []byte) {
+	b = bytes.TrimLeft(b, " \t")
+	if len(b) == 0 {
+		return nil, nil
+	}
+	i := bytes.IndexAny(b, " \t")
+	if i < 0 {
+		return b, nil
+	}
+	return b[:i], b[i:]
+}
+
+func atoi(b []byte) int {
+	n := 0
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return -1
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n
 }
 
 // runsAs says whether a process is alive (a zombie whose threads are all
@@ -225,7 +368,8 @@ func userProcesses(uid int) int {
 // killUser sends SIGKILL to every process of uid, again and again until a
 // pass finds none (one may fork while a pass runs), and says how many it
 // signalled. Each is signalled through a pidfd opened before its status is
-// read, so a pid that is reused meanwhile is never signalled.
+// read (again, after a first read found it uid's), so a pid that is reused
+// meanwhile is never signalled.
 func killUser(uid int) (int, error) {
 	if uid <= 0 || uid == os.Geteuid() {
 		return 0, fmt.Errorf("refusing to kill every process of uid %d", uid)
@@ -234,12 +378,19 @@ func killUser(uid int) (int, error) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		found := 0
+		var buf [4096]byte
 		for _, pid := range Pids() {
+			// Most processes are not uid's: read first, and open a pidfd
+			// only for those that are, then read again through it, so the
+			// process signalled is the one read.
+			if s, ok := readStatusInto(pid, buf[:]); !ok || !s.runsAs(uid) {
+				continue
+			}
 			fd, err := unix.PidfdOpen(pid, 0)
 			if err != nil && !errors.Is(err, unix.ENOSYS) {
 				continue // gone
 			}
-			if s, ok := readStatus(pid); ok && s.runsAs(uid) {
+			if s, ok := readStatusInto(pid, buf[:]); ok && s.runsAs(uid) {
 				found++
 				if fd >= 0 && err == nil {
 					err = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)

@@ -1,0 +1,68 @@
+//go:build linux
+
+package confine
+
+import (
+	"os"
+	"testing"
+)
+
+// The status parser picks state, threads and the four user ids, as the
+// kernel writes them (tabs between fields).
+func TestParseStatus(t *testing.T) {
+	for _, tc := range []struct {
+		name, in string
+		want     procStatus
+	}{
+		{"running", "Name:\tsleep\nState:\tS (sleeping)\nUid:\t1000\t1001\t1002\t1003\nGid:\t0\t0\t0\t0\nThreads:\t3\n",
+			procStatus{uids: [4]int{1000, 1001, 1002, 1003}, threads: 3}},
+		{"zombie", "State:\tZ (zombie)\nUid:\t5\t5\t5\t5\nThreads:\t1\n", procStatus{uids: [4]int{5, 5, 5, 5}, zombie: true, threads: 1}},
+		{"no uid line", "Name:\tx\nState:\tR (running)\n", procStatus{uids: [4]int{-1, -1, -1, -1}, threads: 1}},
+		{"no final newline", "Uid:\t7\t7\t7\t7", procStatus{uids: [4]int{7, 7, 7, 7}, threads: 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := parseStatus([]byte(tc.in)); got != tc.want {
+				t.Fatalf("parseStatus = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+	// This process, read from /proc, runs as the test's user.
+	s, ok := readStatus(os.Getpid())
+	if !ok || s.uids[0] != os.Getuid() || s.uids[1] != os.Geteuid() || s.zombie || s.threads < 1 {
+		t.Fatalf("own status: %+v %v", s, ok)
+	}
+}
+
+// Ids taken at once, sharing scans of /proc, are all distinct.
+func TestTakeAtOnce(t *testing.T) {
+	if !CanConfine() {
+		t.Skip("lending user ids needs root")
+	}
+	p, err := NewUIDPool(UIDRange{First: 3_900_000, Last: 3_900_063})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 32
+	got := make(chan *User, n)
+	for range n {
+		go func() {
+			u, err := p.Take()
+			if err != nil {
+				t.Error(err)
+			}
+			got <- u
+		}()
+	}
+	seen := map[int]bool{}
+	for range n {
+		u := <-got
+		if u == nil {
+			continue
+		}
+		if seen[u.UID] {
+			t.Fatalf("uid %d lent twice", u.UID)
+		}
+		seen[u.UID] = true
+		defer u.release()
+	}
+}
