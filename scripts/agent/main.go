@@ -95,7 +95,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 	diskDefault := fs.String("disk-default", "10Gi", "disk of an environment whose template's resources.disk names none: a filesystem of its own (as root), past which its writes fail with ENOSPC")
 	diskMax := fs.String("disk-max", "100Gi", "largest resources.disk a template may ask of this node; an environment asking more fails, saying so")
 	unboundedDisk := fs.Bool("allow-unbounded-disk", false, "as root, start even when environments cannot have disks of their own (no mkfs.ext4 or loop devices): they then write to the node's disk unbounded")
-	runc := fs.String("runc", "", "the runc binary of the container runtime (default: runc on PATH, container offered when found); none: offer no container runtime")
+	runc := fs.String("runc", "", "the runc binary of the container runtime (default: the project's pinned runc when installed with go run ./shared/devstack/cmd/runc, else runc on PATH; container offered when found and it has the fixes of the known container escapes); none: offer no container runtime")
 	imageCache := fs.String("image-cache", "", "folder of the unpacked images containers run from (default: <workdir>/images)")
 	imageCacheMax := fs.String("image-cache-max", "20Gi", "bytes the image cache may hold, such as 20Gi; past it the least recently used images no environment runs are removed")
 	buildCache := fs.String("build-cache", "", "folder of the build caches of templates with buildCache, one per organization and template (default: <workdir>/caches)")

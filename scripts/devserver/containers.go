@@ -8,13 +8,14 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"github.com/envlease/envlease/shared/agent/runc/pinned"
+	"github.com/envlease/envlease/shared/devstack"
 	"github.com/envlease/envlease/shared/devstack/debian"
 	"github.com/envlease/envlease/shared/domain"
 	"github.com/envlease/envlease/shared/fixture"
@@ -32,21 +33,23 @@ wait`
 
 // containerDemo adds the demo's container templates to acme, "box" and
 // "warmbox" (warm: 1), when this machine can run containers: the agent is
-// root and runc is on PATH. Their image is busybox, built here from
+// root and the project's pinned runc is built (devstack.RuncBinary). Their image is busybox, built here from
 // Debian's busybox-static and served by a registry on the loopback that
 // lives as long as the devserver, so the quick start needs no registry of
 // its own. It says in one line what it did or why not; stop ends the
 // registry.
-func containerDemo(ctx context.Context, f *fixture.File) (note string, stop func()) {
+func containerDemo(ctx context.Context, f *fixture.File, progress io.Writer) (note string, stop func()) {
 	stop = func() {}
 	if os.Geteuid() != 0 {
 		return "Containers:    none (the agent is not root); the process templates are kept", stop
 	}
-	if _, err := exec.LookPath("runc"); err != nil {
-		return "Containers:    none (runc is not on PATH: apt-get install runc); the process templates are kept", stop
-	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
+	// The agent runs the project's pinned runc (it finds the build by
+	// itself); the first start builds it.
+	if _, err := devstack.RuncBinary(ctx, progress); err != nil {
+		return fmt.Sprintf("Containers:    none (the pinned runc %s was not built: %v); the process templates are kept", pinned.Version, firstLine(err)), stop
+	}
 	img, err := debian.BusyboxImage(ctx)
 	if err != nil {
 		return fmt.Sprintf("Containers:    none (no busybox image: %v); the process templates are kept", firstLine(err)), stop

@@ -7,9 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/envlease/envlease/shared/agent/runc/pinned"
 	"github.com/envlease/envlease/shared/apitest"
 	"github.com/envlease/envlease/shared/clienttest"
-	"github.com/envlease/envlease/shared/devstack/debian"
+	"github.com/envlease/envlease/shared/devstack"
 	"github.com/envlease/envlease/shared/domain"
 	"github.com/envlease/envlease/shared/fixture"
 )
@@ -23,7 +24,7 @@ func TestDemoContainerTemplate(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	if _, err := debian.Runc(ctx); err != nil {
+	if _, err := devstack.RuncBinary(ctx, os.Stderr); err != nil {
 		t.Fatal(err)
 	}
 	base := startDevserverWith(t, func(o *options) { o.containers = true })
@@ -39,17 +40,18 @@ func TestDemoContainerTemplate(t *testing.T) {
 	}
 }
 
-// Without runc the demo says so in one line and keeps its process
-// templates.
+// Without runc (none built, and no go command to build it) the demo says
+// so in one line and keeps its process templates.
 func TestDemoWithoutRunc(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	f, err := fixture.Parse(demoFixture)
 	if err != nil {
 		t.Fatal(err)
 	}
-	note, stop := containerDemo(context.Background(), &f)
+	note, stop := containerDemo(context.Background(), &f, nil)
 	defer stop()
-	if os.Geteuid() == 0 && !strings.Contains(note, "runc is not on PATH") || strings.Contains(note, "\n") {
+	if os.Geteuid() == 0 && !strings.Contains(note, "runc "+pinned.Version+" was not built") || strings.Contains(note, "\n") {
 		t.Errorf("note = %q", note)
 	}
 	for _, o := range f.Orgs {

@@ -80,7 +80,7 @@ func main() {
 	hooks := flag.Duration("webhooks", 2*time.Second, "how often the webhook delivery job runs (0: never)")
 	allowLocal := flag.Bool("webhooks-allow-local", false, "accept webhook URLs on loopback addresses and plain http (a receiver on this machine); never in AWS")
 	allowLocalOIDC := flag.Bool("oidc-allow-local", false, "accept trusted OIDC issuers on loopback addresses and plain http (an identity provider on this machine); never in AWS")
-	containers := flag.Bool("containers", true, "offer the demo's container templates (box, warmbox) when the agent is root and runc is on PATH")
+	containers := flag.Bool("containers", true, "offer the demo's container templates (box, warmbox) when the agent is root and the pinned runc is built (the first start builds it)")
 	capacity := flag.Int("capacity", defaultCapacity, "how many environments each local node agent runs at once (a crowd of parallel jobs wants more)")
 	dynamo := flag.String("dynamo", "minidyn", "the local DynamoDB: minidyn (in-process, starts at once) or local (Amazon's DynamoDB Local; needs Java, strict like DynamoDB)")
 	flag.Parse()
@@ -158,7 +158,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	containerNote := ""
 	if o.containers && o.fixture == "" {
 		var stopRegistry func()
-		containerNote, stopRegistry = containerDemo(ctx, &file)
+		containerNote, stopRegistry = containerDemo(ctx, &file, o.progress)
 		defer stopRegistry()
 	}
 	if o.edit != nil {

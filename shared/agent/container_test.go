@@ -31,6 +31,7 @@ import (
 	"github.com/envlease/envlease/shared/agent/image"
 	"github.com/envlease/envlease/shared/agent/runc"
 	"github.com/envlease/envlease/shared/apitest"
+	"github.com/envlease/envlease/shared/devstack"
 	"github.com/envlease/envlease/shared/devstack/debian"
 	"github.com/envlease/envlease/shared/domain"
 )
@@ -55,7 +56,7 @@ func busyboxRef(t testing.TB) string {
 	busybox.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
-		if _, busybox.err = debian.Runc(ctx); busybox.err != nil {
+		if _, busybox.err = devstack.RuncBinary(ctx, os.Stderr); busybox.err != nil {
 			return
 		}
 		if busybox.img, busybox.err = debian.BusyboxImage(ctx); busybox.err != nil {

@@ -586,6 +586,11 @@ func (s *Service) List(ctx context.Context, p domain.Principal, limit int, curso
 	return s.store.ListArtifacts(ctx, p.OrgID, s.clock.Now(), limit, cursor)
 }
 
+// LinkHeir is what a download link carries of its maker: it reads one
+// artifact (artifacts:read), which restrictions do not govern, and ends
+// no later than a limited maker.
+var LinkHeir = auth.Heir{What: "a download link", ActsWith: []string{domain.ScopeArtifactsRead}, RestrictionsChecked: true}
+
 // Link signs a download link for an artifact of the caller's organization.
 // Its expiry is min(requested, the artifact's expiry, MaxLinkExpiry). The cost
 // is one DynamoDB read and local signing: no request goes to S3.
@@ -598,9 +603,19 @@ func (s *Service) Link(ctx context.Context, p domain.Principal, id, expires stri
 			return domain.Link{}, err
 		}
 	}
+	// A link works for whoever holds it: it ends with a scoped or
+	// restricted maker, as everything such a token makes does.
+	lim, err := auth.Inherit(p, LinkHeir, auth.Limits{Expires: &until})
+	if err != nil {
+		return domain.Link{}, err
+	}
+	until = *lim.Expires
 	a, err := s.store.GetArtifact(ctx, p.OrgID, id)
 	if err != nil {
 		return domain.Link{}, err
+	}
+	if !until.After(now) {
+		return domain.Link{}, domain.Errorf(domain.CodeUnauthorized, "this token has expired")
 	}
 	return s.link(ctx, a, until.Sub(now), now)
 }

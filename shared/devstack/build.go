@@ -30,10 +30,7 @@ const (
 // a lock file: one builds, the others wait and reuse its result. progress
 // receives one line when a build starts or has to be waited for; nil discards.
 func VersityGWBinary(ctx context.Context, progress io.Writer) (string, error) {
-	if progress == nil {
-		progress = io.Discard
-	}
-	root, version, err := pinnedVersityGW()
+	root, version, err := pinnedModule(versitygwModule)
 	if err != nil {
 		return "", err
 	}
@@ -41,65 +38,83 @@ func VersityGWBinary(ctx context.Context, progress io.Writer) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("devstack: locate user cache dir for versitygw: %w", err)
 	}
-	binDir := filepath.Join(cache, "envlease", "bin")
-	bin := filepath.Join(binDir, "versitygw-"+version)
-	if isExecutable(bin) {
-		return bin, nil
+	bin := filepath.Join(cache, "envlease", "bin", "versitygw-"+version)
+	return buildPinned(ctx, progress, pinnedTool{name: "versitygw", version: version, pkg: versitygwPackage, root: root, bin: bin})
+}
+
+// pinnedTool is a command of a module that go.mod requires, built at that
+// version into bin.
+type pinnedTool struct {
+	name, version, pkg, root, bin string
+	// env is added to the build's environment (CGO_ENABLED=1, say).
+	env []string
+}
+
+// buildPinned builds t once: concurrent callers serialise on a lock file
+// beside t.bin, and the binary appears under its final name only whole.
+func buildPinned(ctx context.Context, progress io.Writer, t pinnedTool) (string, error) {
+	if progress == nil {
+		progress = io.Discard
 	}
+	if isExecutable(t.bin) {
+		return t.bin, nil
+	}
+	binDir := filepath.Dir(t.bin)
 	if err := os.MkdirAll(binDir, 0o755); err != nil {
 		return "", fmt.Errorf("devstack: create %s: %w", binDir, err)
 	}
 
-	unlock, err := lockFile(ctx, bin+".lock", func() {
-		fmt.Fprintf(progress, "waiting for another process to finish building versitygw %s…\n", version)
+	unlock, err := lockFile(ctx, t.bin+".lock", func() {
+		fmt.Fprintf(progress, "waiting for another process to finish building %s %s…\n", t.name, t.version)
 	})
 	if err != nil {
 		return "", err
 	}
 	defer unlock()
 	// Whoever held the lock before us may have built it already.
-	if isExecutable(bin) {
-		return bin, nil
+	if isExecutable(t.bin) {
+		return t.bin, nil
 	}
 
-	// Holding the lock means no build is running, so any build dir left
-	// here belongs to a builder that was killed; clear them out.
-	if stale, err := filepath.Glob(filepath.Join(binDir, "build-*")); err == nil {
+	// Holding the lock means no build of this tool is running, so any
+	// build dir of it left here belongs to a builder that was killed.
+	if stale, err := filepath.Glob(filepath.Join(binDir, "build-"+t.name+"-*")); err == nil {
 		for _, d := range stale {
 			_ = os.RemoveAll(d)
 		}
 	}
 
-	fmt.Fprintf(progress, "building versitygw %s (first run only)…\n", version)
+	fmt.Fprintf(progress, "building %s %s (first run only)…\n", t.name, t.version)
 	start := time.Now()
 	// Build into a private directory on the same filesystem and rename, so
 	// no process ever sees a half-written binary under the final name, even
 	// if this one is killed mid-build.
-	tmpDir, err := os.MkdirTemp(binDir, "build-*")
+	tmpDir, err := os.MkdirTemp(binDir, "build-"+t.name+"-*")
 	if err != nil {
 		return "", fmt.Errorf("devstack: create build dir: %w", err)
 	}
 	defer os.RemoveAll(tmpDir)
 	goCmd, err := exec.LookPath("go")
 	if err != nil {
-		return "", fmt.Errorf("devstack: the go command is needed to build versitygw %s: %w", version, err)
+		return "", fmt.Errorf("devstack: the go command is needed to build %s %s: %w", t.name, t.version, err)
 	}
-	out := filepath.Join(tmpDir, "versitygw")
-	cmd := exec.CommandContext(ctx, goCmd, "build", "-o", out, versitygwPackage)
+	out := filepath.Join(tmpDir, t.name)
+	cmd := exec.CommandContext(ctx, goCmd, "build", "-o", out, t.pkg)
 	// Building inside the module makes go use the go.mod/go.sum pin, so the
 	// binary is exactly the version the rest of the module was tested with.
-	cmd.Dir = root
+	cmd.Dir = t.root
+	cmd.Env = append(os.Environ(), t.env...)
 	var buildOut bytes.Buffer
 	cmd.Stdout = &buildOut
 	cmd.Stderr = &buildOut
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("devstack: go build %s@%s in %s: %w\n%s", versitygwPackage, version, root, err, tail(buildOut.Bytes(), 4096))
+		return "", fmt.Errorf("devstack: go build %s@%s in %s: %w\n%s", t.pkg, t.version, t.root, err, tail(buildOut.Bytes(), 4096))
 	}
-	if err := os.Rename(out, bin); err != nil {
-		return "", fmt.Errorf("devstack: install versitygw binary: %w", err)
+	if err := os.Rename(out, t.bin); err != nil {
+		return "", fmt.Errorf("devstack: install %s binary: %w", t.name, err)
 	}
-	fmt.Fprintf(progress, "built versitygw %s in %s: %s\n", version, time.Since(start).Round(time.Second), bin)
-	return bin, nil
+	fmt.Fprintf(progress, "built %s %s in %s: %s\n", t.name, t.version, time.Since(start).Round(time.Second), t.bin)
+	return t.bin, nil
 }
 
 // moduleRoot is the nearest folder with a go.mod above the working directory
@@ -121,8 +136,8 @@ func moduleRoot() (string, error) {
 	}
 }
 
-// pinnedVersityGW finds the module root and the versitygw version it requires.
-func pinnedVersityGW() (root, version string, err error) {
+// pinnedModule finds the module root and the version of module it requires.
+func pinnedModule(module string) (root, version string, err error) {
 	dir, err := moduleRoot()
 	if err != nil {
 		return "", "", err
@@ -139,16 +154,16 @@ func pinnedVersityGW() (root, version string, err error) {
 	for _, r := range f.Replace {
 		// A replaced module would be cached under a version name it does not
 		// have; refuse rather than run a binary nobody can identify.
-		if r.Old.Path == versitygwModule {
-			return "", "", fmt.Errorf("devstack: %s replaces %s; devstack only runs the pinned release", gomod, versitygwModule)
+		if r.Old.Path == module {
+			return "", "", fmt.Errorf("devstack: %s replaces %s; devstack only runs the pinned release", gomod, module)
 		}
 	}
 	for _, r := range f.Require {
-		if r.Mod.Path == versitygwModule {
+		if r.Mod.Path == module {
 			return dir, r.Mod.Version, nil
 		}
 	}
-	return "", "", fmt.Errorf("devstack: %s does not require %s", gomod, versitygwModule)
+	return "", "", fmt.Errorf("devstack: %s does not require %s", gomod, module)
 }
 
 // lockFile takes an exclusive flock on path, polling so that ctx can cancel

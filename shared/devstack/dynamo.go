@@ -96,7 +96,12 @@ func StartDynamo(ctx context.Context, tables ...string) (*Dynamo, error) {
 	// forever; nothing else needs tuning on loopback.
 	// The front keeps the items in key order and gives minidyn only those a
 	// request needs, so the stack's speed does not follow the table's size.
-	d.front = newMinidynFront(d.Server, d.Server.ClearAllTables)
+	typed, err := minidynTables(d.Server)
+	if err != nil {
+		_ = ln.Close()
+		return nil, err
+	}
+	d.front = newMinidynFront(d.Server, d.Server.ClearAllTables, typed)
 	d.httpServer = &http.Server{Handler: withCRC32(d.front), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		defer close(d.serveDone)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/truora/minidyn/core"
 	"io"
 	"net/http"
 	"strconv"
@@ -32,10 +33,13 @@ type minidynFront struct {
 	scratch http.Handler
 	clear   func() error
 	tables  map[string]*tableData
+	// typed are the scratch minidyn's own tables, read for what a write
+	// left (minidyntyped.go).
+	typed map[string]*core.Table
 }
 
-func newMinidynFront(scratch http.Handler, clear func() error) *minidynFront {
-	return &minidynFront{scratch: scratch, clear: clear, tables: map[string]*tableData{}}
+func newMinidynFront(scratch http.Handler, clear func() error, typed map[string]*core.Table) *minidynFront {
+	return &minidynFront{scratch: scratch, clear: clear, tables: map[string]*tableData{}, typed: typed}
 }
 
 // answer is one response of the scratch minidyn, held whole.
@@ -185,24 +189,11 @@ func (f *minidynFront) readBack(keys []namedKey) error {
 		if !ok {
 			continue
 		}
-		key := map[string]json.RawMessage{t.schema.hashAttr: k.raw[t.schema.hashAttr]}
-		if t.schema.rangeAttr != "" {
-			key[t.schema.rangeAttr] = k.raw[t.schema.rangeAttr]
-		}
-		body, err := json.Marshal(map[string]any{"TableName": k.table, "Key": key, "ConsistentRead": true})
+		item, ok, err := typedItem(f.typed[k.table], t.schema, k.raw)
 		if err != nil {
-			return err
+			return fmt.Errorf("read back %s: %w", k.table, err)
 		}
-		a := f.call("GetItem", body)
-		if !a.ok() {
-			return fmt.Errorf("read back %s: %d %s", k.table, a.status, a.body)
-		}
-		var out struct{ Item json.RawMessage }
-		if err := json.Unmarshal(a.body, &out); err != nil {
-			return err
-		}
-		item := out.Item
-		if len(item) == 0 || string(item) == "null" || string(item) == "{}" {
+		if !ok {
 			item = nil
 		}
 		if err := t.set(kk, item); err != nil {

@@ -57,3 +57,27 @@ func TestWebhookWants(t *testing.T) {
 		}
 	}
 }
+
+// A webhook receives what happened from its creation to its expiry.
+func TestWebhookReceives(t *testing.T) {
+	created := time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC)
+	end := created.Add(time.Hour)
+	for _, c := range []struct {
+		name    string
+		expires *time.Time
+		at      time.Time
+		want    bool
+	}{
+		{"before its creation", nil, created.Add(-time.Second), false},
+		{"at its creation", nil, created, true},
+		{"long after, without expiry", nil, created.Add(1000 * time.Hour), true},
+		{"before its expiry", &end, end.Add(-time.Second), true},
+		{"at its expiry", &end, end, false},
+		{"after its expiry", &end, end.Add(time.Second), false},
+	} {
+		h := Webhook{Types: []string{"*"}, Created: created, Expires: c.expires}
+		if got := h.Receives(EventKeyCreated, c.at); got != c.want {
+			t.Errorf("%s: receives %v, want %v", c.name, got, c.want)
+		}
+	}
+}

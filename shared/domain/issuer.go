@@ -17,8 +17,11 @@ type TrustedIssuer struct {
 	Scopes        []string          `json:"scopes"`
 	Restrictions  *Restrictions     `json:"restrictions,omitempty"`
 	TokenLifetime Duration          `json:"tokenLifetime"`
-	Created       time.Time         `json:"created"`
-	CreatedBy     string            `json:"createdBy"`
+	// Expires is when it stops trusting, inherited from a scoped or
+	// restricted token that registered it; nil for never.
+	Expires   *time.Time `json:"expires,omitempty"`
+	Created   time.Time  `json:"created"`
+	CreatedBy string     `json:"createdBy"`
 
 	OrgID string `json:"-"`
 }

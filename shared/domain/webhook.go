@@ -18,6 +18,10 @@ type Webhook struct {
 	State     string    `json:"state"`
 	Created   time.Time `json:"created"`
 	CreatedBy string    `json:"createdBy"`
+	// Expires ends its deliveries: events from then on are not sent to
+	// it. Inherited from a scoped or restricted token that created it;
+	// nil for never.
+	Expires *time.Time `json:"expires,omitempty"`
 	// Disabled says when and why the delivery job disabled it.
 	Disabled       *time.Time `json:"disabled,omitempty"`
 	DisabledReason string     `json:"disabledReason,omitempty"`
@@ -25,6 +29,12 @@ type Webhook struct {
 
 	OrgID  string `json:"-"`
 	Secret string `json:"-"`
+}
+
+// Receives reports whether the webhook takes events of type t that
+// happened at at: from its creation to its expiry.
+func (w Webhook) Receives(t string, at time.Time) bool {
+	return w.Wants(t) && !at.Before(w.Created) && (w.Expires == nil || at.Before(*w.Expires))
 }
 
 // Wants reports whether the webhook takes events of type t: an exact type

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/envlease/envlease/shared/auth"
 	"github.com/envlease/envlease/shared/domain"
 	"github.com/envlease/envlease/shared/httpapi"
 	"github.com/envlease/envlease/shared/tunnel/ticket"
@@ -22,6 +23,12 @@ type Tunnel struct {
 	Ticket  string    `json:"ticket"`
 	Expires time.Time `json:"expires"`
 }
+
+// TicketHeir is what a tunnel ticket carries of its maker: it opens a
+// tunnel to an environment the maker was just checked to reach
+// (environments:lease, its restrictions), and ends no later than a limited
+// maker.
+var TicketHeir = auth.Heir{What: "a tunnel ticket", ActsWith: []string{domain.ScopeEnvLease}, RestrictionsChecked: true}
 
 // Tunnel issues a ticket for a ready environment of the caller's
 // organization, signed with the key of the node that runs it. It costs the
@@ -56,7 +63,12 @@ func (s *Service) Tunnel(ctx context.Context, p domain.Principal, id string) (Tu
 	if n.TunnelURL == "" || len(n.TunnelKey) == 0 {
 		return Tunnel{}, domain.Errorf(domain.CodeConflict, "node %s, which runs environment %s, serves no tunnels: its agent registered without a tunnel endpoint (an older agent, or one started with -no-tunnel)", n.ID, e.ID)
 	}
-	exp := s.clock.Now().Add(TunnelTicketTTL).Truncate(time.Second).UTC()
+	exp := s.clock.Now().Add(TunnelTicketTTL)
+	lim, err := auth.Inherit(p, TicketHeir, auth.Limits{Expires: &exp})
+	if err != nil {
+		return Tunnel{}, err
+	}
+	exp = lim.Expires.Truncate(time.Second).UTC()
 	t, err := ticket.Sign(n.TunnelKey, ticket.Claims{Org: p.OrgID, Env: e.ID, Node: n.ID, Targets: targets, Exp: exp.Unix()})
 	if err != nil {
 		return Tunnel{}, domain.Internal(err)

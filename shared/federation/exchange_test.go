@@ -401,3 +401,49 @@ func TestRegisterIssuer(t *testing.T) {
 		t.Fatalf("after delete: %d %s", r.Status, r.Body)
 	}
 }
+
+// An issuer registered by a scoped token that expires grants no scope or
+// restriction beyond that token's, mints no token that outlives it, and
+// trusts no one once it has expired.
+func TestIssuerOfAnExpiringTokenEndsWithIt(t *testing.T) {
+	f := newFedEnv(t)
+	// Only the new registration: the fixture's one trusts the same URL.
+	var listed struct {
+		Issuers []domain.TrustedIssuer `json:"issuers"`
+	}
+	f.Do(http.MethodGet, "/v1/issuers", apitest.AliceToken, nil).JSON(t, &listed)
+	for _, is := range listed.Issuers {
+		f.Do(http.MethodDelete, "/v1/issuers/"+is.ID, apitest.AliceToken, nil)
+	}
+	r := f.Do(http.MethodPost, "/v1/tokens", apitest.AliceToken, map[string]any{
+		"name": "short", "scopes": []string{"admin", "environments:read"}, "expiresIn": "10m",
+		"restrictions": map[string]any{"templates": []string{"sleeper"}}})
+	short, _ := r.Map(t)["token"].(string)
+	body := map[string]any{"name": "gh", "url": f.is.srv.URL, "audience": "envlease",
+		"conditions": map[string]string{"repository": "acme/app"}, "scopes": []string{"environments:lease"}}
+	if r := f.Do(http.MethodPost, "/v1/issuers", short, body); r.Status != http.StatusForbidden || r.Code() != "insufficient_scope" {
+		t.Fatalf("a scope the registrant lacks: %d %s", r.Status, r.Body)
+	}
+	body["scopes"] = []string{"environments:read"}
+	r = f.Do(http.MethodPost, "/v1/issuers", short, body)
+	var made struct {
+		Issuer domain.TrustedIssuer `json:"issuer"`
+	}
+	r.JSON(t, &made)
+	end := apitest.Start.Add(10 * time.Minute)
+	if r.Status != http.StatusCreated || made.Issuer.Expires == nil || !made.Issuer.Expires.Equal(end) ||
+		made.Issuer.Restrictions == nil || len(made.Issuer.Restrictions.Templates) != 1 {
+		t.Fatalf("registered by a limited token: %d %s", r.Status, r.Body)
+	}
+	// Its exchanges end with it (15 minutes would be the issuer's lifetime).
+	r = f.exchange(sign(t, f.k1, f.claims()))
+	var out keys.Issued
+	r.JSON(t, &out)
+	if r.Status != http.StatusCreated || out.APIKey.Expires == nil || !out.APIKey.Expires.Equal(end) {
+		t.Fatalf("exchange: %d %s", r.Status, r.Body)
+	}
+	f.Clock.Advance(10 * time.Minute)
+	if r := f.exchange(sign(t, f.k1, f.claims())); r.Status != http.StatusUnauthorized {
+		t.Fatalf("exchange after the issuer expired: %d %s", r.Status, r.Body)
+	}
+}

@@ -66,6 +66,11 @@ var claimName = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`)
 // orgID is the form of an organization id (fixture.ValidateID's).
 var orgID = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 
+// IssuerHeir is what a trusted issuer carries of the token that registers
+// it: the scopes and restrictions its exchanged tokens get, capped by the
+// registrant's, and a limited registrant's expiry.
+var IssuerHeir = auth.Heir{What: "a trusted issuer", Scopes: true, Restrictions: true}
+
 // Register adds a trusted issuer. Admins only (the route says so).
 func (s *Service) Register(ctx context.Context, p domain.Principal, req domain.IssuerRequest) (domain.TrustedIssuer, error) {
 	if err := keys.ValidateName(req.Name); err != nil {
@@ -108,6 +113,14 @@ func (s *Service) Register(ctx context.Context, p domain.Principal, req domain.I
 	if err != nil {
 		return domain.TrustedIssuer{}, err
 	}
+	// Its exchanges mint tokens long after this request: they get no
+	// scope or restriction beyond the registering token's, and a scoped
+	// or restricted registrant's issuer stops trusting when it expires.
+	lim, err := auth.Inherit(p, IssuerHeir, auth.Limits{Scopes: scopes, Restrictions: restr})
+	if err != nil {
+		return domain.TrustedIssuer{}, err
+	}
+	scopes, restr = lim.Scopes, lim.Restrictions
 	life := DefaultTokenLifetime
 	if req.TokenLifetime != "" {
 		d, err := domain.ParseDuration(req.TokenLifetime)
@@ -125,7 +138,7 @@ func (s *Service) Register(ctx context.Context, p domain.Principal, req domain.I
 	}
 	is := domain.TrustedIssuer{
 		ID: auth.NewID("iss_"), Name: req.Name, URL: u, Audience: req.Audience, Conditions: req.Conditions,
-		Scopes: scopes, Restrictions: restr, TokenLifetime: domain.Duration(life),
+		Scopes: scopes, Restrictions: restr, TokenLifetime: domain.Duration(life), Expires: lim.Expires,
 		Created: s.clock.Now().UTC(), CreatedBy: p.Actor(), OrgID: p.OrgID,
 	}
 	if err := s.store.PutIssuer(ctx, is); err != nil {
@@ -217,7 +230,8 @@ func (s *Service) exchange(ctx context.Context, req ExchangeRequest, now time.Ti
 	}
 	var candidates []domain.TrustedIssuer
 	for _, is := range all {
-		if is.URL == iss {
+		// An expired registration trusts no one: as if it were gone.
+		if is.URL == iss && (is.Expires == nil || now.Before(*is.Expires)) {
 			candidates = append(candidates, is)
 		}
 	}
@@ -308,6 +322,10 @@ func (s *Service) issue(ctx context.Context, is domain.TrustedIssuer, tok *oidc.
 		return keys.Issued{}, err
 	}
 	expires := now.Add(life).UTC()
+	if is.Expires != nil && is.Expires.Before(expires) {
+		// No exchanged token outlives the registration that grants it.
+		expires = is.Expires.UTC()
+	}
 	seen := map[string]string{}
 	for c := range is.Conditions {
 		if v, ok := claimString(claims[c]); ok {

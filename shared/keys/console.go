@@ -34,6 +34,11 @@ const (
 	consoleCodeLen = len(PrefixConsoleCode) + 43
 )
 
+// ConsoleHeir is what a sign-in code carries of the token that asks for
+// it: nothing, since the console token it buys has every right of the
+// person; so only a token with every right, unrestricted, may ask.
+var ConsoleHeir = auth.Heir{What: "a console sign-in code", ActsWith: domain.AllScopes}
+
 // ConsoleCode is a new sign-in code, shown once.
 type ConsoleCode struct {
 	Code    string    `json:"code"`
@@ -52,9 +57,9 @@ func (s *Service) CreateConsoleCode(ctx context.Context, p domain.Principal) (Co
 	}
 	// The console token a code buys has every right of the person: a
 	// scoped or restricted token asking for one would step out of its
-	// limits.
-	if p.Scopes != nil || !p.Restrictions.Empty() {
-		return ConsoleCode{}, domain.Errorf(domain.CodeForbidden, "a scoped or restricted token cannot ask for sign-in codes: the console token would have every right of its holder")
+	// limits (auth.Inherit refuses it).
+	if _, err := auth.Inherit(p, ConsoleHeir, auth.Limits{}); err != nil {
+		return ConsoleCode{}, err
 	}
 	now := s.clock.Now()
 	code, _, hash := auth.NewToken(PrefixConsoleCode)

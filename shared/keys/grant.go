@@ -5,8 +5,13 @@ import (
 	"slices"
 	"time"
 
+	"github.com/envlease/envlease/shared/auth"
 	"github.com/envlease/envlease/shared/domain"
 )
+
+// TokenHeir is what a CLI token or an organization key carries of its
+// maker: scopes and restrictions of its own, capped by the maker's.
+var TokenHeir = auth.Heir{What: "a token", Scopes: true, Restrictions: true}
 
 // Grant is what a new token or key may do and for how long: the optional
 // part of POST /v1/tokens and POST /v1/keys. The zero Grant is a token
@@ -35,26 +40,9 @@ func (s *Service) applyGrant(ctx context.Context, p domain.Principal, role domai
 	if err != nil {
 		return err
 	}
-	if scopes, err = domain.CapScopes(scopes, p.Scopes); err != nil {
-		return err
-	}
-	if g.Scopes == nil && role != domain.RoleAdmin && slices.Contains(scopes, domain.ScopeAdmin) {
-		// Inherited from an admin's scoped token (an organization key it
-		// makes acts as a member): the admin scope stays with admins.
-		scopes = slices.DeleteFunc(slices.Clone(scopes), func(s string) bool { return s == domain.ScopeAdmin })
-		if len(scopes) == 0 {
-			return domain.Invalid("scopes", "this token holds only the admin scope, which a member's token or an organization key cannot carry: name its scopes")
-		}
-	}
 	restr, err := domain.NormalizeRestrictions(g.Restrictions)
 	if err != nil {
 		return err
-	}
-	if restr, err = domain.CapRestrictions(restr, p.Restrictions); err != nil {
-		return err
-	}
-	if restr.Empty() {
-		restr = nil
 	}
 	var expires *time.Time
 	if g.ExpiresIn != "" {
@@ -78,12 +66,24 @@ func (s *Service) applyGrant(ctx context.Context, p domain.Principal, role domai
 			return domain.Invalid("expiresIn", "expiresIn must be at most %s, the organization's maximum token lifetime", domain.Duration(max))
 		}
 	}
-	// A scoped or restricted token (an exchanged CI token, say) never
-	// mints one that outlives it. An unlimited caller's expiry does not
-	// carry over: the console's own sign-in token makes lasting CLI tokens.
-	if (p.Scopes != nil || !p.Restrictions.Empty()) && p.Expires != nil && (expires == nil || expires.After(*p.Expires)) {
-		at := p.Expires.UTC()
-		expires = &at
+	// The one rule of everything a token makes (auth.Inherit): nothing
+	// wider than the caller's scopes and restrictions, and nothing that
+	// outlives a scoped or restricted caller (an exchanged CI token, say).
+	lim, err := auth.Inherit(p, TokenHeir, auth.Limits{Scopes: scopes, Restrictions: restr, Expires: expires})
+	if err != nil {
+		return err
+	}
+	scopes, restr, expires = lim.Scopes, lim.Restrictions, lim.Expires
+	if g.Scopes == nil && role != domain.RoleAdmin && slices.Contains(scopes, domain.ScopeAdmin) {
+		// Inherited from an admin's scoped token (an organization key it
+		// makes acts as a member): the admin scope stays with admins.
+		scopes = slices.DeleteFunc(slices.Clone(scopes), func(s string) bool { return s == domain.ScopeAdmin })
+		if len(scopes) == 0 {
+			return domain.Invalid("scopes", "this token holds only the admin scope, which a member's token or an organization key cannot carry: name its scopes")
+		}
+	}
+	if restr.Empty() {
+		restr = nil
 	}
 	k.Scopes, k.Restrictions, k.Expires = scopes, restr, expires
 	return nil

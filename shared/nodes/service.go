@@ -179,8 +179,14 @@ func NewService(st Store, links Linker, clk clock.Clock, opt Options) *Service {
 	return &Service{store: st, links: links, clock: clk, opt: opt}
 }
 
+// CredentialHeir is what a node credential carries of its maker: no scopes
+// and no restrictions, which its rights are beyond, so a scoped or
+// restricted maker is refused.
+var CredentialHeir = auth.Heir{What: "a node credential", ActsWith: domain.AllScopes}
+
 // IssueCredential issues a node credential for one of the organization's
 // pools. Admins only. The token serves the node API and nothing else.
+
 func (s *Service) IssueCredential(ctx context.Context, p domain.Principal, pool, name string) (keys.Issued, error) {
 	if !p.IsAdmin() || p.Credential == domain.CredentialNode {
 		return keys.Issued{}, domain.Errorf(domain.CodeForbidden, "only an organization admin can issue node credentials")
@@ -198,8 +204,16 @@ func (s *Service) IssueCredential(ctx context.Context, p domain.Principal, pool,
 	if !slices.Contains(org.Pools, pool) {
 		return keys.Issued{}, domain.Invalid("pool", "pool %q is not one of your organization's pools (%s)", pool, strings.Join(org.Pools, ", "))
 	}
+	// A node credential can claim any of the pool's environments and
+	// receives their exec sessions and tunnels: only a token with every
+	// right may make one, and a scoped maker's expiry carries over.
+	lim, err := auth.Inherit(p, CredentialHeir, auth.Limits{})
+	if err != nil {
+		return keys.Issued{}, err
+	}
 	token, k := keys.NewKey(p, name, "api", auth.PrefixNode, domain.APIKey{
 		Owner: domain.Owner{Kind: "pool", ID: pool}, Credential: domain.CredentialNode, Pool: pool,
+		Expires: lim.Expires,
 	}, s.clock.Now())
 	if err := s.store.PutKey(ctx, k); err != nil {
 		return keys.Issued{}, err

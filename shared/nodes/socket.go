@@ -114,6 +114,10 @@ func (k *Socket) Answer(ctx context.Context, c Conn, raw []byte) (out []byte, en
 		err = domain.BadRequest("message", "a message is one JSON object with a type")
 	case c.Principal.Credential != domain.CredentialNode:
 		err = domain.Errorf(domain.CodeForbidden, "the node protocol takes a node credential")
+	case c.Principal.Expires != nil && !k.clock.Now().Before(*c.Principal.Expires):
+		// A credential that inherited its maker's expiry ends with it, on
+		// a connection opened before that too.
+		err = domain.Errorf(domain.CodeUnauthorized, "the node credential has expired")
 	default:
 		ans, err = k.handle(ctx, c, m)
 	}

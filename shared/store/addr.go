@@ -110,6 +110,12 @@ func (s *Store) RecordAuthFailure(ctx context.Context, addr string, now time.Tim
 		for i, ms := range kept {
 			list[i] = num(ms)
 		}
+		if len(list) == 0 {
+			// The store writes no empty list (docs/local.md: minidyn
+			// mishandles them): the latest failure stays, aged out, and
+			// counts for nothing since only those after the cutoff do.
+			list = []types.AttributeValue{num(it.Recent[len(it.Recent)-1])}
+		}
 		_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 			TableName:           aws.String(s.table),
 			Key:                 k,

@@ -29,6 +29,7 @@ type issuerItem struct {
 	Scopes        []string             `dynamodbav:"scopes"`
 	Restrictions  *domain.Restrictions `dynamodbav:"restrictions,omitempty"`
 	TokenLifetime int64                `dynamodbav:"tokenLifetime"`
+	Expires       *time.Time           `dynamodbav:"expires,omitempty"`
 	Created       time.Time            `dynamodbav:"created"`
 	CreatedBy     string               `dynamodbav:"createdBy"`
 }
@@ -40,7 +41,7 @@ func (s *Store) PutIssuer(ctx context.Context, is domain.TrustedIssuer) error {
 	return s.putNewWithEvent(ctx, "put issuer", issuerItem{
 		PK: orgPK(is.OrgID), SK: issuerSK(is.ID), Org: is.OrgID, ID: is.ID, Name: is.Name, URL: is.URL,
 		Audience: is.Audience, Conditions: is.Conditions, Scopes: is.Scopes, Restrictions: is.Restrictions,
-		TokenLifetime: int64(is.TokenLifetime.Std() / time.Second), Created: is.Created, CreatedBy: is.CreatedBy,
+		TokenLifetime: int64(is.TokenLifetime.Std() / time.Second), Expires: is.Expires, Created: is.Created, CreatedBy: is.CreatedBy,
 	}, "an issuer with this id already exists", domain.NewEvent(ctx, domain.EventIssuerTrusted, is.OrgID,
 		domain.Subject{Kind: "issuer", ID: is.ID}, is.Created, map[string]any{
 			"name": is.Name, "url": is.URL, "audience": is.Audience, "conditions": is.Conditions, "scopes": is.Scopes,
@@ -60,7 +61,7 @@ func (s *Store) ListIssuers(ctx context.Context, org string) ([]domain.TrustedIs
 		out[i] = domain.TrustedIssuer{
 			OrgID: it.Org, ID: it.ID, Name: it.Name, URL: it.URL, Audience: it.Audience, Conditions: it.Conditions,
 			Scopes: it.Scopes, Restrictions: it.Restrictions, TokenLifetime: domain.Duration(time.Duration(it.TokenLifetime) * time.Second),
-			Created: it.Created.UTC(), CreatedBy: it.CreatedBy,
+			Expires: utcPtr(it.Expires), Created: it.Created.UTC(), CreatedBy: it.CreatedBy,
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {

@@ -36,6 +36,7 @@ type webhookItem struct {
 	State          string     `dynamodbav:"state"`
 	Created        time.Time  `dynamodbav:"created"`
 	CreatedBy      string     `dynamodbav:"createdBy"`
+	Expires        *time.Time `dynamodbav:"expires,omitempty"`
 	Disabled       *time.Time `dynamodbav:"disabled,omitempty"`
 	DisabledReason string     `dynamodbav:"disabledReason,omitempty"`
 	Secret         string     `dynamodbav:"secret"`
@@ -47,7 +48,7 @@ func webhookSK(id string) string { return "WEBHOOK#" + id }
 func newWebhookItem(w domain.Webhook) webhookItem {
 	return webhookItem{
 		PK: orgPK(w.OrgID), SK: webhookSK(w.ID), Org: w.OrgID, ID: w.ID, URL: w.URL, Types: w.Types,
-		State: w.State, Created: w.Created, CreatedBy: w.CreatedBy, Disabled: w.Disabled,
+		State: w.State, Created: w.Created, CreatedBy: w.CreatedBy, Expires: w.Expires, Disabled: w.Disabled,
 		DisabledReason: w.DisabledReason, Secret: w.Secret, SecretPrefix: w.SecretPrefix,
 	}
 }
@@ -55,7 +56,7 @@ func newWebhookItem(w domain.Webhook) webhookItem {
 func (it webhookItem) domain() domain.Webhook {
 	return domain.Webhook{
 		OrgID: it.Org, ID: it.ID, URL: it.URL, Types: it.Types, State: it.State, Created: it.Created.UTC(),
-		CreatedBy: it.CreatedBy, Disabled: utcPtr(it.Disabled), DisabledReason: it.DisabledReason,
+		CreatedBy: it.CreatedBy, Expires: utcPtr(it.Expires), Disabled: utcPtr(it.Disabled), DisabledReason: it.DisabledReason,
 		Secret: it.Secret, SecretPrefix: it.SecretPrefix,
 	}
 }

@@ -378,8 +378,9 @@ func (j *Job) fanOut(ctx context.Context, r *run, pg *page, ev domain.Event) ([]
 	var ds, send []domain.Delivery
 	held := 0
 	for _, h := range hooks {
-		// A webhook gets what happened from its creation on, not the outbox's backlog.
-		if !h.Wants(ev.Type) || ev.Time.Before(h.Created) {
+		// A webhook gets what happened from its creation on, not the
+		// outbox's backlog, and nothing after it expires.
+		if !h.Receives(ev.Type, ev.Time) {
 			continue
 		}
 		d := domain.Delivery{

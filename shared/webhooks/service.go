@@ -63,6 +63,11 @@ type CreateRequest struct {
 	Types []string `json:"types"`
 }
 
+// Heir is what a webhook carries of the token that creates it: no scopes
+// (it acts with events:read) and no restrictions, and a limited maker's
+// expiry.
+var Heir = auth.Heir{What: "a webhook", ActsWith: []string{domain.ScopeEventsRead}}
+
 // Create adds a webhook. Admins only (the route says so).
 func (s *Service) Create(ctx context.Context, p domain.Principal, req CreateRequest) (Created, error) {
 	u, err := s.guard.CheckURL(ctx, req.URL)
@@ -73,9 +78,17 @@ func (s *Service) Create(ctx context.Context, p domain.Principal, req CreateRequ
 	if err != nil {
 		return Created{}, err
 	}
+	// It receives the organization's events long after this request, as
+	// events:read would: a scoped maker must hold that scope, a restricted
+	// one is refused (events are not filtered by restrictions), and a
+	// scoped maker's expiry ends its deliveries.
+	lim, err := auth.Inherit(p, Heir, auth.Limits{})
+	if err != nil {
+		return Created{}, err
+	}
 	secret := NewSecret()
 	w := domain.Webhook{
-		ID: auth.NewID("whk_"), URL: u, Types: types, State: domain.WebhookEnabled, Created: s.clock.Now(),
+		ID: auth.NewID("whk_"), URL: u, Types: types, State: domain.WebhookEnabled, Created: s.clock.Now(), Expires: lim.Expires,
 		CreatedBy: p.Actor(), OrgID: p.OrgID, Secret: secret, SecretPrefix: secret[:len(SecretPrefix)+6],
 	}
 	if err := s.store.CreateWebhook(ctx, w, MaxWebhooks); err != nil {

@@ -21,11 +21,14 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/envlease/envlease/shared/agent/confine"
+	"github.com/envlease/envlease/shared/agent/runc/pinned"
 )
 
 // Options tune a Runtime.
 type Options struct {
-	// Runc is the runc binary (default: "runc" on PATH).
+	// Runc is the runc binary (default: the pinned release's build when
+	// installed, else "runc" on PATH). One without the fixes of the known
+	// container escapes is refused (CheckVersion).
 	Runc string
 	// Dir holds one folder per environment: its state file, bundle,
 	// overlay folders, root filesystem mount and logs.
@@ -94,13 +97,28 @@ func (c *Container) Exit() Exit { <-c.done; return c.exit }
 // agent (not the node's init) sees it end and learns its exit status.
 func New(opt Options) (*Runtime, error) {
 	if opt.Runc == "" {
+		// The project's own build of the pinned release when it is
+		// installed (go run ./shared/devstack/cmd/runc), else PATH's.
+		opt.Runc = pinned.Installed()
+	}
+	if opt.Runc == "" {
 		opt.Runc = "runc"
 	}
 	p, err := exec.LookPath(opt.Runc)
 	if err != nil {
-		return nil, fmt.Errorf("container runtime: runc: %w", err)
+		return nil, fmt.Errorf("container runtime: runc: %w (install the pinned runc %s: go run ./shared/devstack/cmd/runc)", err, pinned.Version)
 	}
 	opt.Runc = p
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	out, err := exec.CommandContext(ctx, p, "--version").Output()
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("container runtime: %s --version: %w", p, err)
+	}
+	first, _, _ := strings.Cut(string(out), "\n")
+	if err := CheckVersion(first); err != nil {
+		return nil, fmt.Errorf("container runtime: %s: %w", p, err)
+	}
 	if opt.Dir == "" {
 		return nil, errors.New("container runtime: no folder")
 	}

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/envlease/envlease/shared/agent/runc/pinned"
+	"github.com/envlease/envlease/shared/devstack"
 	"github.com/envlease/envlease/shared/devstack/debian"
 )
 
@@ -32,7 +34,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "container tests run real containers and need root (mounts, cgroups, runc)")
 		return 1
 	}
-	if _, err := debian.Runc(ctx); err != nil {
+	if _, err := devstack.RuncBinary(ctx, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "container tests need runc:", err)
 		return 1
 	}
@@ -548,6 +550,7 @@ log=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --log) log="$2"; shift 2;;
+    --version) echo "runc version ` + strings.TrimPrefix(pinned.Version, "v") + `"; exit 0;;
     --*) shift 2;;
     create) [ -n "$log" ] && echo '{"level":"error","msg":"no cgroup for you"}' >> "$log"; exit 1;;
     *) exit 0;;

@@ -296,7 +296,8 @@ func resources(r Resources, swap bool) *specs.LinuxResources {
 		}
 	}
 	if r.Pids > 0 {
-		out.Pids = &specs.LinuxPids{Limit: r.Pids}
+		n := r.Pids
+		out.Pids = &specs.LinuxPids{Limit: &n}
 	}
 	if r.CPUs > 0 {
 		period := uint64(100000)

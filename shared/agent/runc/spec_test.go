@@ -86,8 +86,8 @@ func TestSpec(t *testing.T) {
 			if *r.Memory.Limit != 256<<20 || *r.Memory.Swap != 256<<20 {
 				t.Errorf("memory = %d swap %d", *r.Memory.Limit, *r.Memory.Swap)
 			}
-			if r.Pids.Limit != 128 || *r.CPU.Quota != 150000 || *r.CPU.Period != 100000 {
-				t.Errorf("pids %d cpu %d/%d", r.Pids.Limit, *r.CPU.Quota, *r.CPU.Period)
+			if r.Pids.Limit == nil || *r.Pids.Limit != 128 || *r.CPU.Quota != 150000 || *r.CPU.Period != 100000 {
+				t.Errorf("pids %v cpu %d/%d", r.Pids.Limit, *r.CPU.Quota, *r.CPU.Period)
 			}
 			if s.Linux.CgroupsPath != "envlease/env-1" {
 				t.Errorf("cgroups path %q", s.Linux.CgroupsPath)

@@ -1,6 +1,8 @@
 // Package debian installs the pinned Debian packages that tests of real
-// containers need (runc, busybox-static), the way .ci/run installs what it
-// needs: with apt-get, as root, once per machine. Tests never skip for want
+// containers need (busybox-static, whose busybox makes their image), the way
+// .ci/run installs what it needs: with apt-get, as root, once per machine.
+// runc is not one of them: the project builds its own pinned release
+// (devstack.RuncBinary). Tests never skip for want
 // of them: when a package cannot be had, they fail and say how to get it.
 package debian
 
@@ -27,20 +29,12 @@ import (
 
 // The pinned packages.
 const (
-	RuncPackage    = "runc"
-	RuncVersion    = "1.1.5+ds1-1+deb12u1"
 	BusyboxPackage = "busybox-static"
 	BusyboxVersion = "1:1.35.0-4+deb12u1+b1"
 )
 
 // lockPath serializes apt-get between parallel test processes.
 var lockPath = filepath.Join(os.TempDir(), "envlease-apt.lock")
-
-// Runc gives the path of runc: the one on PATH, or Debian's pinned package,
-// installed when we are root.
-func Runc(ctx context.Context) (string, error) {
-	return Ensure(ctx, "runc", RuncPackage, RuncVersion)
-}
 
 // Ensure gives the path of binary, installing pkg at version with apt-get
 // when it is not on PATH.

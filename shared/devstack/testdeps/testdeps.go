@@ -20,7 +20,8 @@ import (
 
 // Upgraded are the Debian packages that follow Debian's current release:
 // a machine that installs them today gets the newest, so a test run must
-// too. (runc and busybox are pinned by version instead: see package debian.)
+// too. (runc is built from the module pinned in go.mod, and busybox pinned
+// by version: see devstack.RuncBinary and package debian.)
 var Upgraded = []string{"chromium", "openjdk-17-jre-headless"}
 
 // Upgrade installs or upgrades the packages of Upgraded to Debian's current
@@ -56,7 +57,7 @@ type Version struct {
 func Versions(ctx context.Context, progress io.Writer) []Version {
 	return []Version{
 		command(ctx, "chromium", "chromium", "--version"),
-		runcVersion(ctx),
+		runcVersion(ctx, progress),
 		busyboxVersion(ctx),
 		command(ctx, "java", "java", "-version"),
 		command(ctx, "node", "node", "--version"),
@@ -91,12 +92,14 @@ func run(ctx context.Context, name, path string, args ...string) Version {
 	return Version{Name: name, Version: firstLine([]byte(out))}
 }
 
-func runcVersion(ctx context.Context) Version {
-	path, err := debian.Runc(ctx)
+// runcVersion is the project's own build of the runc pinned in go.mod,
+// built first when missing, as the container tests would.
+func runcVersion(ctx context.Context, progress io.Writer) Version {
+	v, err := devstack.RuncVersion(ctx, progress)
 	if err != nil {
 		return Version{Name: "runc", Err: err}
 	}
-	return run(ctx, "runc", path, "--version")
+	return Version{Name: "runc", Version: v}
 }
 
 func busyboxVersion(ctx context.Context) Version {

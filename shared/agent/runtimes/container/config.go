@@ -29,7 +29,9 @@ type Config struct {
 	NoNamespaces error
 	// WorkDir holds the containers' folders (containers/).
 	WorkDir string
-	// Runc is the runc binary (default: runc on PATH).
+	// Runc is the runc binary (default: the pinned release's build when
+	// installed, else runc on PATH; one without the known escapes' fixes
+	// is refused).
 	Runc string
 	// ImageCacheDir holds the unpacked images (default <WorkDir>/images),
 	// ImageCacheBytes bounds them (default image.DefaultCacheBytes).

@@ -23,6 +23,7 @@ import (
 	"github.com/envlease/envlease/shared/agent/buildcache"
 	"github.com/envlease/envlease/shared/agent/confine"
 	"github.com/envlease/envlease/shared/agent/runtimes"
+	"github.com/envlease/envlease/shared/devstack"
 	"github.com/envlease/envlease/shared/devstack/debian"
 	"github.com/envlease/envlease/shared/domain"
 )
@@ -44,7 +45,7 @@ func setup(t *testing.T) (runc, ref string) {
 	busybox.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
-		if busybox.runc, busybox.err = debian.Runc(ctx); busybox.err != nil {
+		if busybox.runc, busybox.err = devstack.RuncBinary(ctx, os.Stderr); busybox.err != nil {
 			return
 		}
 		img, err := debian.BusyboxImage(ctx)
