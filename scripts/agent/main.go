@@ -92,6 +92,9 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 	maxNames := fs.String("archive-max-names", "64Mi", "bytes of all names an environment's archives hold, together; 0: no limit")
 	minDisk := fs.String("min-free-disk", "1Gi", "claim no environment while the work dir's filesystem has less space free: a size such as 1Gi, or a percentage such as 5%; 0: no floor")
 	minInodes := fs.String("min-free-inodes", "5%", "claim no environment while the work dir's filesystem has fewer inodes free: a count such as 10000, or a percentage; 0: no floor")
+	diskDefault := fs.String("disk-default", "10Gi", "disk of an environment whose template's resources.disk names none: a filesystem of its own (as root), past which its writes fail with ENOSPC")
+	diskMax := fs.String("disk-max", "100Gi", "largest resources.disk a template may ask of this node; an environment asking more fails, saying so")
+	unboundedDisk := fs.Bool("allow-unbounded-disk", false, "as root, start even when environments cannot have disks of their own (no mkfs.ext4 or loop devices): they then write to the node's disk unbounded")
 	runc := fs.String("runc", "", "the runc binary of the container runtime (default: the project's pinned runc when installed with go run ./shared/devstack/cmd/runc, else runc on PATH; container offered when found and it has the fixes of the known container escapes); none: offer no container runtime")
 	imageCache := fs.String("image-cache", "", "folder of the unpacked images containers run from (default: <workdir>/images)")
 	imageCacheMax := fs.String("image-cache-max", "20Gi", "bytes the image cache may hold, such as 20Gi; past it the least recently used images no environment runs are removed")
@@ -129,6 +132,14 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 	if err != nil || logBytes < 1<<10 || logBytes > 32<<20 {
 		return options{}, fmt.Errorf("%w: -log-max %q: a size from 1Ki to 32Mi", errUsage, *logMax)
 	}
+	diskDef, err := agent.ParseSize(*diskDefault)
+	if err != nil {
+		return options{}, fmt.Errorf("%w: -disk-default: %v", errUsage, err)
+	}
+	diskLimit, err := agent.ParseSize(*diskMax)
+	if err != nil || diskLimit < diskDef {
+		return options{}, fmt.Errorf("%w: -disk-max %q: a size no smaller than -disk-default", errUsage, *diskMax)
+	}
 	cacheMax, err := agent.ParseSize(*imageCacheMax)
 	if err != nil {
 		return options{}, fmt.Errorf("%w: -image-cache-max: %v", errUsage, err)
@@ -146,6 +157,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 		TunnelAddr: *tunnelAddr, TunnelURL: *tunnelURL, NoTunnel: *noTunnel, AllowSharedNetwork: *sharedNet, LogMax: int64(logBytes),
 		Transport: *transport, SocketURL: *socketURL,
 		Archives: limits, MinFreeDisk: disk, MinFreeInodes: inodes,
+		DiskDefault: uint64(diskDef), DiskMax: uint64(diskLimit), AllowUnboundedDisk: *unboundedDisk,
 		Runc: *runc, ImageCacheDir: *imageCache, ImageCacheBytes: int64(cacheMax),
 		RegistryCredentials: *registryCreds, ContainerIDBase: uint32(*idBase),
 		BuildCacheDir: *buildCache, BuildCacheBytes: int64(buildMax),

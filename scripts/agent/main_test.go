@@ -109,6 +109,9 @@ func TestArchiveLimitsAndDiskFloors(t *testing.T) {
 		o.cfg.MinFreeDisk.Percent != 10 || o.cfg.MinFreeInodes.Amount != 20000 {
 		t.Fatalf("set: %+v %+v %+v", o.cfg.Archives, o.cfg.MinFreeDisk, o.cfg.MinFreeInodes)
 	}
+	if o.cfg.DiskDefault != 10<<30 || o.cfg.DiskMax != 100<<30 {
+		t.Fatalf("disks: %d %d", o.cfg.DiskDefault, o.cfg.DiskMax)
+	}
 	o, err = parse([]string{"-credential-file", cred, "-archive-max-entries", "0", "-archive-max-bytes", "0",
 		"-archive-max-ratio", "0", "-archive-max-name", "0", "-archive-max-names", "0", "-min-free-disk", "0", "-min-free-inodes", "0"}, noEnv, io.Discard)
 	if err != nil {
@@ -121,6 +124,7 @@ func TestArchiveLimitsAndDiskFloors(t *testing.T) {
 	for _, bad := range [][]string{
 		{"-archive-max-entries", "-5"}, {"-archive-max-bytes", "lots"}, {"-archive-max-ratio", "-1"}, {"-archive-max-name", "-1"}, {"-archive-max-names", "lots"},
 		{"-min-free-disk", "101%"}, {"-min-free-disk", "x"}, {"-min-free-inodes", "1Gi"},
+		{"-disk-default", "lots"}, {"-disk-max", "1Gi"}, {"-disk-default", "200Gi"},
 	} {
 		if _, err := parse(append([]string{"-credential-file", cred}, bad...), noEnv, io.Discard); !errors.Is(err, errUsage) {
 			t.Errorf("%v: %v", bad, err)

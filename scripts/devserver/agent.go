@@ -78,6 +78,13 @@ var devArchiveLimits = archive.Limits{
 	MaxNameBytes: archive.DefaultMaxNameBytes, MaxNamesBytes: archive.DefaultMaxNamesBytes,
 }
 
+// devDiskDefault and devDiskMax are the dev server's environments' disks,
+// smaller than a node's for the same reason.
+const (
+	devDiskDefault = 2 << 30
+	devDiskMax     = 8 << 30
+)
+
 // startAgent runs the reference node agent for the local pools: one per pool
 // of each organization of the fixture, each with a node credential issued
 // in-process as an admin would (POST /v1/nodes/credentials), talking to the
@@ -108,6 +115,9 @@ func startAgent(d deps) func() {
 				// A machine for local work may be a container that cannot make
 				// namespaces; the agent then says in its warning what is shared.
 				AllowSharedNetwork: true,
+				// As root, each environment writes to a disk of its own;
+				// where the machine has no loop devices the agent says so.
+				DiskDefault: devDiskDefault, DiskMax: devDiskMax, AllowUnboundedDisk: true,
 			})
 			if err != nil {
 				d.log.Error("node agent not started", "org", o.ID, "pool", pool, "err", err.Error())

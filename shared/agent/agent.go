@@ -116,6 +116,9 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.ReadyTimeout <= 0 {
 		cfg.ReadyTimeout = 2 * time.Minute
 	}
+	if cfg.MaxExecs <= 0 {
+		cfg.MaxExecs = DefaultMaxExecs
+	}
 	cfg.Archives = cfg.Archives.WithDefaults()
 	cfg.MinFreeDisk = cfg.MinFreeDisk.or(DefaultMinFreeDisk)
 	cfg.MinFreeInodes = cfg.MinFreeInodes.or(DefaultMinFreeInodes)

@@ -272,7 +272,7 @@ func TestUnpackRefusesEscapes(t *testing.T) {
 // environment ends the pre-started process, while the one the pool started
 // after the handover to refill it lives on.
 func TestWarmLeaseTakesThePreStartedProcess(t *testing.T) {
-	starts := filepath.Join(t.TempDir(), "starts")
+	starts := filepath.Join(nodeTempDir(t), "starts")
 	// As root each warm process runs as a user of its own: the file must be
 	// one they can reach and append to.
 	writableByAll(t, starts)

@@ -79,6 +79,18 @@ type Config struct {
 	// start, rather than run every tenant's environment unconfined with
 	// only a warning.
 	AllowSharedNetwork bool
+	// DiskDefault is the disk of an environment whose template's
+	// resources.disk names none, DiskMax the largest one may name (defaults
+	// confine.DefaultDisk, 10 GiB, and confine.DefaultMaxDisk, 100 GiB).
+	// As root each environment writes to a filesystem of its own of that
+	// size (docs/nodes.md, "Disk"); AllowUnboundedDisk lets the agent start
+	// where it cannot make them (no mkfs.ext4, no loop devices), with
+	// environments then writing to the node's disk unbounded.
+	DiskDefault, DiskMax uint64
+	AllowUnboundedDisk   bool
+	// MaxExecs bounds the commands and shells (envlease exec, shell) one
+	// environment runs at once (default DefaultMaxExecs).
+	MaxExecs int
 	// KeepRoots leaves an environment's folder after it ends, for debugging.
 	KeepRoots bool
 	// TunnelAddr is where the tunnel endpoint listens (default: an

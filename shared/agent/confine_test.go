@@ -20,6 +20,25 @@ import (
 	"github.com/envlease/envlease/shared/domain"
 )
 
+// nodeTempDir is a temporary folder of the node that environments reach
+// at its path: in namespaces of their own (as root) the node's /tmp is not
+// theirs, so it is made under /run instead.
+func nodeTempDir(t *testing.T) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		return t.TempDir()
+	}
+	d, err := os.MkdirTemp("/run", "envlease-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(d, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
 // writableByAll creates file for anyone to append to, on a way anyone may
 // search (the test's temporary folders are 0700).
 func writableByAll(t *testing.T, file string) {

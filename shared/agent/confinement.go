@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 
 	"github.com/envlease/envlease/shared/agent/confine"
+	"github.com/envlease/envlease/shared/bytesize"
 )
 
 // setupConfinement decides how environments are held apart on this node:
@@ -36,6 +38,13 @@ func (a *Agent) setupConfinement() error {
 		} else {
 			a.noNamespaces = confine.ProbeNamespaces()
 		}
+		if n.Disks, err = confine.NewDisks(filepath.Join(a.cfg.WorkDir, "disks"), a.cfg.DiskDefault, a.cfg.DiskMax); err != nil {
+			if !a.cfg.AllowUnboundedDisk {
+				return fmt.Errorf("agent: environments cannot have disks of their own on this node (%v), so each could fill the node's disk; install e2fsprogs and give the agent loop devices, or accept that with -allow-unbounded-disk (Config.AllowUnboundedDisk)", err)
+			}
+			a.log.Warn("environments write to the node's disk unbounded: each can fill it for all", "err", err)
+			n.Disks = nil
+		}
 		if a.noNamespaces == nil {
 			n.Namespaces = true
 		} else if !a.cfg.AllowSharedNetwork {
@@ -62,8 +71,12 @@ func (a *Agent) logConfinement() {
 		}
 		a.log.Info("environments are confined: each runs as a user of its own, in a folder only that user can enter, with only its own environment variables",
 			"uids", a.cfg.UIDs.String(), "stop", stop)
+		if d := a.confinement.Disks; d != nil {
+			a.log.Info("environments write to disks of their own: an ext4 filesystem each, past which their writes fail with ENOSPC",
+				"default", bytesize.Format(d.Default), "max", bytesize.Format(d.Max), "images", d.Dir)
+		}
 		if a.confinement.Namespaces {
-			a.log.Info("environments run in namespaces of their own: a network namespace with only lo (no route to the node's addresses, its loopback, other environments or the outside), a PID namespace with its own /proc (it sees only its own processes), a mount namespace (with a /dev/shm of its own) and an IPC namespace; the agent reaches exports inside it; a template with network egress reaches public addresses through the agent's HTTP proxy at 127.0.0.1:" + strconv.Itoa(confine.EgressPort) + " of its namespace")
+			a.log.Info("environments run in namespaces of their own: a network namespace with only lo (no route to the node's addresses, its loopback, other environments or the outside), a PID namespace with its own /proc (it sees only its own processes), a mount namespace (with a /tmp, /var/tmp and /dev/shm of its own) and an IPC namespace; the agent reaches exports inside it; a template with network egress reaches public addresses through the agent's HTTP proxy at 127.0.0.1:" + strconv.Itoa(confine.EgressPort) + " of its namespace")
 		} else {
 			a.log.Warn("environments share the node's network and process list: each can connect to whatever listens on the node's addresses and loopback (the agent's endpoints, other environments' exports, the cloud's metadata address) and see every process on the node, whatever its template's network says (" + a.noNamespaces.Error() + ")")
 		}

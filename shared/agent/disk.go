@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/envlease/envlease/shared/agent/bytesize"
+	"github.com/envlease/envlease/shared/bytesize"
 )
 
 // DiskSpace is what the filesystem holding the agent's work dir has.

@@ -33,6 +33,8 @@ type runningEnv struct {
 	targets atomic.Pointer[[]string]
 	// checkpoints are the ids of the checkpoints ordered (checkpoint.go).
 	checkpoints sync.Map
+	// execs counts its exec sessions running now (Config.MaxExecs).
+	execs atomic.Int64
 	// started is called once the environment is reported ready (or has
 	// ended before): it is no longer starting (Agent.starting).
 	started   func()

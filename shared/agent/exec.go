@@ -3,7 +3,9 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"sync"
 	"syscall"
 
 	"github.com/hashicorp/yamux"
@@ -13,6 +15,11 @@ import (
 	"github.com/envlease/envlease/shared/execsession"
 	"github.com/envlease/envlease/shared/tunnel/ticket"
 )
+
+// DefaultMaxExecs bounds the commands and shells one environment runs at
+// once: enough for a team's shells and a CI job's commands, while each
+// holds a tunnel session, pipes and goroutines of the agent's.
+const DefaultMaxExecs = 32
 
 // serveExec runs the one command of an exec ticket's session (package
 // execsession) inside the environment, through its runtime's Handle: the
@@ -39,17 +46,32 @@ func (a *Agent) startExec(ctx context.Context, c ticket.Claims, req execsession.
 	if hp == nil {
 		return nil, confine.ErrEnded
 	}
+	// Each session holds descriptors and goroutines of the agent's: an
+	// environment has at most MaxExecs at once.
+	if r.execs.Add(1) > int64(a.cfg.MaxExecs) {
+		r.execs.Add(-1)
+		return nil, fmt.Errorf("environment %s runs %d commands and shells already (agent limit); end one first", c.Env, a.cfg.MaxExecs)
+	}
 	p, err := (*hp).Exec(ctx, runtimes.ExecSpec{Args: req.Command, TTY: req.TTY, Rows: req.Rows, Cols: req.Cols, Term: req.Term,
 		Stdin: stdio.Stdin, Stdout: stdio.Stdout, Stderr: stdio.Stderr})
 	if err != nil {
+		r.execs.Add(-1)
 		return nil, err
 	}
-	return execProcess{p}, nil
+	var once sync.Once
+	return execProcess{p: p, ended: func() { once.Do(func() { r.execs.Add(-1) }) }}, nil
 }
 
-// execProcess is a runtime's ExecProcess as a session serves it.
-type execProcess struct{ p *runtimes.ExecProcess }
+// execProcess is a runtime's ExecProcess as a session serves it; ended
+// frees its slot once it ended.
+type execProcess struct {
+	p     *runtimes.ExecProcess
+	ended func()
+}
 
-func (e execProcess) Wait() (int, error)              { return e.p.Wait() }
+func (e execProcess) Wait() (int, error) {
+	defer e.ended()
+	return e.p.Wait()
+}
 func (e execProcess) Resize(s execsession.Size) error { return e.p.Resize(s.Rows, s.Cols) }
 func (e execProcess) Signal(sig syscall.Signal) error { return e.p.Signal(sig) }

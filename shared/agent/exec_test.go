@@ -194,6 +194,56 @@ func TestExecProcess(t *testing.T) {
 	checkExec(t, s, id, true)
 }
 
+// An environment runs at most MaxExecs commands at once: one more is
+// refused saying so, and the slot frees when one ends.
+func TestExecSessionsAreBounded(t *testing.T) {
+	s := newStack(t, domain.Template{Name: "box", Command: []string{"sh", "-c", "exec sleep 3600"}})
+	s.Clock.Set(time.Now())
+	s.runAgentWith(t, t.TempDir(), time.Second, func(c *agent.Config) { c.MaxExecs = 2 })
+	id := s.lease(t, "box")
+	s.wait(t, id, domain.StateReady)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a hang guard
+	defer cancel()
+	// Two commands that wait for their input to end hold both slots.
+	held := []string{"cat"}
+	var inputs []*io.PipeWriter
+	var ended sync.WaitGroup
+	for range 2 {
+		x := s.execTicket(t, id, held, false)
+		r, w := io.Pipe()
+		inputs = append(inputs, w)
+		var out syncBuffer
+		ended.Add(1)
+		go func() {
+			defer ended.Done()
+			_, _ = execsession.Run(ctx, x.URL, x.Ticket, execsession.Options{Command: held, Stdin: r, Stdout: &out})
+		}()
+		_, _ = w.Write([]byte("up\n"))
+		awaitOutput(t, &out, "up")
+	}
+	argv := []string{"echo", "third"}
+	x := s.execTicket(t, id, argv, false)
+	_, err := execsession.Run(ctx, x.URL, x.Ticket, execsession.Options{Command: argv})
+	var re *execsession.RefusedError
+	if !errors.As(err, &re) || !strings.Contains(re.Reason, "runs 2 commands and shells already") {
+		t.Fatalf("a third command at once: %v, want it refused for the bound", err)
+	}
+	inputs[0].Close()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		x := s.execTicket(t, id, argv, false)
+		var out bytes.Buffer
+		code, err := execsession.Run(ctx, x.URL, x.Ticket, execsession.Options{Command: argv, Stdout: &out})
+		if err == nil && code == 0 && out.String() == "third\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no command after one ended: %d %q %v", code, out.String(), err)
+		}
+	}
+	inputs[1].Close()
+	ended.Wait()
+}
+
 // The same as a process of the node, where the agent cannot make
 // namespaces: in the environment's folder, as its user, in its cgroup.
 func TestExecProcessWithoutNamespaces(t *testing.T) {

@@ -76,6 +76,13 @@ func (a *Agent) recoverRuntimes(ctx context.Context) {
 			a.log.Warn("what an earlier run left was not all removed", "runtime", n, "err", err)
 		}
 	}
+	// Each runtime removed the disks of what it found; an image left
+	// without (a crash as it was made) belongs to no environment now.
+	if d := a.confinement.Disks; d != nil {
+		if k := d.RemoveLeftDisks(func(string) bool { return false }); k > 0 {
+			a.log.Warn("removed disk images an earlier run of the agent left", "images", k)
+		}
+	}
 }
 
 // warmable says whether the node can keep warm environments of t: its

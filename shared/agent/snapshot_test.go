@@ -55,20 +55,26 @@ func (s *snapshots) LinkFor(_ context.Context, a domain.Artifact, ttl time.Durat
 // add stores a sealed artifact of acme holding data.
 func (s *snapshots) add(t *testing.T, id string, data []byte) {
 	t.Helper()
-	s.addAs(t, id, data, "application/x-tar")
+	s.addAt(t, id, data, "application/x-tar", apitest.Start)
 }
 
 // addAs is add of an artifact of that content type.
 func (s *snapshots) addAs(t *testing.T, id string, data []byte, contentType string) {
 	t.Helper()
+	s.addAt(t, id, data, contentType, apitest.Start)
+}
+
+// addAt is addAs for a stack whose clock reads now.
+func (s *snapshots) addAt(t *testing.T, id string, data []byte, contentType string, now time.Time) {
+	t.Helper()
 	s.mu.Lock()
 	s.data[id] = data
 	s.mu.Unlock()
 	sum := sha256.Sum256(data)
-	sealed := apitest.Start.Add(-time.Hour)
+	sealed := now.Add(-time.Hour)
 	art := domain.Artifact{
 		ID: id, Name: id + ".tar", Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:]), ContentType: contentType,
-		KeyVersion: 1, CreatedBy: "alice", Created: sealed, Expires: apitest.Start.Add(24 * time.Hour),
+		KeyVersion: 1, CreatedBy: "alice", Created: sealed, Expires: now.Add(24 * time.Hour),
 		State: domain.ArtifactSealed, Sealed: &sealed, OrgID: "acme", Key: "orgs/acme/artifacts/" + id + "/data",
 		Labels: map[string]string{}, Segments: []domain.Segment{{Name: "data", Size: int64(len(data)), Objects: 1}}, Chunks: 1, SealedBytes: int64(len(data)),
 	}

@@ -28,6 +28,10 @@ const (
 	DefaultMaxStreams = 256
 	// DefaultMaxTunnels bounds the tunnels an agent serves at once.
 	DefaultMaxTunnels = 1024
+	// DefaultMaxTunnelsPerEnv bounds the tunnels (and exec sessions, which
+	// are tunnels too) to one environment at once, so that one
+	// environment's tickets cannot take all of the node's.
+	DefaultMaxTunnelsPerEnv = 128
 	// tunnelDialTimeout bounds the connection to a target.
 	tunnelDialTimeout = 10 * time.Second
 	// tunnelCheck is how often an open tunnel is checked against its
@@ -58,8 +62,9 @@ type TunnelConfig struct {
 	// Dial: the agent reaches it inside the environment's network namespace.
 	DialEnv func(ctx context.Context, env, target string) (net.Conn, error)
 	Log     *slog.Logger
-	// MaxStreams and MaxTunnels default to DefaultMaxStreams and DefaultMaxTunnels.
-	MaxStreams, MaxTunnels int
+	// MaxStreams, MaxTunnels and MaxTunnelsPerEnv default to
+	// DefaultMaxStreams, DefaultMaxTunnels and DefaultMaxTunnelsPerEnv.
+	MaxStreams, MaxTunnels, MaxTunnelsPerEnv int
 	// CheckEvery overrides how often open tunnels are checked (tests).
 	CheckEvery time.Duration
 	// Opens serve the sessions of tickets that open something other than
@@ -85,6 +90,8 @@ type TunnelHandler struct {
 	mu       sync.Mutex
 	sessions map[*yamux.Session]struct{}
 	closed   bool
+	// perEnv counts the tunnels open to each environment.
+	perEnv map[string]int
 }
 
 // NewTunnelHandler returns a tunnel endpoint.
@@ -105,10 +112,13 @@ func NewTunnelHandler(cfg TunnelConfig) *TunnelHandler {
 	if cfg.MaxTunnels <= 0 {
 		cfg.MaxTunnels = DefaultMaxTunnels
 	}
+	if cfg.MaxTunnelsPerEnv <= 0 {
+		cfg.MaxTunnelsPerEnv = DefaultMaxTunnelsPerEnv
+	}
 	if cfg.CheckEvery <= 0 {
 		cfg.CheckEvery = tunnelCheck
 	}
-	return &TunnelHandler{cfg: cfg, sessions: map[*yamux.Session]struct{}{}}
+	return &TunnelHandler{cfg: cfg, sessions: map[*yamux.Session]struct{}{}, perEnv: map[string]int{}}
 }
 
 // refusal is a tunnel refused at the upgrade.
@@ -139,6 +149,11 @@ func (h *TunnelHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer h.tunnels.Add(-1)
+	if !h.enter(c.Env) {
+		writeRefusal(w, refusal{http.StatusServiceUnavailable, fmt.Sprintf("environment %s has %d tunnels and sessions open already; close some first", c.Env, h.cfg.MaxTunnelsPerEnv)})
+		return
+	}
+	defer h.leave(c.Env)
 	conn, err := tunnel.Accept(w, r)
 	if err != nil {
 		return // Accept has answered
@@ -165,6 +180,25 @@ func (h *TunnelHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	go h.watch(sess, c, log)
 	h.serve(ctx, sess, c, log)
 	log.Info("tunnel closed")
+}
+
+// enter counts a tunnel to env, unless it has MaxTunnelsPerEnv already.
+func (h *TunnelHandler) enter(env string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.perEnv[env] >= h.cfg.MaxTunnelsPerEnv {
+		return false
+	}
+	h.perEnv[env]++
+	return true
+}
+
+func (h *TunnelHandler) leave(env string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.perEnv[env]--; h.perEnv[env] <= 0 {
+		delete(h.perEnv, env)
+	}
 }
 
 // authorize checks the upgrade's ticket, offline: signed with this node's

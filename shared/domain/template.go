@@ -1,5 +1,7 @@
 package domain
 
+import "github.com/envlease/envlease/shared/bytesize"
+
 // Template is what environments are leased from (spec 2.2).
 type Template struct {
 	Name        string            `json:"name"`
@@ -51,6 +53,10 @@ type Resources struct {
 	CPUs   int    `json:"cpus"`
 	Memory string `json:"memory"`
 	PIDs   int    `json:"pids"`
+	// Disk bounds what an environment may write (its folder, shares,
+	// /tmp, output): a size such as 10Gi; "" for the node's default. A node
+	// refuses one beyond its maximum.
+	Disk string `json:"disk,omitempty"`
 }
 
 // Timeouts are a template's idle and hard limits.
@@ -118,6 +124,11 @@ func (t Template) Normalized() Template {
 // inside DynamoDB's 100 actions per transaction.
 const MaxTemplateExports = 32
 
+// MaxTemplateDisk is the largest resources.disk a template may ask for: a
+// node's own maximum (its -disk-max, by default as large) may be lower, and
+// it then fails such an environment, saying so.
+const MaxTemplateDisk = 100 << 30
+
 // MaxTemplateShares bounds a template's shares, and so the shares of a lease
 // (each with a local path of up to 4 KiB) stored in the environment item.
 const MaxTemplateShares = 16
@@ -140,6 +151,18 @@ func (t Template) Egress() bool { return t.Network == NetworkEgress }
 func (t Template) ValidateLimits() error {
 	if n := t.Network; n != "" && n != NetworkNone && n != NetworkEgress {
 		return Invalid("network", "network must be %q (the default) or %q, %s has %q", NetworkNone, NetworkEgress, t.Name, n)
+	}
+	for _, r := range []struct{ field, size string }{{"resources.memory", t.Resources.Memory}, {"resources.disk", t.Resources.Disk}} {
+		if r.size == "" {
+			continue
+		}
+		n, err := bytesize.Parse(r.size)
+		if err != nil {
+			return Invalid(r.field, "%s of %s: %q is %v", r.field, t.Name, r.size, err)
+		}
+		if r.field == "resources.disk" && n > MaxTemplateDisk {
+			return Invalid(r.field, "%s of %s: %s is beyond the largest disk a node gives (%s)", r.field, t.Name, r.size, bytesize.Format(MaxTemplateDisk))
+		}
 	}
 	if len(t.Exports) > MaxTemplateExports {
 		return Invalid("exports", "a template has at most %d exports, %s has %d", MaxTemplateExports, t.Name, len(t.Exports))

@@ -175,3 +175,30 @@ func TestTunnelLimitsAndEnvironmentEnd(t *testing.T) {
 		t.Fatalf("a stream of the closed tunnel still reads: %d %v", n, err)
 	}
 }
+
+// The node serves at most MaxTunnels tunnels, and at most MaxTunnelsPerEnv
+// to one environment, so one environment's tickets cannot take the node's:
+// past either a new one is refused with 503 saying which, and another
+// environment's still opens.
+func TestTunnelsAreBoundedPerEnvironmentAndNode(t *testing.T) {
+	n := newNode(t, func(c *agent.TunnelConfig) { c.MaxTunnelsPerEnv = 2; c.MaxTunnels = 3 })
+	web := newEcho(t, "web")
+	for _, env := range []string{"env_1", "env_2", "env_3"} {
+		n.run(env, web.addr)
+	}
+	open := func(env string) {
+		t.Helper()
+		s, err := tunnel.Dial(context.Background(), nil, n.url, n.ticket(env, []string{web.addr}, nil))
+		if err != nil {
+			t.Fatalf("%s: %v", env, err)
+		}
+		t.Cleanup(func() { s.Close() })
+	}
+	open("env_1")
+	open("env_1")
+	_, err := tunnel.Dial(context.Background(), nil, n.url, n.ticket("env_1", []string{web.addr}, nil))
+	refusedWith(t, err, http.StatusServiceUnavailable, "env_1 has 2 tunnels and sessions open already")
+	open("env_2")
+	_, err = tunnel.Dial(context.Background(), nil, n.url, n.ticket("env_3", []string{web.addr}, nil))
+	refusedWith(t, err, http.StatusServiceUnavailable, "the node serves 3 tunnels already")
+}

@@ -7,8 +7,10 @@
 package confine
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -16,6 +18,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/envlease/envlease/shared/agent/capped"
 	"github.com/envlease/envlease/shared/agent/runtimes"
 )
 
@@ -29,6 +32,9 @@ type Node struct {
 	// Namespaces says environments run in network, PID and mount
 	// namespaces of their own (root only).
 	Namespaces bool
+	// Disks gives each environment a filesystem of its own, bounded; nil
+	// when the agent is not root (nothing bounds what it writes then).
+	Disks *Disks
 	// Guard judges what egress proxies dial.
 	Guard EgressGuard
 	// KeepRoots leaves an environment's folder after it ends, for debugging.
@@ -43,7 +49,9 @@ type Box struct {
 	Root   string
 	User   *User  // nil: the agent's own user
 	Cgroup string // the cgroup's folder, "" for none
-	once   sync.Once
+	// Disk is the filesystem mounted at Root, nil without (Node.Disks).
+	Disk *Disk
+	once sync.Once
 }
 
 // User is a user id lent to one environment, held (against other agents
@@ -62,8 +70,9 @@ func (b *Box) Owner() *runtimes.Owner {
 }
 
 // NewBox creates an environment's folder, 0700 and owned by a user lent to
-// it when the agent runs as root, and its cgroup where it can.
-func (n *Node) NewBox(root string) (*Box, error) {
+// it when the agent runs as root, and its cgroup where it can. With
+// Node.Disks the folder is the mount point of a disk of its own of size.
+func (n *Node) NewBox(ctx context.Context, root string, size DiskSize) (*Box, error) {
 	b := &Box{Root: root}
 	if n.Users != nil {
 		u, err := n.Users.Take()
@@ -71,10 +80,38 @@ func (n *Node) NewBox(root string) (*Box, error) {
 			return nil, err
 		}
 		b.User = u
+		// What an earlier holder of the id left in the node's shared
+		// folders is not this environment's to read.
+		if k := RemoveLeftovers(u.UID); k > 0 {
+			n.Log.Info("removed what an earlier environment of the user id left in the node's shared folders", "uid", u.UID, "entries", k)
+		}
 	}
 	if err := os.Mkdir(root, 0o700); err != nil {
 		n.releaseBox(b)
 		return nil, fmt.Errorf("create the environment's folder: %w", err)
+	}
+	if n.Disks != nil {
+		var owner *[2]int
+		if b.User != nil {
+			owner = &[2]int{b.User.UID, b.User.UID}
+		}
+		d, err := n.Disks.Make(ctx, filepath.Base(root), root, size, owner)
+		if err != nil {
+			n.Cleanup(b)
+			return nil, err
+		}
+		b.Disk = d
+		if err := os.Chmod(root, 0o700); err != nil {
+			n.Cleanup(b)
+			return nil, err
+		}
+	}
+	if n.Namespaces {
+		// Its /tmp and /var/tmp (TmpMounts), on its disk.
+		if err := b.makeTmp(); err != nil {
+			n.Cleanup(b)
+			return nil, fmt.Errorf("create the environment's /tmp: %w", err)
+		}
 	}
 	if b.User != nil {
 		// envs/ is the agent's and only it creates there, so the folder just
@@ -103,7 +140,15 @@ func (n *Node) Cleanup(b *Box) {
 	}
 	b.once.Do(func() {
 		if !n.KeepRoots {
+			// The disk goes first, whatever it holds, at once; the folder
+			// is then empty.
+			if err := b.Disk.Remove(); err != nil {
+				n.Log.Warn("the environment's disk is not fully removed; the agent's next start removes the rest", "root", b.Root, "err", err)
+			}
 			_ = os.RemoveAll(b.Root)
+		}
+		if b.User != nil {
+			RemoveLeftovers(b.User.UID)
 		}
 		n.releaseBox(b)
 	})
@@ -134,30 +179,39 @@ func (b *Box) MkdirIn(rel string) error {
 
 // OpenLog opens the environment's log, <root>/.envlease.log, for appending:
 // one a snapshot brought is kept if it is a regular file, anything else of
-// that name is replaced, and it is never followed out of the folder.
-func (b *Box) OpenLog() (*os.File, error) {
+// that name is replaced, and it is never followed out of the folder. It
+// holds the last max bytes of output (capped.DefaultMax when 0), in it and
+// .envlease.log.1.
+func (b *Box) OpenLog(max int64) (io.WriteCloser, error) {
 	root, err := os.OpenRoot(b.Root)
 	if err != nil {
 		return nil, err
 	}
-	defer root.Close()
-	const name = ".envlease.log"
-	if st, err := root.Lstat(name); err == nil && !st.Mode().IsRegular() {
-		if err := root.RemoveAll(name); err != nil {
-			return nil, err
-		}
+	var chown func(*os.File) error
+	if o := b.Owner(); o != nil {
+		chown = func(f *os.File) error { return f.Chown(o.UID, o.GID) }
 	}
-	f, err := root.OpenFile(name, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	f, err := capped.New(max, capped.OpenIn(root, LogName, chown))
 	if err != nil {
+		root.Close()
 		return nil, err
 	}
-	if o := b.Owner(); o != nil {
-		if err := f.Chown(o.UID, o.GID); err != nil {
-			f.Close()
-			return nil, err
-		}
-	}
-	return f, nil
+	return &logFile{File: f, root: root}, nil
+}
+
+// LogName is the environment's log at the top of its folder.
+const LogName = ".envlease.log"
+
+// logFile is the log with the folder it is opened in.
+type logFile struct {
+	*capped.File
+	root *os.Root
+}
+
+func (l *logFile) Close() error {
+	err := l.File.Close()
+	l.root.Close()
+	return err
 }
 
 // ErrNoCgroup says the node has no cgroup tree for environments.
@@ -200,6 +254,31 @@ func mkdirAll(root *os.Root, rel string, owner *runtimes.Owner) error {
 		if !st.IsDir() {
 			return fmt.Errorf("%s is in the way: it is not a folder", p)
 		}
+	}
+	return nil
+}
+
+// TmpName is the folder at the top of a box's root that is its /tmp and
+// /var/tmp in namespaces of its own, on its disk: its writes there count
+// against resources.disk.
+const TmpName = ".tmp"
+
+// makeTmp makes the box's TmpName folder, its user's and open to all
+// (1777), as /tmp is.
+func (b *Box) makeTmp() error {
+	root, err := os.OpenRoot(b.Root)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	if err := root.Mkdir(TmpName, 0o700); err != nil {
+		return err
+	}
+	if err := root.Chmod(TmpName, fs.ModeSticky|0o777); err != nil {
+		return err
+	}
+	if o := b.Owner(); o != nil {
+		return root.Lchown(TmpName, o.UID, o.GID)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -41,11 +42,28 @@ type Config struct {
 	// controlling one in a session of its own (an exec's shell, whose job
 	// control then stays inside the environment's PID namespace).
 	Terminal bool `json:"terminal,omitempty"`
+	// Tmp cover the folders of the node any user writes to (/tmp,
+	// /var/tmp, /dev/shm...) with ones of the environment's own: its writes
+	// there are bounded and go with it, and it sees nothing another left.
+	// Without, /dev/shm alone gets a tmpfs of its own.
+	Tmp []TmpMount `json:"tmp,omitempty"`
+	// Keep are folders of the node given to the environment (its own, its
+	// build cache), kept reachable at their paths when a Tmp mount covers a
+	// folder they are in (a node's work dir in /tmp).
+	Keep []string `json:"keep,omitempty"`
 	// View makes the environment look like its template from inside: a
 	// name for its user, its workdir at the template's path (view_linux.go).
 	View *View `json:"view,omitempty"`
 	// Probe sets the namespaces up and exits 0 without running anything.
 	Probe bool `json:"probe,omitempty"`
+}
+
+// TmpMount covers Path (when the node has such a folder) with Source, a
+// folder bound there, or else a tmpfs with Options (size=...,nr_inodes=...).
+type TmpMount struct {
+	Path    string `json:"path"`
+	Source  string `json:"source,omitempty"`
+	Options string `json:"options,omitempty"`
 }
 
 // Rlimit is one resource limit, as prlimit(2) takes it.
@@ -117,11 +135,14 @@ func run() int {
 		return fail("environment init: bring lo up: %v", err)
 	}
 	var warns []string
-	// POSIX shared memory of its own, with System V IPC (its IPC namespace).
-	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
-		if err := unix.Mount("shm", "/dev/shm", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777"); err != nil {
-			warns = append(warns, fmt.Sprintf("/dev/shm stays the node's: %v", err))
+	// POSIX shared memory of its own, with System V IPC (its IPC
+	// namespace), and a /tmp of its own (Config.Tmp).
+	if err := coverTmp(cfg); err != nil {
+		if len(cfg.Tmp) > 0 {
+			// Asked for: the environment does not run on the node's.
+			return fail("environment init: %v", err)
 		}
+		warns = append(warns, err.Error())
 	}
 	// The namespace's ports are the environment's alone: its user may bind
 	// any of them, as a template's port below 1024 asks.
@@ -329,4 +350,70 @@ func Probe() error {
 	_, berr := c.Begin()
 	werr := c.Wait()
 	return errors.Join(berr, werr)
+}
+
+// coverTmp mounts cfg.Tmp (by default a tmpfs of its own over /dev/shm).
+// The sources and the folders to keep are opened first and mounted by
+// descriptor, so that a mount over a folder they are in does not hide
+// them; a folder kept is then bound back at its path inside a mount that
+// covered it.
+func coverTmp(cfg Config) error {
+	tmp := cfg.Tmp
+	if len(tmp) == 0 {
+		tmp = []TmpMount{{Path: "/dev/shm"}}
+	}
+	open := func(p string) (int, error) {
+		return unix.Open(p, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	}
+	src := make([]int, len(tmp))
+	for i, m := range tmp {
+		src[i] = -1
+		if m.Source != "" {
+			fd, err := open(m.Source)
+			if err != nil {
+				return fmt.Errorf("a %s of its own: %s: %v", m.Path, m.Source, err)
+			}
+			defer unix.Close(fd)
+			src[i] = fd
+		}
+	}
+	keep := make([]int, len(cfg.Keep))
+	for i, p := range cfg.Keep {
+		fd, err := open(p)
+		if err != nil {
+			return fmt.Errorf("the environment's folder %s: %v", p, err)
+		}
+		defer unix.Close(fd)
+		keep[i] = fd
+	}
+	for i, m := range tmp {
+		if st, err := os.Lstat(m.Path); err != nil || !st.IsDir() {
+			continue
+		}
+		var err error
+		if src[i] >= 0 {
+			err = unix.Mount(fmt.Sprintf("/proc/self/fd/%d", src[i]), m.Path, "", unix.MS_BIND, "")
+		} else {
+			opts := "mode=1777"
+			if m.Options != "" {
+				opts += "," + m.Options
+			}
+			err = unix.Mount("tmpfs", m.Path, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts)
+		}
+		if err != nil {
+			return fmt.Errorf("a %s of its own: %v", m.Path, err)
+		}
+		for j, p := range cfg.Keep {
+			if !strings.HasPrefix(p, strings.TrimSuffix(m.Path, "/")+"/") {
+				continue
+			}
+			if err := os.MkdirAll(p, 0o711); err != nil {
+				return fmt.Errorf("keep %s under %s: %v", p, m.Path, err)
+			}
+			if err := unix.Mount(fmt.Sprintf("/proc/self/fd/%d", keep[j]), p, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+				return fmt.Errorf("keep %s under %s: %v", p, m.Path, err)
+			}
+		}
+	}
+	return nil
 }

@@ -67,3 +67,24 @@ func makeDir(rootfs, p string, owner [2]int) error {
 	}
 	return nil
 }
+
+// makeTmp makes /tmp in the root filesystem, owned by the container's root
+// (uid, gid as the node sees it) and open to all (1777), unless the image
+// has it: a container's /tmp is its root filesystem's, on its disk.
+func makeTmp(rootfs string, uid, gid int) error {
+	root, err := os.OpenRoot(rootfs)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	if _, err := root.Lstat("tmp"); !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if err := root.Mkdir("tmp", 0o755); err != nil {
+		return err
+	}
+	if err := root.Chmod("tmp", fs.ModeSticky|0o777); err != nil {
+		return err
+	}
+	return root.Lchown("tmp", uid, gid)
+}

@@ -20,6 +20,7 @@ import (
 	gorunc "github.com/containerd/go-runc"
 	"golang.org/x/sys/unix"
 
+	"github.com/envlease/envlease/shared/agent/confine"
 	"github.com/envlease/envlease/shared/agent/runc/pinned"
 )
 
@@ -35,8 +36,11 @@ type Options struct {
 	// CgroupParent is the cgroup, relative to the agent's own, under which
 	// each container gets one of its own (default "envlease").
 	CgroupParent string
-	Log          *slog.Logger
-	Now          func() time.Time
+	// Disks, when set, gives each container a disk of its own that holds
+	// its upper folder (all it writes): Config.Disk says its size.
+	Disks *confine.Disks
+	Log   *slog.Logger
+	Now   func() time.Time
 }
 
 // Runtime runs containers under runc.
@@ -68,11 +72,17 @@ func (e Exit) String() string {
 // Container is one environment's container created by this run of the
 // agent.
 type Container struct {
-	ID   string
-	Pid  int
-	Dir  string
-	done chan struct{}
-	exit Exit
+	ID  string
+	Pid int
+	Dir string
+	// Upper is its overlay's upper folder: all it wrote to its root
+	// filesystem. Disk holds it, nil without (Options.Disks).
+	Upper string
+	Disk  *confine.Disk
+	done  chan struct{}
+	exit  Exit
+	// copied is closed once its output was copied to its end.
+	copied chan struct{}
 }
 
 // Done is closed when the container's process ended.
@@ -199,7 +209,27 @@ func (r *Runtime) Create(ctx context.Context, lower string, c Config) (ctr *Cont
 			}
 		}
 	}()
-	upper, work := filepath.Join(dir, "upper"), filepath.Join(dir, "work")
+	base := dir
+	var disk *confine.Disk
+	if c.Disk != nil && r.opt.Disks != nil {
+		// The disk's folder is in the state before the disk is made, so
+		// that a restarted agent unmounts it whatever step failed.
+		base = filepath.Join(dir, "disk")
+		st.Disk, st.DiskImage = base, filepath.Join(r.opt.Disks.Dir, c.ID+".img")
+		if err := os.Mkdir(base, 0o711); err != nil {
+			return nil, err
+		}
+		if err := writeState(dir, st); err != nil {
+			return nil, err
+		}
+		if disk, err = r.opt.Disks.Make(ctx, c.ID, base, *c.Disk, nil); err != nil {
+			return nil, fmt.Errorf("container %s: %w", c.ID, err)
+		}
+		if err := os.Chmod(base, 0o711); err != nil {
+			return nil, err
+		}
+	}
+	upper, work := filepath.Join(base, "upper"), filepath.Join(base, "work")
 	for _, d := range []string{upper, work, st.Rootfs} {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			return nil, err
@@ -235,6 +265,9 @@ func (r *Runtime) Create(ctx context.Context, lower string, c Config) (ctr *Cont
 			return nil, fmt.Errorf("container %s: %w", c.ID, err)
 		}
 	}
+	if err := makeTmp(st.Rootfs, owner[0]-int(c.UID), owner[1]-int(c.GID)); err != nil {
+		return nil, fmt.Errorf("container %s: /tmp: %w", c.ID, err)
+	}
 	if c.Cwd != "" {
 		if err := makeDir(st.Rootfs, c.Cwd, owner); err != nil {
 			return nil, fmt.Errorf("container %s: working folder: %w", c.ID, err)
@@ -251,19 +284,20 @@ func (r *Runtime) Create(ctx context.Context, lower string, c Config) (ctr *Cont
 	if err := os.WriteFile(filepath.Join(dir, "config.json"), b, 0o600); err != nil {
 		return nil, err
 	}
-	stdout, err := os.OpenFile(filepath.Join(dir, "stdout.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	// The container writes its output to pipes, which the runtime copies
+	// to capped files of its folder (stdout.log, stderr.log: the last
+	// Config.OutputMax bytes each) and to Config.Stdout and Stderr. The
+	// pipes end with the agent: a restarted agent removes the container.
+	outs, err := newOutputs(dir, c.OutputMax, c.Stdout, c.Stderr)
 	if err != nil {
 		return nil, err
 	}
-	defer stdout.Close()
-	stderr, err := os.OpenFile(filepath.Join(dir, "stderr.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	defer stderr.Close()
 	pidFile := filepath.Join(dir, "pid")
 	logFile := filepath.Join(dir, "runc.log")
-	if err := r.runc(logFile).Create(ctx, c.ID, dir, &gorunc.CreateOpts{PidFile: pidFile, IO: fileIO{stdout, stderr}}); err != nil {
+	err = r.runc(logFile).Create(ctx, c.ID, dir, &gorunc.CreateOpts{PidFile: pidFile, IO: fileIO{outs.w[0], outs.w[1]}})
+	outs.started()
+	if err != nil {
+		outs.wait(0)
 		return nil, fmt.Errorf("container %s: runc create: %w%s", c.ID, err, runcLog(logFile))
 	}
 	pid, err := readPid(pidFile)
@@ -274,18 +308,21 @@ func (r *Runtime) Create(ctx context.Context, lower string, c Config) (ctr *Cont
 	if err := writeState(dir, st); err != nil {
 		return nil, err
 	}
-	ctr = &Container{ID: c.ID, Pid: pid, Dir: dir, done: make(chan struct{})}
+	ctr = &Container{ID: c.ID, Pid: pid, Dir: dir, Upper: upper, Disk: disk, done: make(chan struct{}), copied: outs.done}
 	r.mu.Lock()
 	r.live[c.ID] = ctr
 	r.mu.Unlock()
-	go r.wait(ctr, cgroups)
+	go r.wait(ctr, cgroups, outs)
 	return ctr, nil
 }
 
 // wait reaps the container's process (the agent's child since runc create
 // exited) and records how it ended.
-func (r *Runtime) wait(c *Container, cgroups []string) {
+func (r *Runtime) wait(c *Container, cgroups []string, outs *outputs) {
 	defer close(c.done)
+	// Done means its output is copied too, up to a second after it ended
+	// (a process it left holding the pipes does not hold it).
+	defer outs.wait(time.Second)
 	var ws unix.WaitStatus
 	for {
 		_, err := unix.Wait4(c.Pid, &ws, 0, nil)
@@ -432,9 +469,14 @@ func (r *Runtime) Delete(ctx context.Context, id string) error {
 	if err := unmount(st.Rootfs); err != nil {
 		errs = append(errs, err)
 	}
+	if len(errs) == 0 && st.Disk != "" {
+		if err := confine.RemoveDisk(st.Disk, st.DiskImage); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if len(errs) == 0 {
 		// The state file goes last: until then a restarted agent retries.
-		for _, n := range []string{"upper", "work", "rootfs"} {
+		for _, n := range []string{"upper", "work", "rootfs", "disk"} {
 			if err := os.RemoveAll(filepath.Join(dir, n)); err != nil {
 				errs = append(errs, err)
 			}

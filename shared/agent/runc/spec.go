@@ -9,11 +9,14 @@ package runc
 import (
 	"errors"
 	"fmt"
+	"io"
 	"path"
 	"sort"
 	"strings"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/envlease/envlease/shared/agent/confine"
 )
 
 // Resources are the template's limits; zero means unlimited.
@@ -49,6 +52,14 @@ type Config struct {
 	Writable []string
 	Tmpfs    []string
 	Mounts   []Mount
+	// Disk, when the runtime has Disks, is the size of the disk that holds
+	// all the container writes (its upper folder).
+	Disk *confine.DiskSize
+	// Stdout and Stderr get what the container writes there as it comes,
+	// besides the capped files of its folder (nil: only those);
+	// OutputMax bounds each of those files (default capped.DefaultMax).
+	Stdout, Stderr io.Writer
+	OutputMax      int64
 
 	Args []string
 	Env  []string

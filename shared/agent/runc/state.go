@@ -26,13 +26,17 @@ const (
 // each step that leaves something on the node, so that a restarted agent
 // knows what to remove (Runtime.Recover).
 type State struct {
-	ID      string    `json:"id"`
-	Phase   Phase     `json:"phase"`
-	Rootfs  string    `json:"rootfs"`  // the overlay mount point
-	Lower   string    `json:"lower"`   // the cached image root filesystem
-	Cgroups []string  `json:"cgroups"` // the container's cgroup folders
-	Pid     int       `json:"pid,omitempty"`
-	Created time.Time `json:"created"`
+	ID      string   `json:"id"`
+	Phase   Phase    `json:"phase"`
+	Rootfs  string   `json:"rootfs"`  // the overlay mount point
+	Lower   string   `json:"lower"`   // the cached image root filesystem
+	Cgroups []string `json:"cgroups"` // the container's cgroup folders
+	Pid     int      `json:"pid,omitempty"`
+	// Disk is the mount point of the container's disk and DiskImage its
+	// image, when it has one.
+	Disk      string    `json:"disk,omitempty"`
+	DiskImage string    `json:"diskImage,omitempty"`
+	Created   time.Time `json:"created"`
 }
 
 const stateFile = "state.json"

@@ -25,3 +25,13 @@ func Note(w io.Writer, format string, args ...any) {
 		n.Notef(format, args...)
 	}
 }
+
+// ReasonOutOfDisk marks an environment's error when it ended with its disk
+// full (resources.disk): what it wrote last may have failed for that.
+const ReasonOutOfDisk = "out_of_disk"
+
+// OutOfDisk is the part of an environment's error that says it ran out of
+// disk, and how (full says which bound it reached).
+func OutOfDisk(full string) string {
+	return "ran out of disk (" + ReasonOutOfDisk + "): " + full
+}

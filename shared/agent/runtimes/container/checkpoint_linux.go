@@ -2,7 +2,6 @@ package container
 
 import (
 	"context"
-	"path/filepath"
 
 	"github.com/envlease/envlease/shared/agent/runtimes"
 )
@@ -11,7 +10,7 @@ import (
 // overlay upper layer is what it changed, and runc pauses it (its cgroup's
 // freezer) while it is packed.
 
-func (h *handle) CheckpointDir() string { return filepath.Join(h.ctr.Dir, "upper") }
+func (h *handle) CheckpointDir() string { return h.ctr.Upper }
 
 func (h *handle) Freeze(ctx context.Context) (func() error, string, error) {
 	if err := h.r.rc.Pause(ctx, h.id); err != nil {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -20,12 +21,12 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/envlease/envlease/shared/agent/buildcache"
-	"github.com/envlease/envlease/shared/agent/bytesize"
 	"github.com/envlease/envlease/shared/agent/confine"
 	"github.com/envlease/envlease/shared/agent/ctrinit"
 	"github.com/envlease/envlease/shared/agent/image"
 	"github.com/envlease/envlease/shared/agent/runc"
 	"github.com/envlease/envlease/shared/agent/runtimes"
+	"github.com/envlease/envlease/shared/bytesize"
 	"github.com/envlease/envlease/shared/domain"
 )
 
@@ -59,7 +60,7 @@ func New(cfg Config) (*Runtime, error) {
 	if cfg.Node.Users == nil || !cfg.Node.Namespaces {
 		return nil, fmt.Errorf("containers need the agent to run as root with namespaces (%v)", cfg.NoNamespaces)
 	}
-	rc, err := runc.New(runc.Options{Runc: cfg.Runc, Dir: filepath.Join(cfg.WorkDir, "containers"), Log: cfg.Log})
+	rc, err := runc.New(runc.Options{Runc: cfg.Runc, Dir: filepath.Join(cfg.WorkDir, "containers"), Disks: cfg.Node.Disks, Log: cfg.Log})
 	if err != nil {
 		return nil, err
 	}
@@ -169,7 +170,7 @@ func (r *Runtime) Prepare(ctx context.Context, e runtimes.Env) (_ runtimes.Handl
 	if err != nil {
 		return nil, fmt.Errorf("image: %w", err)
 	}
-	h := &handle{r: r, id: e.ID, rf: rf, out: runtimes.Output(e)}
+	h := &handle{r: r, id: e.ID, rf: rf, out: runtimes.Output(e), tail: runtimes.NewTail(16 << 10)}
 	if rf.Pulled {
 		runtimes.Note(h.out, "image pulled: %s", rf.Digest)
 	} else {
@@ -211,13 +212,22 @@ func (r *Runtime) Prepare(ctx context.Context, e runtimes.Env) (_ runtimes.Handl
 		egress = confine.EgressPortFor(h.ports)
 		cfg.Env = withDefaults(cfg.Env, confine.EgressEnv(egress))
 	}
-	cfg.UserNS = r.userns
-	cfg.Tmpfs = []string{"/tmp"}
-	for _, w := range cfg.Writable {
-		if path.Clean(w) == "/tmp" {
-			cfg.Tmpfs = nil
+	// All it writes lands on a disk of its own (its upper folder there),
+	// /tmp included: the root filesystem's own, fresh for each container
+	// and writable when the root is read-only. (A tmpfs would be memory,
+	// bounded by no disk.)
+	if d := r.cfg.Node.Disks; d != nil {
+		size, err := d.Size(t.Resources.Disk)
+		if err != nil {
+			return nil, err
 		}
+		cfg.Disk = &size
 	}
+	if cfg.ReadOnly && !slices.ContainsFunc(cfg.Writable, func(w string) bool { return path.Clean(w) == "/tmp" }) {
+		cfg.Writable = append(cfg.Writable, "/tmp")
+	}
+	cfg.Stdout, cfg.Stderr = h.out, io.MultiWriter(h.tail, h.out)
+	cfg.UserNS = r.userns
 	h.home = strings.TrimPrefix(cfg.Cwd, "/")
 	h.uid, h.gid = int(cfg.UID), int(cfg.GID)
 	if r.userns != nil {
@@ -291,11 +301,11 @@ type handle struct {
 	// cache is the environment's build cache, nil without.
 	cache *buildcache.Lease
 	once  sync.Once
-	// out gets what the container writes to stdout and stderr, which runc
-	// sends to files of its folder: the handle copies them as they grow
-	// (tails), and says it copied all once the container ended.
-	out   io.Writer
-	tails sync.WaitGroup
+	// out gets what the container writes to stdout and stderr as it comes
+	// (the driver copies it from the container's pipes); tail keeps the
+	// last of its stderr, which Err quotes.
+	out  io.Writer
+	tail *runtimes.Tail
 }
 
 func (h *handle) Files() runtimes.Files {
@@ -304,56 +314,7 @@ func (h *handle) Files() runtimes.Files {
 }
 
 func (h *handle) Start(ctx context.Context) error {
-	if err := h.r.rc.Start(ctx, h.id); err != nil {
-		return err
-	}
-	for _, name := range []string{"stdout.log", "stderr.log"} {
-		h.tails.Add(1)
-		go h.tail(name)
-	}
-	return nil
-}
-
-// tailEvery is how often a container's output files are read for more.
-const tailEvery = 100 * time.Millisecond
-
-// tail copies the container's output file name to out as it grows, until
-// the container ended and all of it is copied.
-func (h *handle) tail(name string) {
-	defer h.tails.Done()
-	f, err := os.Open(filepath.Join(h.ctr.Dir, name))
-	if err != nil {
-		runtimes.Note(h.out, "the container's %s cannot be followed: %v", name, err)
-		return
-	}
-	defer f.Close()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := f.Read(buf)
-		if n > 0 {
-			_, _ = h.out.Write(buf[:n])
-			continue
-		}
-		if err != nil && err != io.EOF {
-			return
-		}
-		select {
-		case <-h.ctr.Done():
-			_, _ = io.Copy(h.out, f)
-			return
-		case <-time.After(tailEvery):
-		}
-	}
-}
-
-// tailed waits (a little) for the tails to copy the last of the output.
-func (h *handle) tailed() {
-	done := make(chan struct{})
-	go func() { h.tails.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(2 * time.Second):
-	}
+	return h.r.rc.Start(ctx, h.id)
 }
 
 func (h *handle) Ports() map[string]int { return h.ports }
@@ -365,17 +326,16 @@ func (h *handle) Dial(ctx context.Context, port int) (net.Conn, error) {
 func (h *handle) Namespaced() bool      { return true }
 func (h *handle) Done() <-chan struct{} { return h.ctr.Done() }
 
-// Err says how the container's process ended, with the last lines it
-// wrote to stderr.
+// Err says how the container's process ended, whether it ran out of disk,
+// and the last lines it wrote to stderr (kept as they came: nothing of the
+// node's files is read back).
 func (h *handle) Err() error {
-	h.tailed()
 	how := "container process " + h.ctr.Exit().String()
-	if b, err := os.ReadFile(filepath.Join(h.ctr.Dir, "stderr.log")); err == nil && len(b) > 0 {
-		tail := runtimes.NewTail(16 << 10)
-		_, _ = tail.Write(b)
-		if s := tail.LastLines(20); s != "" {
-			how += "; last lines of stderr:\n" + s
-		}
+	if full := h.ctr.Disk.Full(); full != "" {
+		how += "; " + runtimes.OutOfDisk(full)
+	}
+	if s := h.tail.LastLines(20); s != "" {
+		how += "; last lines of stderr:\n" + s
 	}
 	return errors.New(how)
 }
@@ -386,7 +346,6 @@ func (h *handle) Stop(grace time.Duration) {
 	if _, err := h.r.rc.Stop(ctx, h.id, grace); err != nil {
 		h.r.cfg.Log.Warn("container did not stop; it is removed by force", "container", h.id, "err", err)
 	}
-	h.tailed()
 }
 
 // Remove deletes the container (its processes, cgroups, mounts, folder),

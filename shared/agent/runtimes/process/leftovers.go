@@ -3,6 +3,8 @@ package process
 import (
 	"os"
 	"path/filepath"
+
+	"github.com/envlease/envlease/shared/agent/confine"
 )
 
 // reclaim clears what an earlier run of the agent left in its work dir:
@@ -32,6 +34,15 @@ func (rt *Runtime) reclaim() int {
 	killed, inits := killRooted(roots)
 	killed += rt.cfg.Node.ReclaimBoxes(roots)
 	for r := range roots {
+		// A folder that is a disk's mount point is unmounted first (at
+		// once, whatever it holds), and the disk's image removed.
+		img := ""
+		if d := rt.cfg.Node.Disks; d != nil {
+			img = filepath.Join(d.Dir, filepath.Base(r)+".img")
+		}
+		if err := confine.RemoveDisk(r, img); err != nil {
+			rt.cfg.Log.Warn("an earlier environment's disk is not removed", "root", r, "err", err)
+		}
 		_ = os.RemoveAll(r)
 	}
 	rt.cfg.Log.Warn("cleared what an earlier run of the agent left", "folders", len(roots), "processes", killed, "namespaced", inits)

@@ -7,8 +7,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/envlease/envlease/shared/agent/bytesize"
 	"github.com/envlease/envlease/shared/agent/nsinit"
+	"github.com/envlease/envlease/shared/bytesize"
 	"github.com/envlease/envlease/shared/domain"
 )
 

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/envlease/envlease/shared/agent/bytesize"
+	"github.com/envlease/envlease/shared/bytesize"
 	"github.com/envlease/envlease/shared/domain"
 )
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 
 	"github.com/envlease/envlease/shared/agent/confine"
 	"github.com/envlease/envlease/shared/agent/nsinit"
@@ -19,13 +20,23 @@ import (
 // user, with the template's resources, and returns once the command runs.
 // With egressPort > 0 the environment's egress proxy listens there, on the
 // loopback of its namespace, before the command starts.
-func (rt *Runtime) startNamespaced(t domain.Template, b *confine.Box, path, dir string, env []string, stdout, stderr *os.File, egressPort int) (*exec.Cmd, *confine.Net, error) {
+func (rt *Runtime) startNamespaced(t domain.Template, b *confine.Box, cache, path, dir string, env []string, stdout, stderr *os.File, egressPort int) (*exec.Cmd, *confine.Net, error) {
 	uid := -1
 	if b.User != nil {
 		uid = b.User.UID
 	}
 	limits, cpus, warns := resourceLimits(t.Resources, rt.cpuTurn())
-	cfg := nsinit.Config{Path: path, Args: t.Command, Dir: dir, Env: env, UID: uid, GID: uid, Rlimits: limits, CPUs: cpus}
+	cfg := nsinit.Config{Path: path, Args: t.Command, Dir: dir, Env: env, UID: uid, GID: uid, Rlimits: limits, CPUs: cpus,
+		Tmp: b.TmpMounts(), Keep: []string{b.Root}}
+	if cache != "" {
+		cfg.Keep = append(cfg.Keep, cache)
+	}
+	// envlease exec enters the namespaces and runs the agent's binary
+	// there by its path: it stays reachable where a Tmp mount would hide
+	// it (an agent run from /tmp).
+	if self, err := os.Executable(); err == nil {
+		cfg.Keep = append(cfg.Keep, filepath.Dir(self))
+	}
 	cfg.View = view(t, b)
 	start := func(intoCgroup bool) (*nsinit.Cmd, error) {
 		c, err := nsinit.Command(cfg)

@@ -27,7 +27,7 @@ type proc struct {
 	root  string
 	ports map[string]int // export service -> port
 	tail  *runtimes.Tail
-	logs  *os.File
+	logs  io.WriteCloser
 	// exited is closed when the process has been waited for; err is then
 	// Wait's result.
 	exited chan struct{}
@@ -103,7 +103,7 @@ func (rt *Runtime) startProcess(t domain.Template, b *confine.Box, cache string,
 		release()
 		return nil, fmt.Errorf("start %q: %w", t.Command[0], err)
 	}
-	logs, err := b.OpenLog()
+	logs, err := b.OpenLog(0)
 	if err != nil {
 		release()
 		return nil, fmt.Errorf("open the log: %w", err)
@@ -138,7 +138,7 @@ func (rt *Runtime) startProcess(t domain.Template, b *confine.Box, cache string,
 	}
 	var cmd *exec.Cmd
 	if rt.cfg.Node.Namespaces {
-		cmd, p.net, err = rt.startNamespaced(t, b, path, dir, env, ow, pw, proxy)
+		cmd, p.net, err = rt.startNamespaced(t, b, cache, path, dir, env, ow, pw, proxy)
 	} else {
 		cmd, err = start(true)
 	}
@@ -212,8 +212,9 @@ func (rt *Runtime) startProcess(t domain.Template, b *confine.Box, cache string,
 // uid is the user the process runs as.
 func (p *proc) uid() int { return p.box.UID() }
 
-// exitError describes how the process ended, with the last lines of stderr.
-func (p *proc) exitError() error {
+// exitError describes how the process ended, whether it ran out of disk
+// (full says how, "" when it did not), with the last lines of stderr.
+func (p *proc) exitError(full string) error {
 	<-p.exited
 	how := "process exited with status 0"
 	var ee *exec.ExitError
@@ -224,6 +225,9 @@ func (p *proc) exitError() error {
 		how = "process " + exitDescription(ee)
 	case p.err != nil:
 		how = "process ended: " + p.err.Error()
+	}
+	if full != "" {
+		how += "; " + runtimes.OutOfDisk(full)
 	}
 	if tail := p.tail.LastLines(20); tail != "" {
 		how += "; last lines of stderr:\n" + tail

@@ -61,8 +61,15 @@ func (rt *Runtime) cpuTurn() int { return int(rt.cpu.Add(1) - 1) }
 func (rt *Runtime) Name() string { return domain.RuntimeProcess }
 
 // Prepare makes the environment's folder envs/<id>, its user and cgroup.
-func (rt *Runtime) Prepare(_ context.Context, e runtimes.Env) (runtimes.Handle, error) {
-	b, err := rt.cfg.Node.NewBox(filepath.Join(rt.cfg.WorkDir, "envs", e.ID))
+func (rt *Runtime) Prepare(ctx context.Context, e runtimes.Env) (runtimes.Handle, error) {
+	var size confine.DiskSize
+	if d := rt.cfg.Node.Disks; d != nil {
+		var err error
+		if size, err = d.Size(e.Template.Resources.Disk); err != nil {
+			return nil, err
+		}
+	}
+	b, err := rt.cfg.Node.NewBox(ctx, filepath.Join(rt.cfg.WorkDir, "envs", e.ID), size)
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +103,7 @@ type handle struct {
 }
 
 func (h *handle) Files() runtimes.Files {
-	return runtimes.Files{Root: h.b.Root, Owner: h.b.Owner()}
+	return runtimes.Files{Root: h.b.Root, Owner: h.b.Owner(), Reserved: []string{confine.TmpName}}
 }
 
 func (h *handle) Start(context.Context) error {
@@ -124,7 +131,7 @@ func (h *handle) Dial(ctx context.Context, port int) (net.Conn, error) {
 
 func (h *handle) Namespaced() bool      { return h.p != nil && h.p.net != nil }
 func (h *handle) Done() <-chan struct{} { return h.p.exited }
-func (h *handle) Err() error            { return h.p.exitError() }
+func (h *handle) Err() error            { return h.p.exitError(h.b.Disk.Full()) }
 
 func (h *handle) Stop(grace time.Duration) {
 	if h.p != nil {

@@ -29,3 +29,17 @@ func Parse(s string) (uint64, error) {
 	}
 	return n * mult, nil
 }
+
+// Format writes n as Parse reads it, in the largest binary unit that
+// divides it (10Gi, 512Mi), else in bytes.
+func Format(n uint64) string {
+	for _, u := range []struct {
+		suffix string
+		mult   uint64
+	}{{"Ti", 1 << 40}, {"Gi", 1 << 30}, {"Mi", 1 << 20}, {"Ki", 1 << 10}} {
+		if n >= u.mult && n%u.mult == 0 {
+			return fmt.Sprintf("%d%s", n/u.mult, u.suffix)
+		}
+	}
+	return fmt.Sprint(n)
+}
