@@ -237,6 +237,9 @@ func openConsole(t *testing.T, base, token string) string {
 	cmd.Env = []string{
 		"PATH=" + dir + ":" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "XDG_CONFIG_HOME=" + t.TempDir(),
 		"ENVLEASE_URL=" + base, "ENVLEASE_TOKEN=" + token, "OPENED=" + opened, "HOLD=" + hold,
+		// A desktop session: without a display, envlease console prints
+		// the address instead of starting an opener.
+		"DISPLAY=:0",
 	}
 	// envlease console waits until the page has spent its code, which
 	// nothing does here: it runs, looked at, until the test ends.
