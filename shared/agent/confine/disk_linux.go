@@ -164,7 +164,7 @@ func (d *Disk) Remove() error {
 // an environment, or an earlier run of the agent, left.
 func RemoveDisk(mount, image string) error {
 	var errs []error
-	if err := unmountAll(mount); err != nil {
+	if err := UnmountAll(mount); err != nil {
 		errs = append(errs, err)
 	}
 	if image != "" {
@@ -175,9 +175,10 @@ func RemoveDisk(mount, image string) error {
 	return errors.Join(errs...)
 }
 
-// unmountAll unmounts p however many times it is mounted, detaching it
-// when busy.
-func unmountAll(p string) error {
+// UnmountAll unmounts p however many times it is mounted (a folder can be
+// mounted over more than once), detaching it when busy. A p that is not a
+// mount point is no error.
+func UnmountAll(p string) error {
 	for i := 0; i < 8; i++ {
 		err := unix.Unmount(p, 0)
 		switch {

@@ -466,7 +466,7 @@ func (r *Runtime) Delete(ctx context.Context, id string) error {
 	if err := removeCgroups(st.Cgroups, 10*time.Second); err != nil {
 		errs = append(errs, err)
 	}
-	if err := unmount(st.Rootfs); err != nil {
+	if err := confine.UnmountAll(st.Rootfs); err != nil {
 		errs = append(errs, err)
 	}
 	if len(errs) == 0 && st.Disk != "" {
@@ -532,26 +532,6 @@ func (r *Runtime) Recover(ctx context.Context) ([]string, error) {
 func notExist(err error) bool {
 	s := err.Error()
 	return strings.Contains(s, "does not exist") || strings.Contains(s, "not found")
-}
-
-// unmount unmounts the root filesystem, however many times it is mounted.
-func unmount(p string) error {
-	for i := 0; i < 8; i++ {
-		err := unix.Unmount(p, 0)
-		switch {
-		case err == nil:
-			continue
-		case errors.Is(err, unix.EINVAL), errors.Is(err, unix.ENOENT):
-			return nil // not (or no longer) a mount point
-		case errors.Is(err, unix.EBUSY):
-			if err := unix.Unmount(p, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
-				return fmt.Errorf("unmount %s: %w", p, err)
-			}
-		default:
-			return fmt.Errorf("unmount %s: %w", p, err)
-		}
-	}
-	return fmt.Errorf("unmount %s: still mounted", p)
 }
 
 func readPid(p string) (int, error) {

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"testing"
 
 	"github.com/klauspost/compress/zstd"
 
@@ -143,4 +144,47 @@ func writeManifest(tw *tar.Writer, m domain.CheckpointManifest) error {
 	}
 	_, err = tw.Write(b)
 	return err
+}
+
+// Entry is one member of a small test archive (Tar).
+type Entry struct {
+	Name string
+	Type byte
+	Body string // a regular file's content
+	Link string // a link's target
+}
+
+// File, Dir, Symlink and Hardlink are the members tests build archives of.
+func File(name, body string) Entry  { return Entry{Name: name, Type: tar.TypeReg, Body: body} }
+func Dir(name string) Entry         { return Entry{Name: name, Type: tar.TypeDir} }
+func Symlink(name, to string) Entry { return Entry{Name: name, Type: tar.TypeSymlink, Link: to} }
+func Hardlink(name, to string) Entry {
+	return Entry{Name: name, Type: tar.TypeLink, Link: to}
+}
+
+// Tar writes entries as an uncompressed tar archive: folders 0755, files
+// 0644, a character device as /dev/null's numbers.
+func Tar(t testing.TB, entries ...Entry) *bytes.Buffer {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, e := range entries {
+		h := &tar.Header{Name: e.Name, Typeflag: e.Type, Linkname: e.Link, Mode: 0o644, Size: int64(len(e.Body))}
+		switch e.Type {
+		case tar.TypeDir:
+			h.Mode = 0o755
+		case tar.TypeChar:
+			h.Devmajor, h.Devminor = 1, 3
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write([]byte(e.Body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return &buf
 }
