@@ -47,16 +47,9 @@ func (s *Service) ClaimBatch(ctx context.Context, p domain.Principal, id string,
 }
 
 func (s *Service) claimBatch(ctx context.Context, p domain.Principal, id string, offered []string, want int, only bool) ([]Claimed, error) {
-	n, err := s.activeNode(ctx, p, id)
+	n, runs, err := s.nodeWithRoom(ctx, p, id)
 	if err != nil {
 		return nil, err
-	}
-	runs, err := s.store.NodeEnvironments(ctx, n.OrgID, n.ID)
-	if err != nil {
-		return nil, err
-	}
-	if len(runs) >= n.Capacity {
-		return nil, domain.Errorf(domain.CodeConflict, "node %s is at its capacity of %d environment(s); claim again when one has stopped", n.ID, n.Capacity)
 	}
 	want = min(want, MaxClaimBatch, n.Capacity-len(runs))
 	b := &batch{s: s, n: n, keyHash: p.KeyHash, templates: map[string]*templateRead{}, seen: map[string]bool{}}

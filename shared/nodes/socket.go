@@ -369,22 +369,32 @@ func (s *Service) envStates(ctx context.Context, n domain.Node, ids []string, as
 	return out, nil
 }
 
+// nodeWithRoom reads the claiming node and what it runs, and refuses a
+// claim when it runs as many environments as its capacity.
+func (s *Service) nodeWithRoom(ctx context.Context, p domain.Principal, id string) (domain.Node, []domain.Environment, error) {
+	n, err := s.activeNode(ctx, p, id)
+	if err != nil {
+		return domain.Node{}, nil, err
+	}
+	runs, err := s.store.NodeEnvironments(ctx, n.OrgID, n.ID)
+	if err != nil {
+		return domain.Node{}, nil, err
+	}
+	if len(runs) >= n.Capacity {
+		return domain.Node{}, nil, domain.Errorf(domain.CodeConflict, "node %s is at its capacity of %d environment(s); claim again when one has stopped", n.ID, n.Capacity)
+	}
+	return n, runs, nil
+}
+
 // ClaimOffered claims for a node on the node protocol, at once (no long
 // poll: an offer says when to claim): the offered environment first, when
 // one is named and still pending in the node's pool, then the oldest few
 // pending in random order; with only, the offered environment or nothing.
 // nil: nothing to claim.
 func (s *Service) ClaimOffered(ctx context.Context, p domain.Principal, id, env string, only bool) (*Claimed, error) {
-	n, err := s.activeNode(ctx, p, id)
+	n, _, err := s.nodeWithRoom(ctx, p, id)
 	if err != nil {
 		return nil, err
-	}
-	runs, err := s.store.NodeEnvironments(ctx, n.OrgID, n.ID)
-	if err != nil {
-		return nil, err
-	}
-	if len(runs) >= n.Capacity {
-		return nil, domain.Errorf(domain.CodeConflict, "node %s is at its capacity of %d environment(s); claim again when one has stopped", n.ID, n.Capacity)
 	}
 	if validEnvID(env) {
 		e, err := s.store.GetEnvironment(ctx, n.OrgID, env)

@@ -60,12 +60,7 @@ func (s *Store) ClaimEnvironments(ctx context.Context, es []domain.Environment, 
 			items = append(items, evPut)
 		}
 		nodeAt := len(items)
-		items = append(items, types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
-			TableName: aws.String(s.table), Key: key(orgPK(n.OrgID), nodeSK(n.ID)),
-			ConditionExpression:       aws.String("#state = :active"),
-			ExpressionAttributeNames:  map[string]string{"#state": "state"},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":active": str(domain.NodeActive)},
-		}})
+		items = append(items, s.nodeActiveCheck(n))
 		credAt := -1
 		if keyHash != "" {
 			credAt = len(items)

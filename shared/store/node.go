@@ -448,12 +448,7 @@ func (s *Store) ClaimEnvironment(ctx context.Context, e domain.Environment, n do
 				":v": num(e.Version), ":pending": str(string(domain.StatePending)),
 			},
 		}},
-		{ConditionCheck: &types.ConditionCheck{
-			TableName: aws.String(s.table), Key: key(orgPK(n.OrgID), nodeSK(n.ID)),
-			ConditionExpression:       aws.String("#state = :active"),
-			ExpressionAttributeNames:  map[string]string{"#state": "state"},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":active": str(domain.NodeActive)},
-		}},
+		s.nodeActiveCheck(n),
 	}
 	credAt := -1
 	if keyHash != "" {
@@ -514,4 +509,15 @@ func (s *Store) ReplaceEnvironment(ctx context.Context, before, after domain.Env
 		return cur, false, err
 	}
 	return after, true, nil
+}
+
+// nodeActiveCheck is the condition of a claim's transaction that the
+// claiming node is still active (not draining, not lost).
+func (s *Store) nodeActiveCheck(n domain.Node) types.TransactWriteItem {
+	return types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
+		TableName: aws.String(s.table), Key: key(orgPK(n.OrgID), nodeSK(n.ID)),
+		ConditionExpression:       aws.String("#state = :active"),
+		ExpressionAttributeNames:  map[string]string{"#state": "state"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":active": str(domain.NodeActive)},
+	}}
 }
