@@ -76,7 +76,6 @@ type Recorder interface {
 	Record(Record)
 }
 
-
 // Boundary is one environment's network boundary, alive until Close.
 type Boundary struct {
 	cfg   Config

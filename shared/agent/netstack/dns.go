@@ -73,4 +73,3 @@ func (b *Boundary) answer(ctx context.Context, q *dns.Msg) *dns.Msg {
 	}
 	return m
 }
-
