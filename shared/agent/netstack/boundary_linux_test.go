@@ -311,3 +311,141 @@ func TestBoundary(t *testing.T) {
 		}
 	})
 }
+
+func serveEcho(t *testing.T) (tcpPort, udpPort int) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				_, _ = io.Copy(c, c)
+			}()
+		}
+	}()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pc.Close() })
+	go func() {
+		buf := make([]byte, 65536)
+		for {
+			n, a, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			_, _ = pc.WriteTo(append([]byte("echo:"), buf[:n]...), a)
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr).Port, pc.LocalAddr().(*net.UDPAddr).Port
+}
+
+func TestBoundaryStreams(t *testing.T) {
+	needRoot(t)
+	tcpPort, udpPort := serveEcho(t)
+	p := netpolicy.Layers{netpolicy.MustCompile(netpolicy.ModeRules, netpolicy.Rules{Allow: []string{"198.18.0.12"}})}
+	e := newEnv(t, p, fakeResolver{})
+
+	t.Run("raw TCP, bytes counted", func(t *testing.T) {
+		c, err := e.dialIn(t, "tcp", net.JoinHostPort("198.18.0.12", strconv.Itoa(tcpPort)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		const n = 300_000
+		go func() {
+			_, _ = c.Write(make([]byte, n))
+			_ = c.(*net.TCPConn).CloseWrite()
+		}()
+		got, err := io.Copy(io.Discard, c)
+		c.Close()
+		if err != nil || got != n {
+			t.Fatalf("echoed %d of %d: %v", got, n, err)
+		}
+		rec, ok := e.log.find(func(x Record) bool { return x.Proto == ProtoTCP && x.Port == uint16(tcpPort) })
+		if !ok || rec.Sent != n || rec.Received != n || rec.Rule != "allow 198.18.0.12" || rec.Verdict != VerdictAllow {
+			t.Errorf("record %+v (found %v)", rec, ok)
+		}
+	})
+	t.Run("UDP", func(t *testing.T) {
+		c, err := e.dialIn(t, "udp", net.JoinHostPort("198.18.0.12", strconv.Itoa(udpPort)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		buf := make([]byte, 100)
+		for _, msg := range []string{"one", "two"} {
+			if _, err := c.Write([]byte(msg)); err != nil {
+				t.Fatal(err)
+			}
+			_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			n, err := c.Read(buf)
+			if err != nil || string(buf[:n]) != "echo:"+msg {
+				t.Fatalf("%q: %q %v", msg, buf[:n], err)
+			}
+		}
+		c.Close()
+		// A flow is recorded when it ends: the boundary's close ends it.
+		e.b.Close()
+		rec, ok := e.log.find(func(x Record) bool { return x.Proto == ProtoUDP && x.Port == uint16(udpPort) })
+		if !ok || rec.Sent != 6 || rec.Received != 16 || rec.Verdict != VerdictAllow {
+			t.Errorf("record %+v (found %v):\n%s", rec, ok, e.log)
+		}
+	})
+}
+
+func TestBoundaryRuleChange(t *testing.T) {
+	needRoot(t)
+	tcpPort, _ := serveEcho(t)
+	target := net.JoinHostPort("198.18.0.12", strconv.Itoa(tcpPort))
+	allow := netpolicy.Layers{netpolicy.MustCompile(netpolicy.ModeRules, netpolicy.Rules{Allow: []string{"198.18.0.0/24"}})}
+	deny := netpolicy.Layers{netpolicy.MustCompile(netpolicy.ModeRules, netpolicy.Rules{Allow: []string{"198.18.0.0/24"}, Deny: []string{"198.18.0.12"}})}
+	e := newEnv(t, allow, fakeResolver{})
+
+	long, err := e.dialIn(t, "tcp", target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer long.Close()
+	// A loop that connects, sends, reads and closes, until refused.
+	refused := make(chan int, 1)
+	go func() {
+		for i := 0; ; i++ {
+			c, err := e.dialIn(t, "tcp", target)
+			if err != nil {
+				refused <- i
+				return
+			}
+			_, _ = c.Write([]byte("x"))
+			_, _ = io.ReadFull(c, make([]byte, 1))
+			c.Close()
+		}
+	}()
+	time.Sleep(200 * time.Millisecond)
+	e.b.SetPolicy(deny)
+	select {
+	case n := <-refused:
+		if n == 0 {
+			t.Error("the loop never connected before the change")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("new connections still go through after the change")
+	}
+	_ = long.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := long.Read(make([]byte, 1)); err == nil || os.IsTimeout(err) {
+		t.Fatalf("the open connection was not closed: %v", err)
+	}
+	if _, ok := e.log.find(func(x Record) bool {
+		return x.Proto == ProtoTCP && x.Verdict == VerdictDeny && x.Rule == "deny 198.18.0.12" && strings.Contains(x.Error, "rules changed")
+	}); !ok {
+		t.Errorf("no record of the connection the change closed:\n%s", e.log)
+	}
+}
