@@ -207,7 +207,7 @@ func (r *Runtime) Prepare(ctx context.Context, e runtimes.Env) (_ runtimes.Handl
 	}
 	cfg.Env = append(cfg.Env, extra...)
 	egress := 0
-	if t.Egress() {
+	if r.cfg.Node.Proxied(t) {
 		egress = confine.EgressPortFor(h.ports)
 		cfg.Env = withDefaults(cfg.Env, confine.EgressEnv(egress))
 	}
@@ -258,6 +258,13 @@ func (r *Runtime) Prepare(ctx context.Context, e runtimes.Env) (_ runtimes.Handl
 			return nil, fmt.Errorf("open the egress proxy in the environment's network namespace: %w", err)
 		}
 		h.net = confine.NewNet(nsh, nil, confine.ServeEgress(ln, r.cfg.Node.Guard, r.cfg.Log.With("container", e.ID, "egressPort", egress)))
+	} else if t.Transparent() {
+		// The boundary is in place before the command starts.
+		b, err := r.cfg.Node.OpenBoundary(nsh, t, e.ID)
+		if err != nil {
+			return nil, err
+		}
+		h.net = confine.NewNet(nsh, nil, b)
 	}
 	return h, nil
 }

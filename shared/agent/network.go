@@ -1,0 +1,163 @@
+package agent
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/vishvananda/netns"
+
+	"github.com/envlease/envlease/shared/agent/confine"
+	"github.com/envlease/envlease/shared/agent/envlog"
+	"github.com/envlease/envlease/shared/agent/netstack"
+	"github.com/envlease/envlease/shared/domain"
+	"github.com/envlease/envlease/shared/netpolicy"
+)
+
+// NetLogMax bounds each environment's network log on the node: the last
+// 4 MiB of records (some 15,000 connections) are kept.
+const NetLogMax = 4 << 20
+
+// netBoundaries are the network boundaries of the environments the agent
+// runs (docs/nodes.md, "Network boundary"), by the id the runtime gave
+// them, each with its network log: a ring file under <WorkDir>/netlogs of
+// JSON lines, one per record.
+type netBoundaries struct {
+	mu   sync.Mutex
+	byID map[string]*netEnv
+	logs map[string]*envlog.Log // kept after the boundary closed, until read
+}
+
+type netEnv struct {
+	b   *netstack.Boundary
+	log *envlog.Log
+}
+
+func (a *Agent) netLogsDir() string { return filepath.Join(a.cfg.WorkDir, "netlogs") }
+
+// setupBoundaries gives the node network boundaries where it can make
+// them (TUN devices), and says why not otherwise.
+func (a *Agent) setupBoundaries(n *confine.Node) {
+	if a.noBoundary = netstack.Probe(); a.noBoundary != nil {
+		return
+	}
+	// What an earlier run of the agent left is of environments that ended
+	// with it.
+	_ = os.RemoveAll(a.netLogsDir())
+	a.boundaries.byID = map[string]*netEnv{}
+	a.boundaries.logs = map[string]*envlog.Log{}
+	n.Boundary = a.openBoundary
+}
+
+// logBoundaries says at start which way templates with network open or
+// rules reach out.
+func (a *Agent) logBoundaries() {
+	if a.noBoundary == nil {
+		a.log.Info("templates with network open or rules reach out through a network boundary: a TUN device in the environment's namespace whose other end is the agent's own TCP/IP stack, which answers its DNS, decides every connection by the environment's rules (never the node's addresses or private ranges) and logs it")
+		return
+	}
+	a.log.Warn("this node makes no network boundaries: templates with network open reach public addresses through the agent's HTTP proxy instead (programs must honour HTTP_PROXY; nothing else gets out, and connections are not logged one by one), and templates with network rules cannot start here", "err", a.noBoundary.Error())
+}
+
+// openBoundary is confine.Node.Boundary: the boundary of environment id,
+// with its network log.
+func (a *Agent) openBoundary(h netns.NsHandle, t domain.Template, id string) (confine.Egress, error) {
+	p, err := t.NetworkPolicy()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(a.netLogsDir(), 0o700); err != nil {
+		return nil, err
+	}
+	l, err := envlog.Create(filepath.Join(a.netLogsDir(), id+".jsonl"), NetLogMax, time.Now)
+	if err != nil {
+		return nil, err
+	}
+	b, err := netstack.Open(h, netstack.Config{
+		Policy:   netpolicy.Layers{p},
+		Guard:    a.confinement.Guard.Check,
+		Resolver: a.cfg.boundaryResolver,
+		Dial:     a.cfg.boundaryDial,
+		Log:      netRecorder{l},
+		Slog:     a.log.With("environment", id),
+	})
+	if err != nil {
+		l.Remove()
+		return nil, err
+	}
+	a.boundaries.mu.Lock()
+	a.boundaries.byID[id] = &netEnv{b: b, log: l}
+	a.boundaries.logs[id] = l
+	a.boundaries.mu.Unlock()
+	return &boundaryHandle{a: a, id: id, b: b, log: l}, nil
+}
+
+// boundaryHandle closes a boundary with its environment; the network log
+// stays readable until the environment's end is reported.
+type boundaryHandle struct {
+	a    *Agent
+	id   string
+	b    *netstack.Boundary
+	log  *envlog.Log
+	once sync.Once
+}
+
+func (h *boundaryHandle) Close() {
+	h.once.Do(func() {
+		h.b.Close()
+		h.log.Close()
+		h.a.boundaries.mu.Lock()
+		delete(h.a.boundaries.byID, h.id)
+		h.a.boundaries.mu.Unlock()
+	})
+}
+
+// netLog is the network log of environment id, while the node holds it.
+func (a *Agent) netLog(id string) (*envlog.Log, bool) {
+	a.boundaries.mu.Lock()
+	defer a.boundaries.mu.Unlock()
+	l, ok := a.boundaries.logs[id]
+	return l, ok
+}
+
+// dropNetLog removes environment id's network log from the node.
+func (a *Agent) dropNetLog(id string) {
+	a.boundaries.mu.Lock()
+	l := a.boundaries.logs[id]
+	delete(a.boundaries.logs, id)
+	a.boundaries.mu.Unlock()
+	if l != nil {
+		l.Remove()
+	}
+}
+
+// setNetworkPolicy replaces the environment's own layer of its policy
+// (the template's stays first).
+func (a *Agent) setNetworkPolicy(id string, t domain.Template, own *netpolicy.Policy) error {
+	a.boundaries.mu.Lock()
+	e := a.boundaries.byID[id]
+	a.boundaries.mu.Unlock()
+	if e == nil {
+		return errors.New("the environment has no network boundary on this node")
+	}
+	tp, err := t.NetworkPolicy()
+	if err != nil {
+		return err
+	}
+	e.b.SetPolicy(netpolicy.Layers{tp, own})
+	return nil
+}
+
+// netRecorder writes records to a network log, one JSON line each.
+type netRecorder struct{ l *envlog.Log }
+
+func (r netRecorder) Record(x netstack.Record) {
+	b, err := json.Marshal(x)
+	if err != nil {
+		return
+	}
+	_, _ = r.l.Write(append(b, '\n'))
+}

@@ -1,0 +1,158 @@
+package agent_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/envlease/envlease/shared/agent"
+	"github.com/envlease/envlease/shared/agent/netstack"
+	"github.com/envlease/envlease/shared/domain"
+	"github.com/envlease/envlease/shared/netpolicy"
+)
+
+// names stands for the node's resolver in these tests.
+type names map[string]netip.Addr
+
+func (n names) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	if a, ok := n[host]; ok {
+		return []netip.Addr{a}, nil
+	}
+	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+}
+
+// netProbe asks for three URLs with curl, no proxy variables set, and
+// writes what each gave and its exit code.
+const netProbe = `for n in allowed denied byaddr rebound; do
+  eval u=\$URL_$n
+  curl -sS --max-time 10 "$u" > $n.out 2>&1; echo $? > $n.rc
+done
+touch done
+exec sleep 3600`
+
+// From inside a real environment of a template with network rules (as
+// root: namespaces of its own), curl reaches an allowed name without any
+// proxy setting, and is refused a denied name (its DNS), an address no
+// entry allows and a name that resolves to a private address; the network
+// log on the node names the rule of each, with the bytes of the one that
+// went through.
+func TestNetworkRulesEnvironment(t *testing.T) {
+	if runtime.GOOS != "linux" || os.Geteuid() != 0 {
+		t.Skip("network boundaries need the agent to run as root on Linux")
+	}
+	if err := agent.NamespacesWork(); err != nil {
+		t.Skipf("this node cannot make namespaces: %v", err)
+	}
+	if err := netstack.Probe(); err != nil {
+		t.Skip(err)
+	}
+	if _, err := os.Stat("/usr/bin/curl"); err != nil {
+		t.Skip("needs curl")
+	}
+	outside := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "outside %s %s", r.Host, r.URL.Path)
+	}))
+	t.Cleanup(outside.Close)
+	port := outside.Listener.Addr().(*net.TCPAddr).Port
+	// The outside's addresses as the environment sees them; the node's side
+	// of each connection goes to the server on the loopback.
+	allowedAddr := netip.MustParseAddr("198.18.0.10")
+	res := names{"allowed.test": allowedAddr, "denied.test": allowedAddr, "rebound.test": netip.MustParseAddr("10.0.0.7")}
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		ap := netip.MustParseAddrPort(addr)
+		if ap.Addr() != allowedAddr {
+			return nil, fmt.Errorf("the test dials only its own server, not %s", addr)
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, network, outside.Listener.Addr().String())
+	}
+	p := strconv.Itoa(port)
+	env := map[string]string{
+		"URL_allowed": "http://allowed.test:" + p + "/a", "URL_denied": "http://denied.test:" + p + "/d",
+		"URL_byaddr": "http://198.18.0.11:" + p + "/b", "URL_rebound": "http://rebound.test:" + p + "/r",
+	}
+	s := newStack(t, domain.Template{Name: "ruled", Network: domain.NetworkRules,
+		NetworkRules: &netpolicy.Rules{Allow: []string{"allowed.test", "rebound.test"}, Deny: []string{"denied.test"}},
+		Command:      []string{"sh", "-c", netProbe}, Env: env})
+	s.Clock.Set(time.Now())
+	dir := s.runAgentWith(t, t.TempDir(), time.Second, agent.BoundaryOutside(res, dial,
+		netip.AddrPortFrom(allowedAddr, uint16(port)), netip.AddrPortFrom(netip.MustParseAddr("198.18.0.11"), uint16(port))))
+	id := s.lease(t, "ruled")
+	s.wait(t, id, domain.StateReady)
+	root := filepath.Join(dir, "envs", id)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(root, "done")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(filepath.Join(root, ".envlease.log"))
+			t.Fatalf("the probe did not finish; its log:\n%s", log)
+		}
+	}
+	read := func(n string) (string, string) {
+		out, _ := os.ReadFile(filepath.Join(root, n+".out"))
+		rc, _ := os.ReadFile(filepath.Join(root, n+".rc"))
+		return string(out), strings.TrimSpace(string(rc))
+	}
+	if out, rc := read("allowed"); rc != "0" || out != "outside allowed.test:"+p+" /a" {
+		t.Errorf("allowed: exit %s: %q", rc, out)
+	}
+	for _, n := range []string{"denied", "byaddr", "rebound"} {
+		if out, rc := read(n); rc == "0" {
+			t.Errorf("%s went through: %q", n, out)
+		}
+	}
+
+	// The network log, as the node keeps it.
+	var recs []netstack.Record
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		b, _ := os.ReadFile(filepath.Join(dir, "netlogs", id+".jsonl"))
+		recs = recs[:0]
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		for sc.Scan() {
+			var r netstack.Record
+			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+				t.Fatalf("a record that is not JSON: %q", sc.Bytes())
+			}
+			recs = append(recs, r)
+		}
+		if len(recs) >= 6 || time.Now().After(deadline) {
+			break
+		}
+	}
+	has := func(what string, ok func(netstack.Record) bool) {
+		t.Helper()
+		for _, r := range recs {
+			if ok(r) {
+				return
+			}
+		}
+		t.Errorf("no record of %s in %+v", what, recs)
+	}
+	has("the allowed connection with its bytes", func(r netstack.Record) bool {
+		return r.Proto == "tcp" && r.Name == "allowed.test" && r.Verdict == "allow" && r.Rule == "allow allowed.test" &&
+			r.Sent > 50 && r.Received > int64(len("outside allowed.test:"+p+" /a")) && r.Addr == allowedAddr.String()
+	})
+	has("the denied name's DNS question", func(r netstack.Record) bool {
+		return r.Proto == "dns" && r.Name == "denied.test" && r.Verdict == "deny" && r.Rule == "deny denied.test"
+	})
+	has("the address no entry allows", func(r netstack.Record) bool {
+		return r.Proto == "tcp" && r.Addr == "198.18.0.11" && r.Verdict == "deny" && r.Rule == "no allow entry"
+	})
+	has("the name rebound to a private address", func(r netstack.Record) bool {
+		return r.Proto == "tcp" && r.Name == "rebound.test" && r.Verdict == "deny" && strings.Contains(r.Rule, "private")
+	})
+}
