@@ -37,7 +37,7 @@ var (
 const LinkName = "envlease0"
 
 // MTU of the TUN link.
-const MTU = 1500
+const MTU = 65520
 
 // Resolver resolves the names the environment asks for (net.Resolver).
 type Resolver interface {

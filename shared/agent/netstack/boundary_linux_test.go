@@ -102,7 +102,7 @@ func needRoot(t *testing.T) {
 
 // newEnv makes a named network namespace (so `ip netns exec` can run
 // programs in it) with a boundary of policy p.
-func newEnv(t *testing.T, p netpolicy.Layers, res fakeResolver) *env {
+func newEnv(t testing.TB, p netpolicy.Layers, res fakeResolver) *env {
 	t.Helper()
 	name := fmt.Sprintf("envlease-nt-%d-%d", os.Getpid(), time.Now().UnixNano()%1e6)
 	var h netns.NsHandle
@@ -168,13 +168,13 @@ func newEnv(t *testing.T, p netpolicy.Layers, res fakeResolver) *env {
 }
 
 // in runs fn with sockets made in the environment's namespace.
-func (e *env) in(t *testing.T, fn func() error) error {
+func (e *env) in(t testing.TB, fn func() error) error {
 	t.Helper()
 	return confine.InNamespace(e.h, fn)
 }
 
 // dialIn connects from inside the environment.
-func (e *env) dialIn(t *testing.T, network, addr string) (net.Conn, error) {
+func (e *env) dialIn(t testing.TB, network, addr string) (net.Conn, error) {
 	var c net.Conn
 	err := e.in(t, func() error {
 		var err error
@@ -184,7 +184,7 @@ func (e *env) dialIn(t *testing.T, network, addr string) (net.Conn, error) {
 	return c, err
 }
 
-func (e *env) resolver(t *testing.T) *net.Resolver {
+func (e *env) resolver(t testing.TB) *net.Resolver {
 	return &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
 		return e.dialIn(t, network, net.JoinHostPort(StackAddr.String(), "53"))
 	}}

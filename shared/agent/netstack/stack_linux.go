@@ -80,6 +80,10 @@ func Open(h netns.NsHandle, cfg Config) (*Boundary, error) {
 	if e := s.SetTransportProtocolOption(tcp.ProtocolNumber, &snd); e != nil {
 		return fail("send buffer", e)
 	}
+	mod := tcpip.TCPModerateReceiveBufferOption(true)
+	if e := s.SetTransportProtocolOption(tcp.ProtocolNumber, &mod); e != nil {
+		return fail("receive buffer moderation", e)
+	}
 	if e := s.CreateNIC(nicID, ep); e != nil {
 		return fail("NIC", e)
 	}
