@@ -65,7 +65,7 @@ func stream(b *testing.B, dial func() (net.Conn, error)) {
 	}
 	b.StopTimer()
 	gb := float64(b.N) * streamBytes / 1e9
-	b.ReportMetric((cpuTime() - cpu0).Seconds()/gb, "cpu-s/GB")
+	b.ReportMetric((cpuTime()-cpu0).Seconds()/gb, "cpu-s/GB")
 }
 
 func benchEnv(b *testing.B) *env {
