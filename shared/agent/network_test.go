@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -19,10 +20,37 @@ import (
 	"time"
 
 	"github.com/envlease/envlease/shared/agent"
+	"github.com/envlease/envlease/shared/apitest"
 	"github.com/envlease/envlease/shared/agent/netstack"
 	"github.com/envlease/envlease/shared/domain"
 	"github.com/envlease/envlease/shared/netpolicy"
 )
+
+// readNetworkLog reads environment id's network log as a client does:
+// where it is from the API, then the node's endpoint with the ticket.
+func readNetworkLog(t *testing.T, s *stack, id string) []byte {
+	t.Helper()
+	r := s.Do("GET", "/v1/environments/"+id+"/network-log", apitest.BobToken, nil)
+	if r.Status != 200 {
+		t.Fatalf("GET network-log: %d %s", r.Status, r.Body)
+	}
+	var l struct {
+		Live struct{ URL, Ticket string } `json:"live"`
+	}
+	r.JSON(t, &l)
+	req, _ := http.NewRequest("GET", l.Live.URL+"?env="+id, nil)
+	req.Header.Set("Authorization", "Bearer "+l.Live.Ticket)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	if res.StatusCode != 200 {
+		t.Fatalf("the node's network log: %s %s", res.Status, b)
+	}
+	return b
+}
 
 // names stands for the node's resolver in these tests.
 type names map[string]netip.Addr
@@ -116,10 +144,10 @@ func TestNetworkRulesEnvironment(t *testing.T) {
 		}
 	}
 
-	// The network log, as the node keeps it.
+	// The network log, live from the node with the API's ticket.
 	var recs []netstack.Record
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		b, _ := os.ReadFile(filepath.Join(dir, "netlogs", id+".jsonl"))
+		b := readNetworkLog(t, s, id)
 		recs = recs[:0]
 		sc := bufio.NewScanner(bytes.NewReader(b))
 		for sc.Scan() {

@@ -29,6 +29,7 @@ var routeScopes = map[string]string{
 	"GET /v1/environments":                               domain.ScopeEnvRead,
 	"GET /v1/environments/{id}":                          domain.ScopeEnvRead,
 	"GET /v1/environments/{id}/logs":                     domain.ScopeEnvRead,
+	"GET /v1/environments/{id}/network-log":              domain.ScopeEnvRead,
 	"GET /v1/environments/{id}/checkpoints/{checkpoint}": domain.ScopeEnvRead,
 	"GET /v1/sandboxes":                                  domain.ScopeEnvRead,
 	"GET /v1/sandboxes/{id}":                             domain.ScopeEnvRead,
