@@ -20,8 +20,8 @@ import (
 	"time"
 
 	"github.com/envlease/envlease/shared/agent"
-	"github.com/envlease/envlease/shared/apitest"
 	"github.com/envlease/envlease/shared/agent/netstack"
+	"github.com/envlease/envlease/shared/apitest"
 	"github.com/envlease/envlease/shared/domain"
 	"github.com/envlease/envlease/shared/netpolicy"
 )
