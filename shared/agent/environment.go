@@ -226,6 +226,7 @@ func (a *Agent) finish(ctx context.Context, node string, r *runningEnv, h runtim
 	// Its log is kept before its end is reported, so whoever reads the
 	// end finds the log linked.
 	a.keepLog(ctx, node, r.id)
+	a.keepNetLog(ctx, node, r.id)
 	if r.report.Load() {
 		a.report(ctx, node, r.id, nodes.Report{State: domain.StateStopped})
 	}
@@ -235,5 +236,6 @@ func (a *Agent) fail(ctx context.Context, node, id string, err error, log *slog.
 	log.Warn("failed", "err", err)
 	a.noteFailure(id, err)
 	a.keepLog(ctx, node, id)
+	a.keepNetLog(ctx, node, id)
 	a.report(ctx, node, id, nodes.Report{State: domain.StateFailed, Error: err.Error()})
 }

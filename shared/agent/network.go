@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -123,14 +124,23 @@ func (a *Agent) netLog(id string) (*envlog.Log, bool) {
 	return l, ok
 }
 
-// dropNetLog removes environment id's network log from the node.
-func (a *Agent) dropNetLog(id string) {
+// keepNetLog uploads environment id's network log, once it ended, as an
+// artifact the environment links to (networkLog), and removes it from the
+// node, as keepLog does for its log; failing to keep it is logged.
+func (a *Agent) keepNetLog(ctx context.Context, node, id string) {
 	a.boundaries.mu.Lock()
 	l := a.boundaries.logs[id]
 	delete(a.boundaries.logs, id)
 	a.boundaries.mu.Unlock()
-	if l != nil {
-		l.Remove()
+	if l == nil {
+		return
+	}
+	defer l.Remove()
+	l.Close()
+	ctx, cancel := context.WithTimeout(ctx, keepLogTimeout)
+	defer cancel()
+	if err := a.uploadLog(ctx, node, id, l, "network"); err != nil {
+		a.log.Warn("the environment's network log was not kept", "environment", id, "err", err)
 	}
 }
 

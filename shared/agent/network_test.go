@@ -112,7 +112,7 @@ func TestNetworkRulesEnvironment(t *testing.T) {
 		"URL_allowed": "http://allowed.test:" + p + "/a", "URL_denied": "http://denied.test:" + p + "/d",
 		"URL_byaddr": "http://198.18.0.11:" + p + "/b", "URL_rebound": "http://rebound.test:" + p + "/r",
 	}
-	s := newStack(t, domain.Template{Name: "ruled", Network: domain.NetworkRules,
+	s := newLogStack(t, newKeptLogs(t), domain.Template{Name: "ruled", Network: domain.NetworkRules,
 		NetworkRules: &netpolicy.Rules{Allow: []string{"allowed.test", "rebound.test"}, Deny: []string{"denied.test"}},
 		Command:      []string{"sh", "-c", netProbe}, Env: env})
 	s.Clock.Set(time.Now())
@@ -183,4 +183,34 @@ func TestNetworkRulesEnvironment(t *testing.T) {
 	has("the name rebound to a private address", func(r netstack.Record) bool {
 		return r.Proto == "tcp" && r.Name == "rebound.test" && r.Verdict == "deny" && strings.Contains(r.Rule, "private")
 	})
+
+	// Once it ended, the network log is kept as an artifact it links to,
+	// holding what the node had.
+	live := readNetworkLog(t, s, id)
+	if r := s.Do("DELETE", "/v1/environments/"+id, apitest.BobToken, nil); r.Status != 200 {
+		t.Fatalf("delete: %d", r.Status)
+	}
+	s.wait(t, id, domain.StateStopped)
+	var kept struct {
+		Kept struct{ Artifact, URL string } `json:"kept"`
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		r := s.Do("GET", "/v1/environments/"+id+"/network-log", apitest.BobToken, nil)
+		if r.Status == 200 {
+			r.JSON(t, &kept)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no kept network log: %d %s", r.Status, r.Body)
+		}
+	}
+	dl, err := http.Get(kept.Kept.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(dl.Body)
+	dl.Body.Close()
+	if dl.StatusCode != 200 || !bytes.HasPrefix(body, live) {
+		t.Errorf("kept network log (%s): %q, want it to begin with what the node served: %q", dl.Status, body, live)
+	}
 }

@@ -37,9 +37,10 @@ func (c *Client) EnvironmentNetworkLog(ctx context.Context, id string) (Logs, er
 	return out, err
 }
 
-// ReadNetworkLog writes a running environment's network log to w, one JSON
-// record a line, live from its node; with Follow until it ends,
-// reconnecting at the offset it reached if the connection drops.
+// ReadNetworkLog writes an environment's network log to w, one JSON record
+// a line: live from its node while it runs (with Follow until it ends,
+// reconnecting at the offset it reached if the connection drops), the kept
+// artifact once it ended.
 func (c *Client) ReadNetworkLog(ctx context.Context, id string, opt LogOptions, w io.Writer) error {
 	var off int64 = -1
 	for tries := 0; ; tries++ {
@@ -50,6 +51,12 @@ func (c *Client) ReadNetworkLog(ctx context.Context, id string, opt LogOptions, 
 				return nil // it ended while followed
 			}
 			return err
+		}
+		if l.Kept != nil {
+			if off >= 0 {
+				return nil // it ended while followed
+			}
+			return c.readKept(ctx, l.Kept, w)
 		}
 		if l.Live == nil {
 			return fmt.Errorf("environment %s: the API named no network log", id)

@@ -51,7 +51,15 @@ func (s *Service) NetworkLog(ctx context.Context, p domain.Principal, id string)
 		out.Live = &LiveLog{URL: u, Ticket: t, Expires: exp}
 		return out, nil
 	}
-	return Logs{}, domain.Errorf(domain.CodeConflict, "environment %s is %s: its network log was on its node while it ran", e.ID, e.State)
+	if e.NetworkLog == "" {
+		return Logs{}, domain.Errorf(domain.CodeConflict, "environment %s is %s and its node kept no network log of it (its template's network is not open or rules, or the upload failed or is under way; ask again shortly)", e.ID, e.State)
+	}
+	kept, err := s.keptLog(ctx, p, e, "network log", e.NetworkLog)
+	if err != nil {
+		return Logs{}, err
+	}
+	out.Kept = kept
+	return out, nil
 }
 
 func (s *Service) handleNetworkLog(w http.ResponseWriter, r *http.Request, p domain.Principal) error {

@@ -66,6 +66,7 @@ type envItem struct {
 	Restored   *restoredItem     `dynamodbav:"restored,omitempty"`
 	StopReason string            `dynamodbav:"stopReason"`
 	Log        string            `dynamodbav:"log,omitempty"`
+	NetworkLog string            `dynamodbav:"networkLog,omitempty"`
 	Ports      []int             `dynamodbav:"ports,omitempty"`
 	// Runtime and Platforms are domain.Needs: what a node must offer.
 	Runtime   string   `dynamodbav:"runtime,omitempty"`
@@ -178,7 +179,7 @@ func (s *Store) newEnvItem(e domain.Environment) envItem {
 		Sandbox: e.Sandbox, Pool: e.Pool, Labels: e.Labels, Project: e.Project, ReadyMs: e.ReadyMs,
 		Error: e.Error, CreatedBy: e.CreatedBy, Created: e.Created, Ready: e.Ready, Stopped: e.Stopped,
 		Expires: e.Expires, IdleUntil: e.IdleUntil, IdleNs: int64(e.Idle), HardNs: int64(e.Hard),
-		Snapshot: e.Snapshot, StopReason: e.StopReason, Log: e.Log, Ports: e.Ports, Version: e.Version,
+		Snapshot: e.Snapshot, StopReason: e.StopReason, Log: e.Log, NetworkLog: e.NetworkLog, Ports: e.Ports, Version: e.Version,
 		Runtime: e.Needs.Runtime, Platforms: e.Needs.Platforms, UsageBy: e.UsageBy,
 	}
 	if len(it.UsageBy) == 0 {
@@ -230,7 +231,7 @@ func (it envItem) domain() domain.Environment {
 		ReadyMs: it.ReadyMs, Error: it.Error, CreatedBy: it.CreatedBy, Created: it.Created.UTC(),
 		Ready: utcPtr(it.Ready), Stopped: utcPtr(it.Stopped), Expires: it.Expires.UTC(),
 		IdleUntil: it.IdleUntil.UTC(), Idle: domain.Duration(it.IdleNs), Hard: domain.Duration(it.HardNs),
-		Snapshot: it.Snapshot, StopReason: it.StopReason, Log: it.Log, Ports: it.Ports, Version: it.Version,
+		Snapshot: it.Snapshot, StopReason: it.StopReason, Log: it.Log, NetworkLog: it.NetworkLog, Ports: it.Ports, Version: it.Version,
 		Needs: domain.Needs{Runtime: it.Runtime, Platforms: it.Platforms}, UsageBy: it.UsageBy,
 	}
 	for _, x := range it.Exports {
