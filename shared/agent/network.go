@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"sync"
@@ -35,6 +34,8 @@ type netBoundaries struct {
 type netEnv struct {
 	b   *netstack.Boundary
 	log *envlog.Log
+	// template is the template's layer of the policy, which stays.
+	template *netpolicy.Policy
 }
 
 func (a *Agent) netLogsDir() string { return filepath.Join(a.cfg.WorkDir, "netlogs") }
@@ -70,6 +71,19 @@ func (a *Agent) openBoundary(h netns.NsHandle, t domain.Template, id string) (co
 	if err != nil {
 		return nil, err
 	}
+	layers := netpolicy.Layers{p}
+	// The environment's own layer, from its claim (a warm environment has
+	// none until a lease adopts it).
+	a.mu.Lock()
+	r := a.envs[id]
+	a.mu.Unlock()
+	if r != nil && r.env.Network != nil {
+		own, err := r.env.Network.Policy()
+		if err != nil {
+			return nil, err
+		}
+		layers = append(layers, own)
+	}
 	if err := os.MkdirAll(a.netLogsDir(), 0o700); err != nil {
 		return nil, err
 	}
@@ -78,7 +92,7 @@ func (a *Agent) openBoundary(h netns.NsHandle, t domain.Template, id string) (co
 		return nil, err
 	}
 	b, err := netstack.Open(h, netstack.Config{
-		Policy:   netpolicy.Layers{p},
+		Policy:   layers,
 		Guard:    a.confinement.Guard.Check,
 		Resolver: a.cfg.boundaryResolver,
 		Dial:     a.cfg.boundaryDial,
@@ -90,7 +104,7 @@ func (a *Agent) openBoundary(h netns.NsHandle, t domain.Template, id string) (co
 		return nil, err
 	}
 	a.boundaries.mu.Lock()
-	a.boundaries.byID[id] = &netEnv{b: b, log: l}
+	a.boundaries.byID[id] = &netEnv{b: b, log: l, template: p}
 	a.boundaries.logs[id] = l
 	a.boundaries.mu.Unlock()
 	return &boundaryHandle{a: a, id: id, b: b, log: l}, nil
@@ -144,21 +158,28 @@ func (a *Agent) keepNetLog(ctx context.Context, node, id string) {
 	}
 }
 
-// setNetworkPolicy replaces the environment's own layer of its policy
-// (the template's stays first).
-func (a *Agent) setNetworkPolicy(id string, t domain.Template, own *netpolicy.Policy) error {
+// networkPushed applies an environment's new own layer (pushed by the
+// service) to its boundary: new connections are decided by it at once, and
+// the open ones it refuses are closed.
+func (a *Agent) networkPushed(id string, n *domain.EnvNetwork) {
 	a.boundaries.mu.Lock()
 	e := a.boundaries.byID[id]
 	a.boundaries.mu.Unlock()
 	if e == nil {
-		return errors.New("the environment has no network boundary on this node")
+		a.log.Info("network rules for an environment without a boundary here", "environment", id)
+		return
 	}
-	tp, err := t.NetworkPolicy()
-	if err != nil {
-		return err
+	layers := netpolicy.Layers{e.template}
+	if n != nil {
+		own, err := n.Policy()
+		if err != nil {
+			a.log.Warn("network rules refused", "environment", id, "err", err)
+			return
+		}
+		layers = append(layers, own)
 	}
-	e.b.SetPolicy(netpolicy.Layers{tp, own})
-	return nil
+	e.b.SetPolicy(layers)
+	a.log.Info("network rules changed", "environment", id)
 }
 
 // netRecorder writes records to a network log, one JSON line each.

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -212,5 +213,90 @@ func TestNetworkRulesEnvironment(t *testing.T) {
 	dl.Body.Close()
 	if dl.StatusCode != 200 || !bytes.HasPrefix(body, live) {
 		t.Errorf("kept network log (%s): %q, want it to begin with what the node served: %q", dl.Status, body, live)
+	}
+}
+
+// A rule change while a connection loop runs inside a real environment:
+// PATCH /v1/environments/{id}/network reaches the node over the node
+// protocol, and the loop, which got through until then, is refused from
+// then on, with the new rule named in the network log. A bad entry is 422
+// naming it; an environment of a template without a boundary has no rules.
+func TestNetworkRulesChangeWhileRunning(t *testing.T) {
+	if runtime.GOOS != "linux" || os.Geteuid() != 0 {
+		t.Skip("network boundaries need the agent to run as root on Linux")
+	}
+	if err := agent.NamespacesWork(); err != nil {
+		t.Skipf("this node cannot make namespaces: %v", err)
+	}
+	if err := netstack.Probe(); err != nil {
+		t.Skip(err)
+	}
+	if _, err := os.Stat("/usr/bin/curl"); err != nil {
+		t.Skip("needs curl")
+	}
+	outside := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "outside") }))
+	t.Cleanup(outside.Close)
+	port := outside.Listener.Addr().(*net.TCPAddr).Port
+	addr := netip.MustParseAddr("198.18.0.10")
+	dial := func(ctx context.Context, network, a string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, outside.Listener.Addr().String())
+	}
+	loop := `while :; do if curl -sS -m 5 "http://allowed.test:` + strconv.Itoa(port) + `/" >/dev/null 2>&1; then echo ok >> results; else echo fail >> results; fi; sleep 0.1; done`
+	s := newSocketStack(t,
+		domain.Template{Name: "ruled", Network: domain.NetworkRules, Runtime: "process",
+			NetworkRules: &netpolicy.Rules{Allow: []string{"allowed.test"}}, Command: []string{"sh", "-c", loop}},
+		domain.Template{Name: "closed", Runtime: "process", Command: []string{"sleep", "3600"}})
+	s.Clock.Set(time.Now())
+	dir := t.TempDir()
+	a := s.runAgentReturning(t, dir, time.Second, agent.BoundaryOutside(names{"allowed.test": addr}, dial, netip.AddrPortFrom(addr, uint16(port))))
+	waitFor(t, "the node protocol connection", func() bool { return a.Transport() == agent.TransportWebSocket })
+	id := s.lease(t, "ruled")
+	s.wait(t, id, domain.StateReady)
+	results := func() []string {
+		b, _ := os.ReadFile(filepath.Join(dir, "envs", id, "results"))
+		return strings.Fields(string(b))
+	}
+	waitFor(t, "the loop to get through", func() bool { r := results(); return len(r) > 0 && r[len(r)-1] == "ok" })
+
+	if r := s.Do("PATCH", "/v1/environments/"+id+"/network", apitest.BobToken, map[string]any{"allow": []string{"ok.test", "bad entry"}}); r.Status != 422 || !strings.Contains(string(r.Body), "bad entry") {
+		t.Errorf("a bad entry: %d %s, want 422 naming it", r.Status, r.Body)
+	}
+	closed := s.lease(t, "closed")
+	if r := s.Do("PATCH", "/v1/environments/"+closed+"/network", apitest.BobToken, map[string]any{"deny": []string{"x.test"}}); r.Status != 422 {
+		t.Errorf("rules for an environment of network none: %d %s, want 422", r.Status, r.Body)
+	}
+
+	r := s.Do("PATCH", "/v1/environments/"+id+"/network", apitest.BobToken, map[string]any{"deny": []string{"allowed.test"}})
+	if r.Status != 200 {
+		t.Fatalf("PATCH network: %d %s", r.Status, r.Body)
+	}
+	before := len(results())
+	waitFor(t, "the loop to be refused", func() bool { r := results(); return len(r) > before && r[len(r)-1] == "fail" })
+	// Once refused it stays refused.
+	n := len(results())
+	waitFor(t, "three more tries", func() bool { return len(results()) >= n+3 })
+	if r := results(); slices.Contains(r[n:], "ok") {
+		t.Errorf("the loop got through again after the change: %v", r[n:])
+	}
+	var recs []netstack.Record
+	sc := bufio.NewScanner(bytes.NewReader(readNetworkLog(t, s.stack, id)))
+	for sc.Scan() {
+		var rec netstack.Record
+		if json.Unmarshal(sc.Bytes(), &rec) == nil {
+			recs = append(recs, rec)
+		}
+	}
+	var allowed, denied int
+	for _, rec := range recs {
+		switch {
+		case rec.Proto == "tcp" && rec.Verdict == "allow" && rec.Rule == "allow allowed.test" && rec.Received > 0:
+			allowed++
+		case rec.Proto == "dns" && rec.Verdict == "deny" && rec.Rule == "deny allowed.test":
+			denied++
+		}
+	}
+	if allowed == 0 || denied == 0 {
+		t.Errorf("network log: %d connections allowed, %d questions refused by the new rule; want both:\n%+v", allowed, denied, recs)
 	}
 }

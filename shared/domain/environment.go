@@ -121,6 +121,9 @@ type Environment struct {
 	// for templates with network open or rules (docs/nodes.md, "Network
 	// boundary"); absent until then.
 	NetworkLog string `json:"networkLog,omitempty"`
+	// Network is its own layer of its network policy (EnvNetwork), absent
+	// when it has none (its template's policy alone).
+	Network *EnvNetwork `json:"network,omitempty"`
 	// Checkpoint is added to the spec's record: the latest checkpoint asked
 	// of it (POST /v1/environments/{id}/checkpoints); absent if none.
 	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`

@@ -75,3 +75,49 @@ func ValidateNetworkRules(field, mode string, r netpolicy.Rules) error {
 	}
 	return nil
 }
+
+// EnvNetwork is an environment's own layer of its network policy: set at
+// lease (to narrow the template's for one run) and replaced while it runs
+// (PATCH /v1/environments/{id}/network). A connection needs the
+// template's policy and this layer both to allow it, so the layer can
+// narrow the template's and never widen it. With allow entries it allows
+// only what they name; without, everything the template allows, less its
+// deny entries.
+type EnvNetwork struct {
+	Allow []string `json:"allow"`
+	Deny  []string `json:"deny"`
+}
+
+// Policy is the layer compiled.
+func (n EnvNetwork) Policy() (*netpolicy.Policy, error) {
+	mode := netpolicy.ModeOpen
+	if len(n.Allow) > 0 {
+		mode = netpolicy.ModeRules
+	}
+	return netpolicy.Compile(mode, netpolicy.Rules{Allow: n.Allow, Deny: n.Deny})
+}
+
+// Normalized has empty lists rather than absent ones.
+func (n EnvNetwork) Normalized() EnvNetwork {
+	if n.Allow == nil {
+		n.Allow = []string{}
+	}
+	if n.Deny == nil {
+		n.Deny = []string{}
+	}
+	return n
+}
+
+// ValidateEnvNetwork checks an environment's own layer against its
+// template: only a template with network open or rules has one, and each
+// entry must parse (422 naming it as field.allow[i] or field.deny[i]).
+func ValidateEnvNetwork(field string, t Template, n EnvNetwork) error {
+	if !t.Transparent() {
+		return Invalid(field, "template %s has network %q: network rules need a template with network %q or %q", t.Name, t.Normalized().Network, NetworkOpen, NetworkRules)
+	}
+	mode := netpolicy.ModeOpen
+	if len(n.Allow) > 0 {
+		mode = netpolicy.ModeRules
+	}
+	return ValidateNetworkRules(field, mode, netpolicy.Rules{Allow: n.Allow, Deny: n.Deny})
+}

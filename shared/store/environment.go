@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -67,7 +68,9 @@ type envItem struct {
 	StopReason string            `dynamodbav:"stopReason"`
 	Log        string            `dynamodbav:"log,omitempty"`
 	NetworkLog string            `dynamodbav:"networkLog,omitempty"`
-	Ports      []int             `dynamodbav:"ports,omitempty"`
+	// Network is domain.Environment.Network as JSON, written only whole.
+	Network string `dynamodbav:"network,omitempty"`
+	Ports   []int  `dynamodbav:"ports,omitempty"`
 	// Runtime and Platforms are domain.Needs: what a node must offer.
 	Runtime   string   `dynamodbav:"runtime,omitempty"`
 	Platforms []string `dynamodbav:"platforms,omitempty"`
@@ -221,6 +224,7 @@ func (s *Store) newEnvItem(e domain.Environment) envItem {
 		it.Restored = &r
 	}
 	it.Checkpoint = checkpointText(e.Checkpoint)
+	it.Network = networkText(e.Network)
 	return it
 }
 
@@ -246,6 +250,7 @@ func (it envItem) domain() domain.Environment {
 		e.Restored = &r
 	}
 	e.Checkpoint = checkpointOf(it.Checkpoint)
+	e.Network = networkOf(it.Network)
 	e.Normalize()
 	return e
 }
@@ -634,4 +639,25 @@ func (s *Store) PutEnvironments(ctx context.Context, envs []domain.Environment) 
 		}
 	}
 	return nil
+}
+
+// networkText is an environment's own network layer as stored: JSON, ""
+// for none.
+func networkText(n *domain.EnvNetwork) string {
+	if n == nil {
+		return ""
+	}
+	b, _ := json.Marshal(n) // two lists of strings always marshal
+	return string(b)
+}
+
+func networkOf(s string) *domain.EnvNetwork {
+	if s == "" {
+		return nil
+	}
+	var n domain.EnvNetwork
+	if json.Unmarshal([]byte(s), &n) != nil {
+		return nil
+	}
+	return &n
 }
