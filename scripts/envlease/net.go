@@ -12,18 +12,147 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/envlease/envlease/shared/client"
+	"github.com/envlease/envlease/shared/domain"
 )
 
 func (a *app) netCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "net",
-		Short: "An environment's network: its log of connections",
+		Short: "An environment's network: its rules and its log of connections",
 		Long: `An environment of a template with network open or rules reaches out through its
 node's network boundary, which decides every connection and DNS question by the
 environment's rules and keeps a log of them (docs/nodes.md, "Network boundary").`,
 	}
-	cmd.AddCommand(a.netLogCommand())
+	cmd.AddCommand(a.netLogCommand(), a.netRulesCommand(), a.netEditCommand("allow"), a.netEditCommand("deny"))
 	return cmd
+}
+
+// netRulesCommand shows an environment's own network layer.
+func (a *app) netRulesCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "rules ENV",
+		Short: "Show an environment's own network rules (within its template's policy)",
+		Long: `Show the allow and deny entries of an environment's own network layer: set at
+lease (envlease run --allow) or since (envlease net allow|deny). A connection needs
+the template's policy (envlease templates) and these both to allow it.`,
+		Args:              args(1),
+		ValidArgsFunction: a.completeEnvironments,
+		RunE: a.runE(func(ctx context.Context, _ *cobra.Command, got []string) error {
+			s, err := a.session()
+			if err != nil {
+				return err
+			}
+			e, err := s.client.GetEnvironment(ctx, got[0])
+			if err != nil {
+				return err
+			}
+			n := domain.EnvNetwork{}
+			if e.Network != nil {
+				n = *e.Network
+			}
+			n = n.Normalized()
+			if a.json() {
+				return a.printJSON(map[string]any{"environment": e.ID, "template": e.Template, "network": n})
+			}
+			a.printNetwork(e.ID, e.Template, n)
+			return nil
+		}),
+	}
+}
+
+func (a *app) printNetwork(id, template string, n domain.EnvNetwork) {
+	fmt.Fprintf(a.stdout, "%s (template %s)\n", id, template)
+	if len(n.Allow) == 0 {
+		fmt.Fprintln(a.stdout, "allow: whatever the template allows")
+	} else {
+		fmt.Fprintf(a.stdout, "allow: %s\n", strings.Join(n.Allow, " "))
+	}
+	if len(n.Deny) > 0 {
+		fmt.Fprintf(a.stdout, "deny:  %s\n", strings.Join(n.Deny, " "))
+	}
+}
+
+// netEditCommand adds entries to (or with --remove takes them from) an
+// environment's own allow or deny list; its node applies the change at
+// once, closing open connections it refuses.
+func (a *app) netEditCommand(list string) *cobra.Command {
+	var remove bool
+	short := map[string]string{
+		"allow": "Let a running environment reach only what its allow entries name (within its template's policy)",
+		"deny":  "Keep a running environment from what these entries name, closing such connections",
+	}[list]
+	cmd := &cobra.Command{
+		Use:   list + " ENV ENTRY... [--remove]",
+		Short: short,
+		Long: short + `.
+
+An entry is a domain (github.com), a wildcard (*.pypi.org: every name below it),
+an address, a CIDR, or * (every address), each with an optional :PORT or
+:LOW-HIGH. Deny wins over allow. The node applies the change at once: new
+connections are decided by it, open ones it refuses are closed. Needs the scope
+environments:network.`,
+		Example:           "  envlease net " + list + " env_7mq2x9c4kd1n github.com '*.pypi.org:443'\n  envlease net " + list + " env_7mq2x9c4kd1n github.com --remove",
+		Args:              cobra.MinimumNArgs(2),
+		ValidArgsFunction: a.completeEnvironments,
+		RunE: a.runE(func(ctx context.Context, _ *cobra.Command, got []string) error {
+			s, err := a.session()
+			if err != nil {
+				return err
+			}
+			e, err := s.client.GetEnvironment(ctx, got[0])
+			if err != nil {
+				return err
+			}
+			var cur []string
+			if e.Network != nil {
+				cur = map[string][]string{"allow": e.Network.Allow, "deny": e.Network.Deny}[list]
+			}
+			next := editEntries(cur, got[1:], remove)
+			patch := client.NetworkPatch{}
+			if list == "allow" {
+				patch.Allow = &next
+			} else {
+				patch.Deny = &next
+			}
+			e, err = s.client.SetNetwork(ctx, got[0], patch)
+			if err != nil {
+				return err
+			}
+			n := domain.EnvNetwork{}
+			if e.Network != nil {
+				n = *e.Network
+			}
+			n = n.Normalized()
+			if a.json() {
+				return a.printJSON(map[string]any{"environment": e.ID, "template": e.Template, "network": n})
+			}
+			a.printNetwork(e.ID, e.Template, n)
+			return nil
+		}),
+	}
+	cmd.Flags().BoolVar(&remove, "remove", false, "take the entries out of the list instead of adding them")
+	return cmd
+}
+
+// editEntries adds entries to cur (once each, in order) or removes them.
+func editEntries(cur, entries []string, remove bool) []string {
+	out := []string{}
+	drop := map[string]bool{}
+	if remove {
+		for _, e := range entries {
+			drop[strings.ToLower(e)] = true
+		}
+	}
+	seen := map[string]bool{}
+	for _, e := range append(append([]string{}, cur...), map[bool][]string{false: entries, true: nil}[remove]...) {
+		k := strings.ToLower(e)
+		if seen[k] || drop[k] {
+			continue
+		}
+		seen[k] = true
+		out = append(out, e)
+	}
+	return out
 }
 
 func (a *app) netLogCommand() *cobra.Command {

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/envlease/envlease/shared/domain"
 )
 
 // NetworkRecord is one line of an environment's network log (docs/nodes.md,
@@ -75,4 +77,22 @@ func (c *Client) ReadNetworkLog(ctx context.Context, id string, opt LogOptions, 
 			return err
 		}
 	}
+}
+
+// NetworkPatch changes an environment's own network layer (PATCH
+// /v1/environments/{id}/network): each list set replaces the
+// environment's, each nil one is kept.
+type NetworkPatch struct {
+	Allow *[]string `json:"allow,omitempty"`
+	Deny  *[]string `json:"deny,omitempty"`
+}
+
+// SetNetwork replaces a running environment's own network layer; its node
+// applies it at once.
+func (c *Client) SetNetwork(ctx context.Context, id string, patch NetworkPatch) (domain.Environment, error) {
+	var out struct {
+		Environment domain.Environment `json:"environment"`
+	}
+	_, err := c.do(ctx, call{method: http.MethodPatch, path: "/v1/environments/" + seg(id) + "/network", body: patch}, &out)
+	return out.Environment, err
 }
