@@ -300,3 +300,69 @@ func TestNetworkRulesChangeWhileRunning(t *testing.T) {
 		t.Errorf("network log: %d connections allowed, %d questions refused by the new rule; want both:\n%+v", allowed, denied, recs)
 	}
 }
+
+// containerNetProbe resolves the allowed and the denied name with
+// busybox's nslookup and sends an HTTP request to the address it got with
+// busybox's nc, Host naming the name (the static busybox's wget crashes
+// resolving), no proxy settings; it serves what happened on its export.
+const containerNetProbe = `mkdir -p /work/www
+for n in allowed denied; do
+  ip=$(nslookup $n.test 2>/dev/null | awk '/^Address/ && $2 !~ /:53$/ {a=$2} END {print a}')
+  if [ -n "$ip" ] && printf 'GET /%s HTTP/1.0\r\nHost: %s.test\r\n\r\n' $n $n | nc -w 10 "$ip" "$OUTSIDE_PORT" > /work/www/$n.raw 2>/work/www/$n.err && grep -q "^HTTP/1.[01] 200" /work/www/$n.raw; then
+    sed '1,/^\r$/d' /work/www/$n.raw > /work/www/$n.out; echo 0 > /work/www/$n.rc
+  else echo 1 > /work/www/$n.rc; fi
+done
+exec httpd -f -p "$PORT" -h /work/www`
+
+// The same boundary in the container runtime: an image's program, with the
+// resolv.conf the agent writes, reaches the allowed name and is refused the
+// denied one, and the network log names both.
+func TestNetworkRulesContainer(t *testing.T) {
+	if runtime.GOOS != "linux" || os.Geteuid() != 0 {
+		t.Skip("network boundaries need the agent to run as root on Linux")
+	}
+	if err := netstack.Probe(); err != nil {
+		t.Skip(err)
+	}
+	ref := busyboxRef(t)
+	outside := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "outside %s", r.URL.Path)
+	}))
+	t.Cleanup(outside.Close)
+	port := outside.Listener.Addr().(*net.TCPAddr).Port
+	addr := netip.MustParseAddr("198.18.0.10")
+	dial := func(ctx context.Context, network, a string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, outside.Listener.Addr().String())
+	}
+	p := strconv.Itoa(port)
+	s := newStack(t, domain.Template{
+		Name: "boxnet", Runtime: agent.RuntimeContainer, Image: &domain.Image{Ref: ref}, Command: []string{"sh", "-c", containerNetProbe},
+		Workdir: "/work", Exports: map[string]domain.Export{"web": {Port: 8080}},
+		Network: domain.NetworkRules, NetworkRules: &netpolicy.Rules{Allow: []string{"allowed.test"}, Deny: []string{"denied.test"}},
+		Env: map[string]string{"OUTSIDE_PORT": p},
+	})
+	s.Clock.Set(time.Now())
+	s.runAgentWith(t, t.TempDir(), time.Second, func(c *agent.Config) {
+		c.ReadyTimeout = time.Minute
+		agent.BoundaryOutside(names{"allowed.test": addr, "denied.test": addr}, dial, netip.AddrPortFrom(addr, uint16(port)))(c)
+	})
+	id := s.lease(t, "boxnet")
+	env := s.waitLong(t, id, domain.StateReady)
+	target := env.Exports[0].Target
+	if got := s.getThroughTunnel(t, id, target, "/allowed.rc"); got != "0\n" {
+		t.Errorf("allowed: exit %q: %s", got, s.getThroughTunnel(t, id, target, "/allowed.err"))
+	}
+	if got := s.getThroughTunnel(t, id, target, "/allowed.out"); got != "outside /allowed" {
+		t.Errorf("allowed: %q", got)
+	}
+	if got := s.getThroughTunnel(t, id, target, "/denied.rc"); got != "1\n" {
+		t.Errorf("denied: exit %q", got)
+	}
+	log := string(readNetworkLog(t, s, id))
+	for _, want := range []string{`"name":"allowed.test","nameFrom":"host"`, `"rule":"allow allowed.test","verdict":"allow"`, `"name":"denied.test","type":"A","rule":"deny denied.test","verdict":"deny"`} {
+		if !strings.Contains(log, want) {
+			t.Errorf("network log lacks %s:\n%s", want, log)
+		}
+	}
+}

@@ -22,6 +22,7 @@ import (
 	"github.com/envlease/envlease/shared/agent/buildcache"
 	"github.com/envlease/envlease/shared/agent/bytesize"
 	"github.com/envlease/envlease/shared/agent/confine"
+	"github.com/envlease/envlease/shared/agent/netstack"
 	"github.com/envlease/envlease/shared/agent/ctrinit"
 	"github.com/envlease/envlease/shared/agent/image"
 	"github.com/envlease/envlease/shared/agent/runc"
@@ -265,6 +266,11 @@ func (r *Runtime) Prepare(ctx context.Context, e runtimes.Env) (_ runtimes.Handl
 			return nil, err
 		}
 		h.net = confine.NewNet(nsh, nil, b)
+		// The image's resolv.conf (if any) names resolvers the container
+		// cannot reach; the boundary answers its DNS.
+		if err := netstack.WriteResolvConf(filepath.Join(ctr.Dir, "rootfs")); err != nil {
+			return nil, fmt.Errorf("write the container's resolv.conf: %w", err)
+		}
 	}
 	return h, nil
 }
