@@ -91,12 +91,13 @@ func (a *Agent) openBoundary(h netns.NsHandle, t domain.Template, id string) (co
 	if err != nil {
 		return nil, err
 	}
+	refused := &refusalBatch{a: a, id: id}
 	b, err := netstack.Open(h, netstack.Config{
 		Policy:   layers,
 		Guard:    a.confinement.Guard.Check,
 		Resolver: a.cfg.boundaryResolver,
 		Dial:     a.cfg.boundaryDial,
-		Log:      netRecorder{l},
+		Log:      netRecorder{l: l, refused: refused},
 		Slog:     a.log.With("environment", id),
 	})
 	if err != nil {
@@ -107,22 +108,24 @@ func (a *Agent) openBoundary(h netns.NsHandle, t domain.Template, id string) (co
 	a.boundaries.byID[id] = &netEnv{b: b, log: l, template: p}
 	a.boundaries.logs[id] = l
 	a.boundaries.mu.Unlock()
-	return &boundaryHandle{a: a, id: id, b: b, log: l}, nil
+	return &boundaryHandle{a: a, id: id, b: b, log: l, refused: refused}, nil
 }
 
 // boundaryHandle closes a boundary with its environment; the network log
 // stays readable until the environment's end is reported.
 type boundaryHandle struct {
-	a    *Agent
-	id   string
-	b    *netstack.Boundary
-	log  *envlog.Log
-	once sync.Once
+	a       *Agent
+	id      string
+	b       *netstack.Boundary
+	log     *envlog.Log
+	refused *refusalBatch
+	once    sync.Once
 }
 
 func (h *boundaryHandle) Close() {
 	h.once.Do(func() {
 		h.b.Close()
+		h.refused.close()
 		h.log.Close()
 		h.a.boundaries.mu.Lock()
 		delete(h.a.boundaries.byID, h.id)
@@ -182,10 +185,17 @@ func (a *Agent) networkPushed(id string, n *domain.EnvNetwork) {
 	a.log.Info("network rules changed", "environment", id)
 }
 
-// netRecorder writes records to a network log, one JSON line each.
-type netRecorder struct{ l *envlog.Log }
+// netRecorder writes records to a network log, one JSON line each, and
+// passes refusals on to become events.
+type netRecorder struct {
+	l       *envlog.Log
+	refused *refusalBatch
+}
 
 func (r netRecorder) Record(x netstack.Record) {
+	if x.Verdict == netstack.VerdictDeny && r.refused != nil {
+		r.refused.add(x)
+	}
 	b, err := json.Marshal(x)
 	if err != nil {
 		return

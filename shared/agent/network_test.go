@@ -185,6 +185,32 @@ func TestNetworkRulesEnvironment(t *testing.T) {
 		return r.Proto == "tcp" && r.Name == "rebound.test" && r.Verdict == "deny" && strings.Contains(r.Rule, "private")
 	})
 
+	// The refusals are an event of the organization, a few seconds after.
+	var refused []domain.Event
+	for deadline := time.Now().Add(30 * time.Second); len(refused) == 0; time.Sleep(200 * time.Millisecond) {
+		page, err := s.Store.ListEvents(context.Background(), "acme", domain.EventQuery{Type: domain.EventEnvNetRefused, Limit: 10}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		refused = page.Events
+		if len(refused) == 0 && time.Now().After(deadline) {
+			t.Fatal("no environment.network.refused event")
+		}
+	}
+	d := refused[0].Data
+	var count float64
+	switch v := d["count"].(type) {
+	case float64:
+		count = v
+	case int:
+		count = float64(v)
+	}
+	// The denied name's DNS question, the address no entry allows, the
+	// rebound name's connection.
+	if refused[0].Subject.ID != id || count < 3 || !strings.Contains(fmt.Sprint(d["refusals"]), "deny denied.test") {
+		t.Errorf("event %+v, want the refusals counted and listed", refused[0])
+	}
+
 	// Once it ended, the network log is kept as an artifact it links to,
 	// holding what the node had.
 	live := readNetworkLog(t, s, id)

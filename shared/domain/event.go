@@ -13,24 +13,27 @@ import (
 // Event types. Each is "<kind>.<what happened>"; the kind is the first
 // segment, and `GET /v1/events?type=environment.` lists one kind.
 const (
-	EventEnvLeased    = "environment.leased"
-	EventEnvStarting  = "environment.starting"
-	EventEnvReady     = "environment.ready"
-	EventEnvStopping  = "environment.stopping"
-	EventEnvStopped   = "environment.stopped"
-	EventEnvFailed    = "environment.failed"
-	EventEnvExec      = "environment.exec"
-	EventArtSealed    = "artifact.sealed"
-	EventArtExpired   = "artifact.expired"
-	EventKeyCreated   = "key.created"
-	EventKeyRevoked   = "key.revoked"
-	EventSbxRegister  = "sandbox.registered"
-	EventSbxJoined    = "sandbox.joined"
-	EventQuotaRefused = "quota.refused"
-	EventNodeRegister = "node.registered"
-	EventNodeLost     = "node.lost"
-	EventNodeLeft     = "node.left"
-	EventWebhookOff   = "webhook.disabled"
+	EventEnvLeased   = "environment.leased"
+	EventEnvStarting = "environment.starting"
+	EventEnvReady    = "environment.ready"
+	EventEnvStopping = "environment.stopping"
+	EventEnvStopped  = "environment.stopped"
+	EventEnvFailed   = "environment.failed"
+	EventEnvExec     = "environment.exec"
+	// Connections the environment's network boundary refused, a batch of
+	// at most a few seconds' (docs/nodes.md, "Network boundary").
+	EventEnvNetRefused = "environment.network.refused"
+	EventArtSealed     = "artifact.sealed"
+	EventArtExpired    = "artifact.expired"
+	EventKeyCreated    = "key.created"
+	EventKeyRevoked    = "key.revoked"
+	EventSbxRegister   = "sandbox.registered"
+	EventSbxJoined     = "sandbox.joined"
+	EventQuotaRefused  = "quota.refused"
+	EventNodeRegister  = "node.registered"
+	EventNodeLost      = "node.lost"
+	EventNodeLeft      = "node.left"
+	EventWebhookOff    = "webhook.disabled"
 	// A budget reached 80 % of its limit, or all of it, in its period.
 	EventBudgetWarning = "budget.warning"
 	EventBudgetSpent   = "budget.spent"
@@ -45,6 +48,7 @@ const (
 // EventTypes are every type the service writes, in documentation order.
 var EventTypes = []string{
 	EventEnvLeased, EventEnvStarting, EventEnvReady, EventEnvStopping, EventEnvStopped, EventEnvFailed, EventEnvExec,
+	EventEnvNetRefused,
 	EventArtSealed, EventArtExpired, EventKeyCreated, EventKeyRevoked, EventSbxRegister, EventSbxJoined,
 	EventQuotaRefused, EventNodeRegister, EventNodeLost, EventNodeLeft, EventWebhookOff,
 	EventBudgetWarning, EventBudgetSpent,
