@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -34,8 +35,11 @@ type netBoundaries struct {
 type netEnv struct {
 	b   *netstack.Boundary
 	log *envlog.Log
-	// template is the template's layer of the policy, which stays.
+	// template is the template's layer of the policy, which stays; own
+	// the environment's layer last applied (nil: none), under
+	// netBoundaries.mu.
 	template *netpolicy.Policy
+	own      *domain.EnvNetwork
 }
 
 func (a *Agent) netLogsDir() string { return filepath.Join(a.cfg.WorkDir, "netlogs") }
@@ -105,7 +109,11 @@ func (a *Agent) openBoundary(h netns.NsHandle, t domain.Template, id string) (co
 		return nil, err
 	}
 	a.boundaries.mu.Lock()
-	a.boundaries.byID[id] = &netEnv{b: b, log: l, template: p}
+	var own *domain.EnvNetwork
+	if r != nil {
+		own = r.env.Network
+	}
+	a.boundaries.byID[id] = &netEnv{b: b, log: l, template: p, own: own}
 	a.boundaries.logs[id] = l
 	a.boundaries.mu.Unlock()
 	return &boundaryHandle{a: a, id: id, b: b, log: l, refused: refused}, nil
@@ -167,6 +175,9 @@ func (a *Agent) keepNetLog(ctx context.Context, node, id string) {
 func (a *Agent) networkPushed(id string, n *domain.EnvNetwork) {
 	a.boundaries.mu.Lock()
 	e := a.boundaries.byID[id]
+	if e != nil {
+		e.own = n
+	}
 	a.boundaries.mu.Unlock()
 	if e == nil {
 		a.log.Info("network rules for an environment without a boundary here", "environment", id)
@@ -183,6 +194,19 @@ func (a *Agent) networkPushed(id string, n *domain.EnvNetwork) {
 	}
 	e.b.SetPolicy(layers)
 	a.log.Info("network rules changed", "environment", id)
+}
+
+// networkBeat applies the layer a heartbeat's answer says the environment
+// has, when it differs from the one applied last: a push that was lost, or
+// a node on the HTTP fallback, catches up within a beat.
+func (a *Agent) networkBeat(id string, n *domain.EnvNetwork) {
+	a.boundaries.mu.Lock()
+	e := a.boundaries.byID[id]
+	same := e == nil || e.own != nil && slices.Equal(e.own.Allow, n.Allow) && slices.Equal(e.own.Deny, n.Deny)
+	a.boundaries.mu.Unlock()
+	if !same {
+		a.networkPushed(id, n)
+	}
 }
 
 // netRecorder writes records to a network log, one JSON line each, and

@@ -245,7 +245,10 @@ func TestNetworkRulesEnvironment(t *testing.T) {
 // A rule change while a connection loop runs inside a real environment:
 // PATCH /v1/environments/{id}/network reaches the node over the node
 // protocol, and the loop, which got through until then, is refused from
-// then on, with the new rule named in the network log. A bad entry is 422
+// then on, with the new rule named in the network log. Over the node
+// protocol's WebSocket the change is pushed; a node on the HTTP fallback
+// gets it with its next heartbeat's answer, and clearing it lets the loop
+// through again. A bad entry is 422
 // naming it; an environment of a template without a boundary has no rules.
 func TestNetworkRulesChangeWhileRunning(t *testing.T) {
 	if runtime.GOOS != "linux" || os.Geteuid() != 0 {
@@ -268,15 +271,32 @@ func TestNetworkRulesChangeWhileRunning(t *testing.T) {
 		var d net.Dialer
 		return d.DialContext(ctx, network, outside.Listener.Addr().String())
 	}
+	for _, ws := range []bool{true, false} {
+		t.Run(map[bool]string{true: "websocket", false: "http fallback"}[ws], func(t *testing.T) {
+			ruleChange(t, ws, port, addr, dial)
+		})
+	}
+}
+
+func ruleChange(t *testing.T, ws bool, port int, addr netip.Addr, dial func(ctx context.Context, network, a string) (net.Conn, error)) {
 	loop := `while :; do if curl -sS -m 5 "http://allowed.test:` + strconv.Itoa(port) + `/" >/dev/null 2>&1; then echo ok >> results; else echo fail >> results; fi; sleep 0.1; done`
-	s := newSocketStack(t,
-		domain.Template{Name: "ruled", Network: domain.NetworkRules, Runtime: "process",
+	templates := []domain.Template{
+		{Name: "ruled", Network: domain.NetworkRules, Runtime: "process",
 			NetworkRules: &netpolicy.Rules{Allow: []string{"allowed.test"}}, Command: []string{"sh", "-c", loop}},
-		domain.Template{Name: "closed", Runtime: "process", Command: []string{"sleep", "3600"}})
+		{Name: "closed", Runtime: "process", Command: []string{"sleep", "3600"}},
+	}
+	var s *stack
+	if ws {
+		s = newSocketStack(t, templates...).stack
+	} else {
+		s = newStack(t, templates...)
+	}
 	s.Clock.Set(time.Now())
 	dir := t.TempDir()
 	a := s.runAgentReturning(t, dir, time.Second, agent.BoundaryOutside(names{"allowed.test": addr}, dial, netip.AddrPortFrom(addr, uint16(port))))
-	waitFor(t, "the node protocol connection", func() bool { return a.Transport() == agent.TransportWebSocket })
+	if ws {
+		waitFor(t, "the node protocol connection", func() bool { return a.Transport() == agent.TransportWebSocket })
+	}
 	id := s.lease(t, "ruled")
 	s.wait(t, id, domain.StateReady)
 	results := func() []string {
@@ -306,7 +326,7 @@ func TestNetworkRulesChangeWhileRunning(t *testing.T) {
 		t.Errorf("the loop got through again after the change: %v", r[n:])
 	}
 	var recs []netstack.Record
-	sc := bufio.NewScanner(bytes.NewReader(readNetworkLog(t, s.stack, id)))
+	sc := bufio.NewScanner(bytes.NewReader(readNetworkLog(t, s, id)))
 	for sc.Scan() {
 		var rec netstack.Record
 		if json.Unmarshal(sc.Bytes(), &rec) == nil {
@@ -325,6 +345,12 @@ func TestNetworkRulesChangeWhileRunning(t *testing.T) {
 	if allowed == 0 || denied == 0 {
 		t.Errorf("network log: %d connections allowed, %d questions refused by the new rule; want both:\n%+v", allowed, denied, recs)
 	}
+	// Cleared, the loop gets through again.
+	if r := s.Do("PATCH", "/v1/environments/"+id+"/network", apitest.BobToken, map[string]any{"deny": []string{}}); r.Status != 200 {
+		t.Fatalf("PATCH network: %d %s", r.Status, r.Body)
+	}
+	n = len(results())
+	waitFor(t, "the loop to get through again", func() bool { r := results(); return len(r) > n && r[len(r)-1] == "ok" })
 }
 
 // containerNetProbe resolves the allowed and the denied name with
