@@ -72,6 +72,7 @@ func (a *Agent) runEnv(ctx context.Context, node string, r *runningEnv, c *nodes
 	}
 	warm := h != nil
 	if warm {
+		a.adoptWarmBoundary(h, r)
 		a.adoptWarmLog(h, r.id)
 		a.logf(r.id, "claimed by node %s: template %s, handed a warm environment (runtime %s) started before", node, c.Template.Name, rt.Name())
 		log.Info("handed a warm environment", append([]any{"runtime", rt.Name()}, h.LogAttrs()...)...)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/envlease/envlease/shared/agent/confine"
 	"github.com/envlease/envlease/shared/agent/envlog"
 	"github.com/envlease/envlease/shared/agent/netstack"
+	"github.com/envlease/envlease/shared/agent/runtimes"
 	"github.com/envlease/envlease/shared/domain"
 	"github.com/envlease/envlease/shared/netpolicy"
 )
@@ -40,6 +42,7 @@ type netEnv struct {
 	// netBoundaries.mu.
 	template *netpolicy.Policy
 	own      *domain.EnvNetwork
+	refused  *refusalBatch
 }
 
 func (a *Agent) netLogsDir() string { return filepath.Join(a.cfg.WorkDir, "netlogs") }
@@ -113,17 +116,18 @@ func (a *Agent) openBoundary(h netns.NsHandle, t domain.Template, id string) (co
 	if r != nil {
 		own = r.env.Network
 	}
-	a.boundaries.byID[id] = &netEnv{b: b, log: l, template: p, own: own}
+	ne := &netEnv{b: b, log: l, template: p, own: own, refused: refused}
+	a.boundaries.byID[id] = ne
 	a.boundaries.logs[id] = l
 	a.boundaries.mu.Unlock()
-	return &boundaryHandle{a: a, id: id, b: b, log: l, refused: refused}, nil
+	return &boundaryHandle{a: a, b: b, log: l, refused: refused, e: ne}, nil
 }
 
 // boundaryHandle closes a boundary with its environment; the network log
 // stays readable until the environment's end is reported.
 type boundaryHandle struct {
 	a       *Agent
-	id      string
+	e       *netEnv
 	b       *netstack.Boundary
 	log     *envlog.Log
 	refused *refusalBatch
@@ -135,10 +139,53 @@ func (h *boundaryHandle) Close() {
 		h.b.Close()
 		h.refused.close()
 		h.log.Close()
-		h.a.boundaries.mu.Lock()
-		delete(h.a.boundaries.byID, h.id)
-		h.a.boundaries.mu.Unlock()
+		// Found by what it is, not by name: a warm environment's is
+		// renamed when a lease adopts it (adoptWarmBoundary).
+		bs := &h.a.boundaries
+		bs.mu.Lock()
+		for id, e := range bs.byID {
+			if e == h.e {
+				delete(bs.byID, id)
+				if strings.HasPrefix(id, "warm-") {
+					// It served no lease: nobody keeps its log.
+					delete(bs.logs, id)
+					defer h.log.Remove()
+				}
+			}
+		}
+		bs.mu.Unlock()
 	})
+}
+
+// adoptWarmBoundary renames the boundary and network log of the warm
+// environment h to the environment r that a lease hands it to, and applies
+// r's own layer of its policy.
+func (a *Agent) adoptWarmBoundary(h runtimes.Handle, r *runningEnv) {
+	a.logs.mu.Lock()
+	warm, ok := a.logs.warm[h]
+	a.logs.mu.Unlock()
+	if !ok {
+		return
+	}
+	bs := &a.boundaries
+	bs.mu.Lock()
+	e := bs.byID[warm]
+	if e != nil {
+		delete(bs.byID, warm)
+		bs.byID[r.id] = e
+	}
+	if l := bs.logs[warm]; l != nil {
+		delete(bs.logs, warm)
+		bs.logs[r.id] = l
+	}
+	bs.mu.Unlock()
+	if e == nil {
+		return
+	}
+	e.refused.rename(r.id)
+	if r.env.Network != nil {
+		a.networkPushed(r.id, r.env.Network)
+	}
 }
 
 // netLog is the network log of environment id, while the node holds it.

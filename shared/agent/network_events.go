@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,7 +20,7 @@ const refusalEvery = 5 * time.Second
 // refusalBatch gathers an environment's refusals between two events.
 type refusalBatch struct {
 	a  *Agent
-	id string
+	id string // under mu
 
 	mu      sync.Mutex
 	pending nodes.NetRefusals
@@ -44,10 +45,17 @@ func (rb *refusalBatch) add(r netstack.Record) {
 	}
 }
 
+// rename makes the batch a warm environment's lease's.
+func (rb *refusalBatch) rename(id string) {
+	rb.mu.Lock()
+	rb.id = id
+	rb.mu.Unlock()
+}
+
 // flush sends what was gathered.
 func (rb *refusalBatch) flush() {
 	rb.mu.Lock()
-	batch := rb.pending
+	batch, id := rb.pending, rb.id
 	rb.pending, rb.timer = nodes.NetRefusals{}, nil
 	rb.mu.Unlock()
 	if batch.Count == 0 {
@@ -59,9 +67,12 @@ func (rb *refusalBatch) flush() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	path := "/v1/nodes/" + url.PathEscape(node) + "/environments/" + url.PathEscape(rb.id) + "/network-refused"
+	if strings.HasPrefix(id, "warm-") {
+		return // a warm environment's, before any lease: no one to tell
+	}
+	path := "/v1/nodes/" + url.PathEscape(node) + "/environments/" + url.PathEscape(id) + "/network-refused"
 	if _, err := rb.a.api.do(ctx, http.MethodPost, path, batch, nil); err != nil {
-		rb.a.log.Warn("refused connections not reported", "environment", rb.id, "count", batch.Count, "err", err)
+		rb.a.log.Warn("refused connections not reported", "environment", id, "count", batch.Count, "err", err)
 	}
 }
 

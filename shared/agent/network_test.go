@@ -418,3 +418,76 @@ func TestNetworkRulesContainer(t *testing.T) {
 		}
 	}
 }
+
+// A warm environment behind a boundary, handed to a lease that narrows its
+// template's policy: the lease's rules apply from the hand-over (its DNS
+// questions for the name the lease denies are refused, in the network log
+// of the lease's environment), while the warm environment the pool starts
+// next, under its template's policy alone, gets through.
+func TestNetworkRulesWarmEnvironment(t *testing.T) {
+	if runtime.GOOS != "linux" || os.Geteuid() != 0 {
+		t.Skip("network boundaries need the agent to run as root on Linux")
+	}
+	if err := agent.NamespacesWork(); err != nil {
+		t.Skipf("this node cannot make namespaces: %v", err)
+	}
+	if err := netstack.Probe(); err != nil {
+		t.Skip(err)
+	}
+	if _, err := os.Stat("/usr/bin/curl"); err != nil {
+		t.Skip("needs curl")
+	}
+	outside := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "outside") }))
+	t.Cleanup(outside.Close)
+	port := outside.Listener.Addr().(*net.TCPAddr).Port
+	addr := netip.MustParseAddr("198.18.0.10")
+	dial := func(ctx context.Context, network, a string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, outside.Listener.Addr().String())
+	}
+	loop := `while :; do if curl -sS -m 5 "http://allowed.test:` + strconv.Itoa(port) + `/" >/dev/null 2>&1; then echo ok >> results; else echo fail >> results; fi; sleep 0.1; done`
+	s := newStack(t, domain.Template{Name: "warmnet", Network: domain.NetworkRules, Runtime: "process", Warm: 1,
+		NetworkRules: &netpolicy.Rules{Allow: []string{"allowed.test"}}, Command: []string{"sh", "-c", loop}})
+	s.Clock.Set(time.Now())
+	dir := t.TempDir()
+	s.runAgentWith(t, dir, time.Second, agent.BoundaryOutside(names{"allowed.test": addr}, dial, netip.AddrPortFrom(addr, uint16(port))))
+	// Each warm environment's loop writes its results in its own folder
+	// (the pool starts another once one is handed over).
+	results := func() map[string][]string {
+		out := map[string][]string{}
+		m, _ := filepath.Glob(filepath.Join(dir, "envs", "*", "results"))
+		for _, f := range m {
+			b, _ := os.ReadFile(f)
+			out[f] = strings.Fields(string(b))
+		}
+		return out
+	}
+	waitFor(t, "a warm environment's loop to get through", func() bool {
+		for _, r := range results() {
+			if len(r) > 0 && r[len(r)-1] == "ok" {
+				return true
+			}
+		}
+		return false
+	})
+	r := s.Do("POST", "/v1/environments", apitest.BobToken, map[string]any{"template": "warmnet", "network": map[string]any{"deny": []string{"allowed.test"}}})
+	if r.Status != 201 {
+		t.Fatalf("lease: %d %s", r.Status, r.Body)
+	}
+	var leased struct{ Environment domain.Environment }
+	r.JSON(t, &leased)
+	id := leased.Environment.ID
+	s.wait(t, id, domain.StateReady)
+	waitFor(t, "the lease's rules in its network log", func() bool {
+		return strings.Contains(string(readNetworkLog(t, s, id)), `"name":"allowed.test","type":"A","rule":"deny allowed.test","verdict":"deny"`)
+	})
+	// Another warm one (the template's policy only) gets through.
+	waitFor(t, "the next warm environment to get through", func() bool {
+		for f, r := range results() {
+			if strings.Contains(f, "/warm-") && len(r) > 0 && r[len(r)-1] == "ok" {
+				return true
+			}
+		}
+		return false
+	})
+}
