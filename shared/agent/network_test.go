@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -450,7 +451,11 @@ func TestNetworkRulesWarmEnvironment(t *testing.T) {
 		NetworkRules: &netpolicy.Rules{Allow: []string{"allowed.test"}}, Command: []string{"sh", "-c", loop}})
 	s.Clock.Set(time.Now())
 	dir := t.TempDir()
-	s.runAgentWith(t, dir, time.Second, agent.BoundaryOutside(names{"allowed.test": addr}, dial, netip.AddrPortFrom(addr, uint16(port))))
+	logs := &lockedBuffer{}
+	s.runAgentWith(t, dir, time.Second, func(c *agent.Config) {
+		c.Log = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		agent.BoundaryOutside(names{"allowed.test": addr}, dial, netip.AddrPortFrom(addr, uint16(port)))(c)
+	})
 	// Each warm environment's loop writes its results in its own folder
 	// (the pool starts another once one is handed over).
 	results := func() map[string][]string {
@@ -470,6 +475,7 @@ func TestNetworkRulesWarmEnvironment(t *testing.T) {
 		}
 		return false
 	})
+	waitFor(t, "the warm environment to be ready", func() bool { return len(logs.records("INFO", "warm environment ready")) > 0 })
 	r := s.Do("POST", "/v1/environments", apitest.BobToken, map[string]any{"template": "warmnet", "network": map[string]any{"deny": []string{"allowed.test"}}})
 	if r.Status != 201 {
 		t.Fatalf("lease: %d %s", r.Status, r.Body)
@@ -481,7 +487,19 @@ func TestNetworkRulesWarmEnvironment(t *testing.T) {
 	waitFor(t, "the lease's rules in its network log", func() bool {
 		return strings.Contains(string(readNetworkLog(t, s, id)), `"name":"allowed.test","type":"A","rule":"deny allowed.test","verdict":"deny"`)
 	})
-	// Another warm one (the template's policy only) gets through.
+	if len(logs.records("INFO", "handed a warm environment")) != 1 {
+		t.Fatal("the lease was not handed the warm environment")
+	}
+	// The handed-over loop got through before and is refused since; the
+	// next warm one (the template's policy only) gets through.
+	waitFor(t, "the handed-over loop to be refused", func() bool {
+		for _, r := range results() {
+			if len(r) > 1 && r[0] == "ok" && r[len(r)-1] == "fail" {
+				return true
+			}
+		}
+		return false
+	})
 	waitFor(t, "the next warm environment to get through", func() bool {
 		for f, r := range results() {
 			if strings.Contains(f, "/warm-") && len(r) > 0 && r[len(r)-1] == "ok" {
