@@ -16,6 +16,11 @@ const (
 	NetworkRules = "rules"
 )
 
+// EventEnvNetRefused is the event of connections an environment's network
+// boundary refused, a batch of at most a few seconds' (docs/nodes.md,
+// "Network boundary").
+const EventEnvNetRefused = "environment.network.refused"
+
 // Transparent says whether t's environments go out through the network
 // boundary rather than the HTTP proxy (NetworkEgress) or not at all.
 func (t Template) Transparent() bool {
