@@ -35,6 +35,8 @@ type runOptions struct {
 	template, name, idle, hard string
 	shares, excludes, labels   []string
 	noIgnore                   bool
+	// allow and deny narrow the template's network policy (--allow, --deny).
+	allow, deny []string
 }
 
 func (a *app) runCommand() *cobra.Command {
@@ -85,6 +87,8 @@ runs use the usual exit codes ('envlease help exit-codes').
 	f.StringVar(&o.idle, "idle", "", "idle timeout, such as 15m (default and upper bound: the template's)")
 	f.StringVar(&o.hard, "hard", "", "hard timeout, such as 2h (default and upper bound: the template's)")
 	f.StringVar(&o.name, "name", "", "the environment's name (default: the template's)")
+	f.StringArrayVar(&o.allow, "allow", nil, "reach only what this network entry names (a domain, *.domain, address or CIDR, with an optional :PORT), within the template's network policy (repeatable)")
+	f.StringArrayVar(&o.deny, "deny", nil, "never reach what this network entry names (repeatable)")
 	_ = cmd.RegisterFlagCompletionFunc("template", a.completeTemplates)
 	return cmd
 }
@@ -122,6 +126,9 @@ func (a *app) runWith(ctx context.Context, o runOptions, argv []string) error {
 		sandbox = sb.ID
 	}
 	req := client.LeaseRequest{Template: o.template, Name: o.name, Labels: labels, Sandbox: sandbox, Idle: o.idle, Hard: o.hard}
+	if len(o.allow) > 0 || len(o.deny) > 0 {
+		req.Network = &domain.EnvNetwork{Allow: o.allow, Deny: o.deny}
+	}
 	// The template is read only when the lease needs it: to pick the only
 	// one, or for the shares' excludes. A named template the organization
 	// lacks is refused by the lease itself.

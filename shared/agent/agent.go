@@ -55,6 +55,10 @@ type Agent struct {
 	confinement  *confine.Node
 	noCgroup     error
 	noNamespaces error
+	// boundaries are the environments' network boundaries and network
+	// logs (network.go); noBoundary says why the node makes none.
+	boundaries netBoundaries
+	noBoundary error
 
 	mu   sync.Mutex
 	node string

@@ -1,12 +1,15 @@
 package agent
 
 import (
-	"github.com/envlease/envlease/shared/agent/archive"
-
+	"context"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/netip"
 	"time"
+
+	"github.com/envlease/envlease/shared/agent/archive"
+	"github.com/envlease/envlease/shared/agent/netstack"
 )
 
 // Version is what the agent calls itself when it registers.
@@ -129,4 +132,8 @@ type Config struct {
 	// egressAllow lets egress proxies reach these addresses whatever they
 	// are: tests' "outside" servers, which listen on the node's loopback.
 	egressAllow []netip.AddrPort
+	// boundaryResolver and boundaryDial stand, in tests, for the node's
+	// resolver and dialer behind network boundaries (netstack.Config).
+	boundaryResolver netstack.Resolver
+	boundaryDial     func(ctx context.Context, network, addr string) (net.Conn, error)
 }

@@ -47,6 +47,7 @@ func (a *Agent) setupConfinement() error {
 		}
 		if a.noNamespaces == nil {
 			n.Namespaces = true
+			a.setupBoundaries(n)
 		} else if !a.cfg.AllowSharedNetwork {
 			return fmt.Errorf("agent: environments cannot run in namespaces of their own on this node (%v), so each would reach the node's addresses, its loopback and the other environments, and see every process; give the agent the privilege to make namespaces, or accept that with -allow-shared-network (Config.AllowSharedNetwork)", a.noNamespaces)
 		}
@@ -77,6 +78,7 @@ func (a *Agent) logConfinement() {
 		}
 		if a.confinement.Namespaces {
 			a.log.Info("environments run in namespaces of their own: a network namespace with only lo (no route to the node's addresses, its loopback, other environments or the outside), a PID namespace with its own /proc (it sees only its own processes), a mount namespace (with a /tmp, /var/tmp and /dev/shm of its own) and an IPC namespace; the agent reaches exports inside it; a template with network egress reaches public addresses through the agent's HTTP proxy at 127.0.0.1:" + strconv.Itoa(confine.EgressPort) + " of its namespace")
+			a.logBoundaries()
 		} else {
 			a.log.Warn("environments share the node's network and process list: each can connect to whatever listens on the node's addresses and loopback (the agent's endpoints, other environments' exports, the cloud's metadata address) and see every process on the node, whatever its template's network says (" + a.noNamespaces.Error() + ")")
 		}

@@ -78,6 +78,7 @@ func (a *Agent) runEnv(ctx context.Context, node string, r *runningEnv, c *nodes
 	}
 	warm := h != nil
 	if warm {
+		a.adoptWarmBoundary(h, r)
 		a.adoptWarmLog(h, r.id)
 		a.logf(r.id, "claimed by node %s: template %s, handed a warm environment (runtime %s) started before", node, c.Template.Name, rt.Name())
 		log.Info("handed a warm environment", append([]any{"runtime", rt.Name()}, h.LogAttrs()...)...)
@@ -232,6 +233,7 @@ func (a *Agent) finish(ctx context.Context, node string, r *runningEnv, h runtim
 	// Its log is kept before its end is reported, so whoever reads the
 	// end finds the log linked.
 	a.keepLog(ctx, node, r.id)
+	a.keepNetLog(ctx, node, r.id)
 	if r.report.Load() {
 		a.report(ctx, node, r.id, nodes.Report{State: domain.StateStopped})
 	}
@@ -241,5 +243,6 @@ func (a *Agent) fail(ctx context.Context, node, id string, err error, log *slog.
 	log.Warn("failed", "err", err)
 	a.noteFailure(id, err)
 	a.keepLog(ctx, node, id)
+	a.keepNetLog(ctx, node, id)
 	a.report(ctx, node, id, nodes.Report{State: domain.StateFailed, Error: err.Error()})
 }

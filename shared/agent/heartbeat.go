@@ -57,6 +57,9 @@ func (a *Agent) applyStates(ctx context.Context, node string, sent []string, sta
 		if r != nil && st.State == domain.StateReady && st.Checkpoint != nil {
 			a.checkpointOrdered(ctx, node, st.ID, st.Checkpoint)
 		}
+		if r != nil && st.Network != nil {
+			a.networkBeat(st.ID, st.Network)
+		}
 		switch {
 		case r != nil && st.State == domain.StateStopping:
 			r.requestStop(true)

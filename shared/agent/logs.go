@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -104,12 +105,14 @@ func (a *Agent) keepLog(ctx context.Context, node, id string) {
 	l.Close()
 	ctx, cancel := context.WithTimeout(ctx, keepLogTimeout)
 	defer cancel()
-	if err := a.uploadLog(ctx, node, id, l); err != nil {
+	if err := a.uploadLog(ctx, node, id, l, ""); err != nil {
 		a.log.Warn("the environment's log was not kept", "environment", id, "err", err)
 	}
 }
 
-func (a *Agent) uploadLog(ctx context.Context, node, id string, l *envlog.Log) error {
+// uploadLog keeps l as the environment's log, or with kind "network" its
+// network log.
+func (a *Agent) uploadLog(ctx context.Context, node, id string, l *envlog.Log, kind string) error {
 	// The log is read twice, for its digest and for the upload, rather
 	// than held in memory: many environments may end at once.
 	h := sha256.New()
@@ -120,7 +123,11 @@ func (a *Agent) uploadLog(ctx context.Context, node, id string, l *envlog.Log) e
 	sum := h.Sum(nil)
 	var c artifacts.Created
 	path := "/v1/nodes/" + url.PathEscape(node) + "/environments/" + url.PathEscape(id) + "/log"
-	if _, err := a.api.do(ctx, http.MethodPost, path, nodes.LogRequest{Size: &size, SHA256: hex.EncodeToString(sum)}, &c); err != nil {
+	q := ""
+	if kind != "" {
+		q = "?kind=" + url.QueryEscape(kind)
+	}
+	if _, err := a.api.do(ctx, http.MethodPost, path+q, nodes.LogRequest{Size: &size, SHA256: hex.EncodeToString(sum)}, &c); err != nil {
 		return err
 	}
 	if len(c.Upload.Parts) != 1 || c.Upload.Multipart {
@@ -152,10 +159,10 @@ func (a *Agent) uploadLog(ctx context.Context, node, id string, l *envlog.Log) e
 	var done struct {
 		Artifact domain.Artifact `json:"artifact"`
 	}
-	if _, err := a.api.do(ctx, http.MethodPost, path+"/complete", nil, &done); err != nil {
+	if _, err := a.api.do(ctx, http.MethodPost, path+"/complete"+q, nil, &done); err != nil {
 		return err
 	}
-	a.log.Info("log kept", "environment", id, "artifact", done.Artifact.ID, "bytes", size)
+	a.log.Info("log kept", "environment", id, "kind", cmp.Or(kind, "log"), "artifact", done.Artifact.ID, "bytes", size)
 	return nil
 }
 

@@ -35,7 +35,10 @@ type LogsConfig struct {
 	// Identity is the agent's current identity, as for tunnels.
 	Identity func() (TunnelIdentity, bool)
 	// Logs returns the log of an environment the agent runs.
-	Logs  func(env string) (*envlog.Log, bool)
+	Logs func(env string) (*envlog.Log, bool)
+	// Open is the kind of ticket that opens these logs (ticket.OpenLogs
+	// if empty; ticket.OpenNetLog for network logs).
+	Open  string
 	Clock clock.Clock
 	Log   *slog.Logger
 	// MaxReaders bounds the log reads served at once (followers hold
@@ -79,6 +82,9 @@ func NewLogsHandler(cfg LogsConfig) *LogsHandler {
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Open == "" {
+		cfg.Open = ticket.OpenLogs
 	}
 	if cfg.MaxReaders <= 0 {
 		cfg.MaxReaders = DefaultMaxLogReaders
@@ -230,8 +236,8 @@ func (h *LogsHandler) authorize(r *http.Request, env string) (*envlog.Log, *refu
 		return nil, &refusal{http.StatusUnauthorized, err.Error()}
 	}
 	switch {
-	case c.Open != ticket.OpenLogs:
-		return nil, &refusal{http.StatusForbidden, "the ticket does not open logs"}
+	case c.Open != h.cfg.Open:
+		return nil, &refusal{http.StatusForbidden, "the ticket does not open " + map[string]string{ticket.OpenLogs: "logs", ticket.OpenNetLog: "network logs"}[h.cfg.Open]}
 	case c.Org != id.Org:
 		return nil, &refusal{http.StatusForbidden, "the ticket is for another organization"}
 	case c.Node != id.Node:
@@ -250,6 +256,7 @@ func (h *LogsHandler) authorize(r *http.Request, env string) (*envlog.Log, *refu
 func (a *Agent) endpoint(t *tunnels) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(tunnel.LogsPath, NewLogsHandler(LogsConfig{Identity: t.identity, Logs: a.envLog, Log: a.log}))
+	mux.Handle(tunnel.NetLogPath, NewLogsHandler(LogsConfig{Identity: t.identity, Logs: a.netLog, Log: a.log, Open: ticket.OpenNetLog}))
 	mux.Handle("/", t.h)
 	return mux
 }

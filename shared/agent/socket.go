@@ -68,8 +68,10 @@ type socketClient struct {
 	stops  chan []string
 	// checkpoint takes a checkpoint order (it returns at once).
 	checkpoint func(nodes.Message)
-	done       chan struct{}
-	err        error
+	// network takes an environment's new network layer (it returns at once).
+	network func(nodes.Message)
+	done    chan struct{}
+	err     error
 }
 
 func (a *Agent) dialSocket(ctx context.Context, url string) (*socketClient, error) {
@@ -88,6 +90,7 @@ func (a *Agent) dialSocket(ctx context.Context, url string) (*socketClient, erro
 	ws.SetReadLimit(16 << 20)
 	c := &socketClient{ws: ws, pending: map[string]chan nodes.Message{}, offers: make(chan string, maxQueuedOffers), stops: make(chan []string, 64), done: make(chan struct{})}
 	c.checkpoint = func(m nodes.Message) { a.checkpointOrdered(ctx, m.Node, m.Environment, m.Checkpoint) }
+	c.network = func(m nodes.Message) { a.networkPushed(m.Environment, m.Network) }
 	go c.read(ctx)
 	return c, nil
 }
@@ -120,6 +123,12 @@ func (c *socketClient) read(ctx context.Context) {
 		if m.Type == nodes.MsgCheckpoint {
 			if c.checkpoint != nil {
 				c.checkpoint(m)
+			}
+			continue
+		}
+		if m.Type == nodes.MsgNetwork {
+			if c.network != nil {
+				c.network(m)
 			}
 			continue
 		}

@@ -96,6 +96,9 @@ type LeaseRequest struct {
 	Idle string `json:"idle,omitempty"`
 	// Hard is the hard timeout, like Idle.
 	Hard string `json:"hard,omitempty"`
+	// Network narrows the template's network policy for this environment
+	// (a template with network open or rules); nil for the template's alone.
+	Network *domain.EnvNetwork `json:"network,omitempty"`
 	// IdempotencyKey, when set, is sent as Idempotency-Key: the service
 	// answers a repeat within 24 hours with the first answer and leases
 	// nothing, which also lets this client retry the lease after a 502/503.

@@ -117,6 +117,13 @@ type Environment struct {
 	// Log is the artifact that keeps the environment's log once it ended
 	// (its node uploads it), "" until then. See docs/api.md, "Logs".
 	Log string `json:"log"`
+	// NetworkLog is the artifact that keeps its network log once it ended,
+	// for templates with network open or rules (docs/nodes.md, "Network
+	// boundary"); absent until then.
+	NetworkLog string `json:"networkLog,omitempty"`
+	// Network is its own layer of its network policy (EnvNetwork), absent
+	// when it has none (its template's policy alone).
+	Network *EnvNetwork `json:"network,omitempty"`
 	// Checkpoint is added to the spec's record: the latest checkpoint asked
 	// of it (POST /v1/environments/{id}/checkpoints); absent if none.
 	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`

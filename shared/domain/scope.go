@@ -20,6 +20,9 @@ const (
 	// which reaches everything the environment holds, so it is a scope of
 	// its own rather than part of leasing.
 	ScopeEnvExec = "environments:exec"
+	// ScopeEnvNetwork: change a running environment's network rules, which
+	// decide what it reaches, so it is a scope of its own.
+	ScopeEnvNetwork = "environments:network"
 	// ScopeEnvRead: read environments, sandboxes, templates and quotas.
 	ScopeEnvRead = "environments:read"
 	// ScopeArtifactsRead: list artifacts and make download links.
@@ -42,7 +45,7 @@ const (
 
 // AllScopes is the documented set, in the order listings show it.
 var AllScopes = []string{
-	ScopeEnvLease, ScopeEnvExec, ScopeEnvRead, ScopeArtifactsRead, ScopeArtifactsWrite,
+	ScopeEnvLease, ScopeEnvExec, ScopeEnvNetwork, ScopeEnvRead, ScopeArtifactsRead, ScopeArtifactsWrite,
 	ScopeUsageRead, ScopeEventsRead, ScopeTokensRead, ScopeTokensWrite, ScopeAdmin,
 }
 

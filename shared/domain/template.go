@@ -1,6 +1,9 @@
 package domain
 
-import "github.com/envlease/envlease/shared/bytesize"
+import (
+	"github.com/envlease/envlease/shared/bytesize"
+	"github.com/envlease/envlease/shared/netpolicy"
+)
 
 // Template is what environments are leased from (spec 2.2).
 type Template struct {
@@ -19,8 +22,12 @@ type Template struct {
 	Warm        int               `json:"warm"`
 	Platforms   []string          `json:"platforms"`
 	BuildCache  bool              `json:"buildCache"`
-	// Network is NetworkNone (also when empty) or NetworkEgress.
+	// Network is NetworkNone (also when empty), NetworkOpen, NetworkRules
+	// or NetworkEgress (network.go).
 	Network string `json:"network"`
+	// NetworkRules are the allow and deny entries of network open or
+	// rules.
+	NetworkRules *netpolicy.Rules `json:"networkRules,omitempty"`
 	// Image is added to the spec's record: the root filesystem of a
 	// container template (runtime "container"); absent for a process one.
 	Image *Image `json:"image,omitempty"`
@@ -149,8 +156,8 @@ func (t Template) Egress() bool { return t.Network == NetworkEgress }
 // ValidateLimits checks the bounds that keep a template's environments
 // inside DynamoDB's limits, and that its network is one there is.
 func (t Template) ValidateLimits() error {
-	if n := t.Network; n != "" && n != NetworkNone && n != NetworkEgress {
-		return Invalid("network", "network must be %q (the default) or %q, %s has %q", NetworkNone, NetworkEgress, t.Name, n)
+	if err := t.validateNetwork(); err != nil {
+		return err
 	}
 	for _, r := range []struct{ field, size string }{{"resources.memory", t.Resources.Memory}, {"resources.disk", t.Resources.Disk}} {
 		if r.size == "" {

@@ -237,6 +237,7 @@ func TestLeaseRefusals(t *testing.T) {
 		{"idle zero", `{"template":"shell","idle":"0s"}`, 422, "idle"},
 		{"hard negative", `{"template":"shell","hard":"-1h"}`, 422, "hard"},
 		{"idle not a duration", `{"template":"shell","idle":"soon"}`, 422, "idle"},
+		{"network rules for a template without a boundary", map[string]any{"template": "shell", "network": map[string]any{"deny": []string{"x.test"}}}, 422, "network"},
 		{"malformed json", `{"template":`, 400, ""},
 		{"template not a string", `{"template":5}`, 400, "template"},
 		{"labels not an object", `{"template":"shell","labels":["a"]}`, 400, "labels"},

@@ -76,26 +76,36 @@ func (s *Service) Logs(ctx context.Context, p domain.Principal, id string) (Logs
 	case e.Log == "":
 		return Logs{}, domain.Errorf(domain.CodeConflict, "environment %s is %s and its node kept no log of it (its agent keeps none, or the upload failed or is under way; ask again shortly)", e.ID, e.State)
 	}
-	a, err := s.store.GetArtifact(ctx, p.OrgID, e.Log)
-	if domain.ErrorCode(err) == domain.CodeNotFound || err == nil && a.ExpiredAt(s.clock.Now()) {
-		return Logs{}, domain.Errorf(domain.CodeConflict, "the log of environment %s (artifact %s) has expired", e.ID, e.Log)
-	}
+	kept, err := s.keptLog(ctx, p, e, "log", e.Log)
 	if err != nil {
 		return Logs{}, err
 	}
+	out.Kept = kept
+	return out, nil
+}
+
+// keptLog is the sealed artifact id that keeps e's log of this kind ("log",
+// "network log"), with a download link.
+func (s *Service) keptLog(ctx context.Context, p domain.Principal, e domain.Environment, kind, id string) (*KeptLog, error) {
+	a, err := s.store.GetArtifact(ctx, p.OrgID, id)
+	if domain.ErrorCode(err) == domain.CodeNotFound || err == nil && a.ExpiredAt(s.clock.Now()) {
+		return nil, domain.Errorf(domain.CodeConflict, "the %s of environment %s (artifact %s) has expired", kind, e.ID, id)
+	}
+	if err != nil {
+		return nil, err
+	}
 	if a.State != domain.ArtifactSealed {
-		return Logs{}, domain.Errorf(domain.CodeConflict, "the log of environment %s (artifact %s) is %s, not sealed: its upload is under way or failed", e.ID, a.ID, a.State)
+		return nil, domain.Errorf(domain.CodeConflict, "the %s of environment %s (artifact %s) is %s, not sealed: its upload is under way or failed", kind, e.ID, a.ID, a.State)
 	}
 	kept := &KeptLog{Artifact: a.ID, Size: a.Size}
 	if s.links != nil {
 		l, err := s.links.LinkFor(ctx, a, KeptLogLinkTTL)
 		if err != nil {
-			return Logs{}, err
+			return nil, err
 		}
 		kept.URL, kept.Expires = l.URL, &l.Expires
 	}
-	out.Kept = kept
-	return out, nil
+	return kept, nil
 }
 
 func (s *Service) liveLog(ctx context.Context, p domain.Principal, e domain.Environment) (LiveLog, error) {

@@ -129,6 +129,9 @@ type LeaseRequest struct {
 	Snapshot string            `json:"snapshot"`
 	Idle     string            `json:"idle"`
 	Hard     string            `json:"hard"`
+	// Network narrows the template's network policy for this environment
+	// (domain.EnvNetwork); absent: the template's alone.
+	Network *domain.EnvNetwork `json:"network,omitempty"`
 }
 
 // ShareRequest asks for a template share to be filled from a local folder.
@@ -415,6 +418,14 @@ func (s *Service) newEnvironment(ctx context.Context, p domain.Principal, req Le
 			return domain.Environment{}, err
 		}
 	}
+	var network *domain.EnvNetwork
+	if req.Network != nil {
+		if err := domain.ValidateEnvNetwork("network", t, *req.Network); err != nil {
+			return domain.Environment{}, err
+		}
+		n := req.Network.Normalized()
+		network = &n
+	}
 	name := req.Name
 	if name == "" {
 		name = t.Name
@@ -428,7 +439,7 @@ func (s *Service) newEnvironment(ctx context.Context, p domain.Principal, req Le
 		OrgID: p.OrgID, ID: domain.SortableID("env_", now), Name: name, Template: t.Name,
 		State: domain.StatePending, Version: 1, Sandbox: req.Sandbox, Pool: pool, Labels: req.Labels, Project: req.Project,
 		CreatedBy: p.Actor(), Created: now, Expires: expires, IdleUntil: idleUntil, Idle: idle, Hard: hard,
-		Shares: shares, Snapshot: req.Snapshot, Needs: domain.NeedsOf(t),
+		Shares: shares, Snapshot: req.Snapshot, Needs: domain.NeedsOf(t), Network: network,
 	}
 	services := make([]string, 0, len(t.Exports))
 	for svc := range t.Exports {

@@ -88,6 +88,9 @@ func (s *Service) envState(e domain.Environment) EnvState {
 	if c := e.Checkpoint; c != nil && c.State == domain.CheckpointPacking && e.State == domain.StateReady {
 		st.Checkpoint = &CheckpointOrder{ID: c.ID, PartSize: s.partSize()}
 	}
+	if e.State.Live() {
+		st.Network = e.Network
+	}
 	return st
 }
 

@@ -21,6 +21,7 @@ func Routes(s *Service) []httpapi.Route {
 		{Method: http.MethodPost, Path: "/v1/nodes/{id}/environments/{env}/report", Access: httpapi.Node, Handler: s.handleReport},
 		{Method: http.MethodPost, Path: "/v1/nodes/{id}/environments/{env}/log", Access: httpapi.Node, Handler: s.handleLog},
 		{Method: http.MethodPost, Path: "/v1/nodes/{id}/environments/{env}/log/complete", Access: httpapi.Node, Handler: s.handleLogComplete},
+		{Method: http.MethodPost, Path: "/v1/nodes/{id}/environments/{env}/network-refused", Access: httpapi.Node, Handler: s.handleRefusals},
 	}, checkpointRoutes(s)...)
 }
 

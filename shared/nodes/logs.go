@@ -66,6 +66,10 @@ func (s *Service) nodeEnv(ctx context.Context, p domain.Principal, nodeID, envID
 // link (an agent that lost the first answer); the first artifact is left
 // to its expiry.
 func (s *Service) KeepLog(ctx context.Context, p domain.Principal, nodeID, envID string, req LogRequest) (artifacts.Created, error) {
+	return s.keepLog(ctx, p, nodeID, envID, req, envLog)
+}
+
+func (s *Service) keepLog(ctx context.Context, p domain.Principal, nodeID, envID string, req LogRequest, kind logKind) (artifacts.Created, error) {
 	la, err := s.logArtifacts()
 	if err != nil {
 		return artifacts.Created{}, err
@@ -82,7 +86,7 @@ func (s *Service) KeepLog(ctx context.Context, p domain.Principal, nodeID, envID
 	}
 	owner := domain.Principal{OrgID: n.OrgID, KeyID: p.KeyID}
 	c, err := la.Create(ctx, owner, artifacts.CreateRequest{
-		Name: "log of " + e.ID, Project: e.Project, ContentType: "text/plain; charset=utf-8",
+		Name: kind.name + " of " + e.ID, Project: e.Project, ContentType: kind.contentType,
 		Labels: map[string]string{"environment": e.ID}, Size: req.Size, SHA256: req.SHA256,
 	})
 	if err != nil {
@@ -90,7 +94,7 @@ func (s *Service) KeepLog(ctx context.Context, p domain.Principal, nodeID, envID
 	}
 	for try := 0; try < attempts; try++ {
 		next := e
-		next.Log = c.Artifact.ID
+		*kind.field(&next) = c.Artifact.ID
 		after, done, err := s.store.ReplaceEnvironment(ctx, e, next)
 		if err != nil {
 			return artifacts.Created{}, err
@@ -105,6 +109,10 @@ func (s *Service) KeepLog(ctx context.Context, p domain.Principal, nodeID, envID
 
 // CompleteLog seals the environment's log artifact once uploaded.
 func (s *Service) CompleteLog(ctx context.Context, p domain.Principal, nodeID, envID string) (domain.Artifact, error) {
+	return s.completeLog(ctx, p, nodeID, envID, envLog)
+}
+
+func (s *Service) completeLog(ctx context.Context, p domain.Principal, nodeID, envID string, kind logKind) (domain.Artifact, error) {
 	la, err := s.logArtifacts()
 	if err != nil {
 		return domain.Artifact{}, err
@@ -113,10 +121,11 @@ func (s *Service) CompleteLog(ctx context.Context, p domain.Principal, nodeID, e
 	if err != nil {
 		return domain.Artifact{}, err
 	}
-	if e.Log == "" {
-		return domain.Artifact{}, domain.Errorf(domain.CodeConflict, "environment %s has no log artifact: ask for one first", e.ID)
+	id := *kind.field(&e)
+	if id == "" {
+		return domain.Artifact{}, domain.Errorf(domain.CodeConflict, "environment %s has no %s artifact: ask for one first", e.ID, kind.name)
 	}
-	return la.Complete(ctx, domain.Principal{OrgID: n.OrgID, KeyID: p.KeyID}, e.Log, nil)
+	return la.Complete(ctx, domain.Principal{OrgID: n.OrgID, KeyID: p.KeyID}, id, nil)
 }
 
 func (s *Service) handleLog(w http.ResponseWriter, r *http.Request, p domain.Principal) error {
@@ -124,7 +133,11 @@ func (s *Service) handleLog(w http.ResponseWriter, r *http.Request, p domain.Pri
 	if err := httpapi.Decode(r, &req); err != nil {
 		return err
 	}
-	c, err := s.KeepLog(r.Context(), p, r.PathValue("id"), r.PathValue("env"), req)
+	kind, err := logKindOf(r)
+	if err != nil {
+		return err
+	}
+	c, err := s.keepLog(r.Context(), p, r.PathValue("id"), r.PathValue("env"), req, kind)
 	if err != nil {
 		return err
 	}
@@ -138,7 +151,11 @@ func (s *Service) handleLogComplete(w http.ResponseWriter, r *http.Request, p do
 	if err := httpapi.DecodeOptional(r, &none); err != nil {
 		return err
 	}
-	a, err := s.CompleteLog(r.Context(), p, r.PathValue("id"), r.PathValue("env"))
+	kind, err := logKindOf(r)
+	if err != nil {
+		return err
+	}
+	a, err := s.completeLog(r.Context(), p, r.PathValue("id"), r.PathValue("env"), kind)
 	if err != nil {
 		return err
 	}

@@ -99,6 +99,9 @@ type Message struct {
 	Packed       *CheckpointPacked    `json:"packed,omitempty"`
 	Uploading    *CheckpointUploading `json:"uploading,omitempty"`
 	Checkpointed *domain.Checkpoint   `json:"checkpointed,omitempty"`
+
+	// network (pushed, netlog.go): the environment's own network layer.
+	Network *domain.EnvNetwork `json:"network,omitempty"`
 }
 
 // MessageError is a failed request's error, as the HTTP endpoint's status

@@ -432,6 +432,9 @@ type EnvState struct {
 	// Checkpoint is set while a checkpoint of the (ready) environment is
 	// asked for: pack it (checkpoint.go).
 	Checkpoint *CheckpointOrder `json:"checkpoint,omitempty"`
+	// Network is the live environment's own network layer, if it has
+	// one, so a node that missed its push applies it (netlog.go).
+	Network *domain.EnvNetwork `json:"network,omitempty"`
 }
 
 // Beat is the answer to a heartbeat.

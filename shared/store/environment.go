@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -66,7 +67,10 @@ type envItem struct {
 	Restored   *restoredItem     `dynamodbav:"restored,omitempty"`
 	StopReason string            `dynamodbav:"stopReason"`
 	Log        string            `dynamodbav:"log,omitempty"`
-	Ports      []int             `dynamodbav:"ports,omitempty"`
+	NetworkLog string            `dynamodbav:"networkLog,omitempty"`
+	// Network is domain.Environment.Network as JSON, written only whole.
+	Network string `dynamodbav:"network,omitempty"`
+	Ports   []int  `dynamodbav:"ports,omitempty"`
 	// Runtime and Platforms are domain.Needs: what a node must offer.
 	Runtime   string   `dynamodbav:"runtime,omitempty"`
 	Platforms []string `dynamodbav:"platforms,omitempty"`
@@ -178,7 +182,7 @@ func (s *Store) newEnvItem(e domain.Environment) envItem {
 		Sandbox: e.Sandbox, Pool: e.Pool, Labels: e.Labels, Project: e.Project, ReadyMs: e.ReadyMs,
 		Error: e.Error, CreatedBy: e.CreatedBy, Created: e.Created, Ready: e.Ready, Stopped: e.Stopped,
 		Expires: e.Expires, IdleUntil: e.IdleUntil, IdleNs: int64(e.Idle), HardNs: int64(e.Hard),
-		Snapshot: e.Snapshot, StopReason: e.StopReason, Log: e.Log, Ports: e.Ports, Version: e.Version,
+		Snapshot: e.Snapshot, StopReason: e.StopReason, Log: e.Log, NetworkLog: e.NetworkLog, Ports: e.Ports, Version: e.Version,
 		Runtime: e.Needs.Runtime, Platforms: e.Needs.Platforms, UsageBy: e.UsageBy,
 	}
 	if len(it.UsageBy) == 0 {
@@ -220,6 +224,7 @@ func (s *Store) newEnvItem(e domain.Environment) envItem {
 		it.Restored = &r
 	}
 	it.Checkpoint = checkpointText(e.Checkpoint)
+	it.Network = networkText(e.Network)
 	return it
 }
 
@@ -230,7 +235,7 @@ func (it envItem) domain() domain.Environment {
 		ReadyMs: it.ReadyMs, Error: it.Error, CreatedBy: it.CreatedBy, Created: it.Created.UTC(),
 		Ready: utcPtr(it.Ready), Stopped: utcPtr(it.Stopped), Expires: it.Expires.UTC(),
 		IdleUntil: it.IdleUntil.UTC(), Idle: domain.Duration(it.IdleNs), Hard: domain.Duration(it.HardNs),
-		Snapshot: it.Snapshot, StopReason: it.StopReason, Log: it.Log, Ports: it.Ports, Version: it.Version,
+		Snapshot: it.Snapshot, StopReason: it.StopReason, Log: it.Log, NetworkLog: it.NetworkLog, Ports: it.Ports, Version: it.Version,
 		Needs: domain.Needs{Runtime: it.Runtime, Platforms: it.Platforms}, UsageBy: it.UsageBy,
 	}
 	for _, x := range it.Exports {
@@ -245,6 +250,7 @@ func (it envItem) domain() domain.Environment {
 		e.Restored = &r
 	}
 	e.Checkpoint = checkpointOf(it.Checkpoint)
+	e.Network = networkOf(it.Network)
 	e.Normalize()
 	return e
 }
@@ -633,4 +639,25 @@ func (s *Store) PutEnvironments(ctx context.Context, envs []domain.Environment) 
 		}
 	}
 	return nil
+}
+
+// networkText is an environment's own network layer as stored: JSON, ""
+// for none.
+func networkText(n *domain.EnvNetwork) string {
+	if n == nil {
+		return ""
+	}
+	b, _ := json.Marshal(n) // two lists of strings always marshal
+	return string(b)
+}
+
+func networkOf(s string) *domain.EnvNetwork {
+	if s == "" {
+		return nil
+	}
+	var n domain.EnvNetwork
+	if json.Unmarshal([]byte(s), &n) != nil {
+		return nil
+	}
+	return &n
 }

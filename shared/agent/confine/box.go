@@ -20,7 +20,13 @@ import (
 
 	"github.com/envlease/envlease/shared/agent/capped"
 	"github.com/envlease/envlease/shared/agent/runtimes"
+	"github.com/envlease/envlease/shared/domain"
+	"github.com/vishvananda/netns"
 )
+
+// Egress is what carries an environment's traffic out, the proxy or the
+// network boundary, held by its Net until the environment ends.
+type Egress interface{ Close() }
 
 // Node is how the node confines environments, as the agent found at start.
 type Node struct {
@@ -37,9 +43,35 @@ type Node struct {
 	Disks *Disks
 	// Guard judges what egress proxies dial.
 	Guard EgressGuard
+	// Boundary, when set, opens the network boundary (package netstack,
+	// which the agent wires in) of an environment of a template with
+	// network open or rules in its network namespace h; id names the
+	// environment on the node. Nil where the node cannot make one: such
+	// templates then get the egress proxy (open) or do not start (rules).
+	Boundary func(h netns.NsHandle, t domain.Template, id string) (Egress, error)
 	// KeepRoots leaves an environment's folder after it ends, for debugging.
 	KeepRoots bool
 	Log       *slog.Logger
+}
+
+// Proxied says whether t's environments reach out through the egress
+// proxy: network egress, and network open where the node cannot make a
+// boundary; only where environments have a network namespace of their own.
+func (n *Node) Proxied(t domain.Template) bool {
+	return n.Namespaces && (t.Egress() || t.Network == domain.NetworkOpen && n.Boundary == nil)
+}
+
+// OpenBoundary opens the network boundary of an environment of t (network
+// open or rules) in its namespace h; an error where the node cannot.
+func (n *Node) OpenBoundary(h netns.NsHandle, t domain.Template, id string) (Egress, error) {
+	if n.Boundary == nil {
+		return nil, fmt.Errorf("this node cannot enforce network %q (it makes no network boundaries: see the agent's log at start)", t.Network)
+	}
+	e, err := n.Boundary(h, t, id)
+	if err != nil {
+		return nil, fmt.Errorf("open the environment's network boundary: %w", err)
+	}
+	return e, nil
 }
 
 // Box is what holds one environment on the node: its folder (the root)

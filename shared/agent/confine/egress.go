@@ -372,3 +372,10 @@ func (c *countedConn) CloseWrite() error {
 	}
 	return nil
 }
+
+// Check says why the guard refuses ap (as the error the proxy gives), or
+// nil: what the network boundary asks before any policy of the
+// environment's.
+func (g EgressGuard) Check(ap netip.AddrPort) error {
+	return g.control("tcp", ap.String(), nil)
+}

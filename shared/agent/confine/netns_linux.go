@@ -28,15 +28,16 @@ type Net struct {
 	init *nsinit.Cmd
 	mu   sync.RWMutex
 	h    netns.NsHandle // closed (-1) once the environment ended
-	// egress is the proxy of an egress environment, nil for the others.
-	egress *EgressProxy
+	// egress is the proxy or boundary of an environment that reaches out,
+	// nil for the others.
+	egress Egress
 }
 
 // NewNet holds an environment's network namespace h (which Ended closes),
 // with the init whose status Ended reads (nil for a container's, whose
-// runtime says how it ended) and the egress proxy served in it (nil for
-// none).
-func NewNet(h netns.NsHandle, init *nsinit.Cmd, egress *EgressProxy) *Net {
+// runtime says how it ended) and the egress proxy or network boundary
+// served in it (nil for none).
+func NewNet(h netns.NsHandle, init *nsinit.Cmd, egress Egress) *Net {
 	return &Net{init: init, h: h, egress: egress}
 }
 

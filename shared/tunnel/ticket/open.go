@@ -14,6 +14,9 @@ const (
 	// OpenLogs reads the environment's log on the node (no targets), on
 	// its own route of the endpoint (GET /logs), never as a session.
 	OpenLogs = "logs"
+	// OpenNetLog reads the environment's network log on the node, on its
+	// own route of the endpoint (GET /netlog).
+	OpenNetLog = "netlog"
 )
 
 // CommandDigest names a command's argv in an exec ticket: hex SHA-256 of

@@ -24,6 +24,7 @@ import (
 	"github.com/envlease/envlease/shared/agent/confine"
 	"github.com/envlease/envlease/shared/agent/ctrinit"
 	"github.com/envlease/envlease/shared/agent/image"
+	"github.com/envlease/envlease/shared/agent/netstack"
 	"github.com/envlease/envlease/shared/agent/runc"
 	"github.com/envlease/envlease/shared/agent/runtimes"
 	"github.com/envlease/envlease/shared/bytesize"
@@ -208,7 +209,7 @@ func (r *Runtime) Prepare(ctx context.Context, e runtimes.Env) (_ runtimes.Handl
 	}
 	cfg.Env = append(cfg.Env, extra...)
 	egress := 0
-	if t.Egress() {
+	if r.cfg.Node.Proxied(t) {
 		egress = confine.EgressPortFor(h.ports)
 		cfg.Env = withDefaults(cfg.Env, confine.EgressEnv(egress))
 	}
@@ -268,6 +269,18 @@ func (r *Runtime) Prepare(ctx context.Context, e runtimes.Env) (_ runtimes.Handl
 			return nil, fmt.Errorf("open the egress proxy in the environment's network namespace: %w", err)
 		}
 		h.net = confine.NewNet(nsh, nil, confine.ServeEgress(ln, r.cfg.Node.Guard, r.cfg.Log.With("container", e.ID, "egressPort", egress)))
+	} else if t.Transparent() {
+		// The boundary is in place before the command starts.
+		b, err := r.cfg.Node.OpenBoundary(nsh, t, e.ID)
+		if err != nil {
+			return nil, err
+		}
+		h.net = confine.NewNet(nsh, nil, b)
+		// The image's resolv.conf (if any) names resolvers the container
+		// cannot reach; the boundary answers its DNS.
+		if err := netstack.WriteResolvConf(filepath.Join(ctr.Dir, "rootfs")); err != nil {
+			return nil, fmt.Errorf("write the container's resolv.conf: %w", err)
+		}
 	}
 	return h, nil
 }

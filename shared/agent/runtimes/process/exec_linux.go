@@ -47,7 +47,7 @@ func (h *handle) Exec(_ context.Context, spec runtimes.ExecSpec) (*runtimes.Exec
 	}
 	sort.Strings(services)
 	proxy := 0
-	if p.net != nil && t.Egress() {
+	if p.net != nil && h.rt.cfg.Node.Proxied(t) {
 		proxy = confine.EgressPortFor(p.ports)
 	}
 	cache := ""

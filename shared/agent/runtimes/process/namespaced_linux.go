@@ -82,8 +82,9 @@ func (rt *Runtime) startNamespaced(t domain.Template, b *confine.Box, cache, pat
 		_ = c.Wait()
 		return nil, nil, fmt.Errorf("open the environment's network namespace: %w", err)
 	}
-	var egress *confine.EgressProxy
-	if egressPort > 0 {
+	var egress confine.Egress
+	switch {
+	case egressPort > 0:
 		ln, err := confine.ListenIn(h, egressPort)
 		if err != nil {
 			_ = c.Process.Kill()
@@ -93,6 +94,16 @@ func (rt *Runtime) startNamespaced(t domain.Template, b *confine.Box, cache, pat
 			return nil, nil, fmt.Errorf("open the egress proxy in the environment's network namespace: %w", err)
 		}
 		egress = confine.ServeEgress(ln, rt.cfg.Node.Guard, rt.cfg.Log.With("root", b.Root, "egressPort", egressPort))
+	case t.Transparent():
+		// The boundary is in place before the command starts: its first
+		// packet already goes through it.
+		if egress, err = rt.cfg.Node.OpenBoundary(h, t, filepath.Base(b.Root)); err != nil {
+			_ = c.Process.Kill()
+			c.Close()
+			_ = c.Wait()
+			h.Close()
+			return nil, nil, err
+		}
 	}
 	more, err := c.Begin()
 	if err != nil {

@@ -94,7 +94,7 @@ func (rt *Runtime) startProcess(t domain.Template, b *confine.Box, cache string,
 	}
 	// An egress environment's proxy: only where its network is its own.
 	proxy := 0
-	if rt.cfg.Node.Namespaces && t.Egress() {
+	if rt.cfg.Node.Proxied(t) {
 		proxy = confine.EgressPortFor(ports)
 	}
 	env := rt.processEnv(t, b, services, ports, proxy, cache)

@@ -6,7 +6,7 @@ import { ctx, errorBox, guard } from './ui.js';
 import { renderIssuers } from './issuers.js';
 
 // SCOPES is the documented set; none ticked is every right of the holder.
-export const SCOPES = ['environments:lease', 'environments:exec', 'environments:read', 'artifacts:read', 'artifacts:write',
+export const SCOPES = ['environments:lease', 'environments:exec', 'environments:network', 'environments:read', 'artifacts:read', 'artifacts:write',
   'usage:read', 'events:read', 'tokens:read', 'tokens:write', 'admin'];
 
 // scopeBoxes is a fieldset of one checkbox per scope; admin only for admins.

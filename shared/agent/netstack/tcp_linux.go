@@ -1,0 +1,149 @@
+//go:build linux
+
+package netstack
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"strconv"
+	"sync"
+
+	"github.com/miekg/dns"
+	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
+	"gvisor.dev/gvisor/pkg/waiter"
+
+	"github.com/envlease/envlease/shared/netpolicy"
+)
+
+// tcp takes a connection the environment opens (its SYN): refused ones
+// are reset at once, so the program sees "connection refused"; allowed
+// ones are dialed from the node first and only then accepted, so a
+// destination that refuses or cannot be reached looks the same from
+// inside. Both happen off the stack's packet path.
+func (b *Boundary) tcp(r *tcp.ForwarderRequest) {
+	id := r.ID()
+	addr, port := addrOf(id.LocalAddress), id.LocalPort
+	if port == 53 {
+		b.wg.Add(1)
+		go func() {
+			defer b.wg.Done()
+			b.dnsTCP(r)
+		}()
+		return
+	}
+	t := netpolicy.Target{Addr: addr, Port: port, Names: b.names.of(addr)}
+	d := b.decide(t)
+	if !d.Allow {
+		r.Complete(true)
+		b.refuse(ProtoTCP, t, "dns", d)
+		return
+	}
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		f := &flow{b: b, proto: ProtoTCP, addr: addr, port: port, start: b.cfg.Now(), names: t.Names, rule: d.Rule}
+		if len(t.Names) > 0 {
+			f.nameFrom = "dns"
+		}
+		out, err := b.cfg.Dial(b.ctx, "tcp", net.JoinHostPort(addr.String(), strconv.Itoa(int(port))))
+		if err != nil {
+			r.Complete(true)
+			b.record(Record{Time: f.start, Proto: ProtoTCP, Addr: addr.String(), Port: port, Name: first(t.Names), NameFrom: f.nameFrom,
+				Rule: d.Rule, Verdict: VerdictFailed, Error: err.Error()})
+			return
+		}
+		var wq waiter.Queue
+		ep, terr := r.CreateEndpoint(&wq)
+		if terr != nil {
+			r.Complete(true)
+			out.Close()
+			return
+		}
+		r.Complete(false)
+		f.in, f.out = gonet.NewTCPConn(&wq, ep), out
+		if !b.track(f) {
+			f.close()
+			return
+		}
+		b.relay(f)
+	}()
+}
+
+// relay copies both ways until both ends are done. What the environment
+// sends first is read for a name (SNI, Host) and decided again on it
+// before any of it goes out: an address allowed for one name does not
+// carry another.
+func (b *Boundary) relay(f *flow) {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_ = copyCounted(f.in, f.out, &f.received)
+		closeWrite(f.in)
+	}()
+	var errText string
+	head, name, from, err := sniff(f.in)
+	if name != "" {
+		b.mu.Lock()
+		f.names, f.nameFrom = []string{name}, from
+		d := b.decideLocked(f.target())
+		f.rule = d.Rule
+		b.mu.Unlock()
+		if !d.Allow {
+			f.close()
+			wg.Wait()
+			b.untrack(f)
+			b.refuse(ProtoTCP, f.target(), from, d)
+			return
+		}
+	}
+	if len(head) > 0 {
+		if _, werr := (counter{f.out, &f.sent}).Write(head); werr != nil {
+			err = werr
+		}
+	}
+	if err == nil {
+		err = copyCounted(f.out, f.in, &f.sent)
+	}
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+		errText = err.Error()
+	}
+	closeWrite(f.out)
+	wg.Wait()
+	f.finish(errText)
+}
+
+// dnsTCP answers DNS over TCP (what a resolver falls back to for a large
+// answer) on one connection.
+func (b *Boundary) dnsTCP(r *tcp.ForwarderRequest) {
+	var wq waiter.Queue
+	ep, terr := r.CreateEndpoint(&wq)
+	if terr != nil {
+		r.Complete(true)
+		return
+	}
+	r.Complete(false)
+	c := &dns.Conn{Conn: gonet.NewTCPConn(&wq, ep)}
+	stop := context.AfterFunc(b.ctx, func() { c.Close() })
+	defer stop()
+	defer c.Close()
+	for {
+		q, err := c.ReadMsg()
+		if err != nil {
+			return
+		}
+		if err := c.WriteMsg(b.answer(b.ctx, q)); err != nil {
+			return
+		}
+	}
+}
+
+func first(s []string) string {
+	if len(s) == 0 {
+		return ""
+	}
+	return s[0]
+}
