@@ -14,6 +14,9 @@ const (
 	// OpenLogs reads the environment's log on the node (no targets), on
 	// its own route of the endpoint (GET /logs), never as a session.
 	OpenLogs = "logs"
+	// OpenPreview is a preview link's token: plain HTTP to one export
+	// target, by the host name it names, on the endpoint's preview proxy.
+	OpenPreview = "preview"
 )
 
 // CommandDigest names a command's argv in an exec ticket: hex SHA-256 of
