@@ -33,6 +33,8 @@ type runningEnv struct {
 	targets atomic.Pointer[[]string]
 	// checkpoints are the ids of the checkpoints ordered (checkpoint.go).
 	checkpoints sync.Map
+	// previews are what its preview links need on this node (preview_endpoint.go).
+	previews previewState
 }
 
 func (r *runningEnv) requestStop(report bool) {

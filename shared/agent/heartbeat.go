@@ -54,6 +54,9 @@ func (a *Agent) applyStates(ctx context.Context, node string, sent []string, sta
 	for _, st := range states {
 		known[st.ID] = true
 		r := a.env(st.ID)
+		if r != nil {
+			r.previews.setRevoked(st.RevokedPreviews)
+		}
 		if r != nil && st.State == domain.StateReady && st.Checkpoint != nil {
 			a.checkpointOrdered(ctx, node, st.ID, st.Checkpoint)
 		}

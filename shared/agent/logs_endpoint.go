@@ -251,5 +251,5 @@ func (a *Agent) endpoint(t *tunnels) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(tunnel.LogsPath, NewLogsHandler(LogsConfig{Identity: t.identity, Logs: a.envLog, Log: a.log}))
 	mux.Handle("/", t.h)
-	return mux
+	return a.previewsFirst(t, mux)
 }

@@ -88,6 +88,11 @@ func (s *Service) envState(e domain.Environment) EnvState {
 	if c := e.Checkpoint; c != nil && c.State == domain.CheckpointPacking && e.State == domain.StateReady {
 		st.Checkpoint = &CheckpointOrder{ID: c.ID, PartSize: s.partSize()}
 	}
+	for _, pv := range e.Previews {
+		if pv.Revoked != nil {
+			st.RevokedPreviews = append(st.RevokedPreviews, pv.ID)
+		}
+	}
 	return st
 }
 

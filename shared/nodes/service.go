@@ -415,6 +415,9 @@ type EnvState struct {
 	// Checkpoint is set while a checkpoint of the (ready) environment is
 	// asked for: pack it (checkpoint.go).
 	Checkpoint *CheckpointOrder `json:"checkpoint,omitempty"`
+	// RevokedPreviews are the ids of the environment's revoked preview
+	// links whose tokens have not expired: the node refuses them.
+	RevokedPreviews []string `json:"revokedPreviews,omitempty"`
 }
 
 // Beat is the answer to a heartbeat.
