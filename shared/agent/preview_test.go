@@ -1,0 +1,114 @@
+package agent_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/envlease/envlease/shared/apitest"
+	"github.com/envlease/envlease/shared/domain"
+	"github.com/envlease/envlease/shared/environments"
+	"github.com/envlease/envlease/shared/preview"
+)
+
+// A preview link from the API opens the environment's web export at the
+// node's endpoint, by its *.localhost host name; its cookie opens nothing
+// on another environment's preview; revoked, it opens nothing within a
+// heartbeat.
+func TestAgentServesPreviews(t *testing.T) {
+	s := newStack(t, domain.Template{
+		Name:    "web",
+		Command: []string{"sh", "-c", `mktemp -u XXXXXXXX > index.html; exec python3 -m http.server "$PORT" --bind 127.0.0.1`},
+		Exports: map[string]domain.Export{"web": {Port: 0}},
+	})
+	s.Clock.Set(time.Now())
+	s.runAgent(t, time.Second)
+	a, b := s.lease(t, "web"), s.lease(t, "web")
+	s.wait(t, a, domain.StateReady)
+	s.wait(t, b, domain.StateReady)
+
+	make := func(id string) environments.PreviewLink {
+		t.Helper()
+		r := s.Do("POST", "/v1/environments/"+id+"/previews", apitest.BobToken, map[string]any{"expires": "10m"})
+		if r.Status != http.StatusCreated {
+			t.Fatalf("preview: %d %s", r.Status, r.Body)
+		}
+		var l environments.PreviewLink
+		r.JSON(t, &l)
+		return l
+	}
+	la, lb := make(a), make(b)
+	u, err := url.Parse(la.URL)
+	if err != nil || !strings.HasSuffix(u.Hostname(), ".localhost") || u.Query().Get(preview.Param) == "" {
+		t.Fatalf("preview URL %q", la.URL)
+	}
+
+	// A browser resolves *.localhost to the loopback itself; so does this client.
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar, Timeout: 30 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			_, port, _ := net.SplitHostPort(addr)
+			var d net.Dialer
+			return d.DialContext(ctx, network, net.JoinHostPort("127.0.0.1", port))
+		}}}
+	get := func(u string) (int, string) {
+		t.Helper()
+		res, err := c.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		body, _ := io.ReadAll(res.Body)
+		return res.StatusCode, strings.TrimSpace(string(body))
+	}
+	bare := func(l environments.PreviewLink) string {
+		v, _ := url.Parse(l.URL)
+		v.RawQuery = ""
+		return v.String() + "index.html"
+	}
+	// Each environment's page says a word of its own.
+	code, first := get(la.URL)
+	if code != 200 || len(first) != 8 {
+		t.Fatalf("through the link: %d %q", code, first)
+	}
+	if code, body := get(bare(la)); code != 200 || body != first {
+		t.Fatalf("through the cookie: %d %q, want %s", code, body, first)
+	}
+	// A's cookie is A's host's only: B's preview without its own link refuses.
+	if code, body := get(bare(lb)); code != http.StatusForbidden || !strings.Contains(body, "envlease-preview-refused") {
+		t.Fatalf("another environment's preview with A's cookie: %d %q", code, body)
+	}
+
+	var list struct {
+		Previews []environments.PreviewLink `json:"previews"`
+	}
+	s.Do("GET", "/v1/environments/"+a+"/previews", apitest.BobToken, nil).JSON(t, &list)
+	if len(list.Previews) != 1 || list.Previews[0].URL != la.URL {
+		t.Fatalf("listing: %+v, want the one link", list.Previews)
+	}
+
+	if r := s.Do("DELETE", "/v1/environments/"+a+"/previews/"+la.ID, apitest.BobToken, nil); r.Status != http.StatusNoContent {
+		t.Fatalf("revoke: %d %s", r.Status, r.Body)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		code, body := get(bare(la))
+		if code == http.StatusForbidden && strings.Contains(body, "envlease-preview-refused") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a revoked preview still opens: %d %q", code, body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	s.Do("GET", "/v1/environments/"+a+"/previews", apitest.BobToken, nil).JSON(t, &list)
+	if len(list.Previews) != 1 || list.Previews[0].Revoked == nil || list.Previews[0].URL != "" {
+		t.Fatalf("listing after revoking: %+v", list.Previews)
+	}
+}
