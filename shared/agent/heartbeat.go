@@ -24,7 +24,7 @@ func (a *Agent) heartbeats(ctx context.Context, node string, interval time.Durat
 		epoch := a.claimEpoch.Load()
 		inFlight := a.claiming.Load() > 0
 		ids := a.ids()
-		beat, err := a.api.Heartbeat(ctx, node, ids)
+		beat, err := a.api.Heartbeat(ctx, node, ids, a.previewsActive()...)
 		if statusOf(err) == http.StatusGone || statusOf(err) == http.StatusNotFound {
 			return errLost
 		}

@@ -5,7 +5,9 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
+	"github.com/envlease/envlease/shared/nodes"
 	"github.com/envlease/envlease/shared/preview"
 )
 
@@ -17,6 +19,8 @@ type previewState struct {
 	mu      sync.Mutex
 	revoked []string
 	active  atomic.Bool
+	// reported is when the node last said it was busy (Unix nanoseconds).
+	reported atomic.Int64
 }
 
 func (p *previewState) setRevoked(ids []string) {
@@ -70,4 +74,32 @@ func (a *Agent) previewsFirst(t *tunnels, next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// previewsRevoked takes the service's message that preview links of an
+// environment are revoked.
+func (a *Agent) previewsRevoked(m nodes.Message) {
+	if r := a.env(m.Environment); r != nil {
+		r.previews.setRevoked(m.Previews)
+	}
+}
+
+// previewsActive are the environments whose preview links carried requests
+// since they were last reported, each at most every nodes.ActiveEvery: the
+// service moves their idle deadlines, as a touch would. A beat that fails
+// loses its report; the environment's next request makes another.
+func (a *Agent) previewsActive() []string {
+	now := time.Now().UnixNano()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []string
+	for id, r := range a.envs {
+		p := &r.previews
+		if p.active.Load() && now-p.reported.Load() >= int64(nodes.ActiveEvery) {
+			p.active.Store(false)
+			p.reported.Store(now)
+			out = append(out, id)
+		}
+	}
+	return out
 }

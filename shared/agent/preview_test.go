@@ -29,9 +29,19 @@ func TestAgentServesPreviews(t *testing.T) {
 	})
 	s.Clock.Set(time.Now())
 	s.runAgent(t, time.Second)
-	a, b := s.lease(t, "web"), s.lease(t, "web")
-	s.wait(t, a, domain.StateReady)
+	// A idles after 30 minutes of its hour, so a touch has room to move.
+	r := s.Do("POST", "/v1/environments", apitest.BobToken, map[string]any{"template": "web", "idle": "30m"})
+	if r.Status != http.StatusCreated {
+		t.Fatalf("lease: %d %s", r.Status, r.Body)
+	}
+	var la0 environments.Leased
+	r.JSON(t, &la0)
+	a, b := la0.Environment.ID, s.lease(t, "web")
+	leased := s.wait(t, a, domain.StateReady)
 	s.wait(t, b, domain.StateReady)
+	// Later, by the service's clock: what the preview carries must move the
+	// idle deadline past the one the lease set.
+	s.Clock.Advance(5 * time.Minute)
 
 	make := func(id string) environments.PreviewLink {
 		t.Helper()
@@ -79,6 +89,16 @@ func TestAgentServesPreviews(t *testing.T) {
 	}
 	if code, body := get(bare(la)); code != 200 || body != first {
 		t.Fatalf("through the cookie: %d %q, want %s", code, body, first)
+	}
+	// Requests through a preview are the environment's activity.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		e := s.wait(t, a, domain.StateReady)
+		if e.IdleUntil.After(leased.IdleUntil) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("idle deadline %s, not moved by the preview's requests", e.IdleUntil)
+		}
 	}
 	// A's cookie is A's host's only: B's preview without its own link refuses.
 	if code, body := get(bare(lb)); code != http.StatusForbidden || !strings.Contains(body, "envlease-preview-refused") {

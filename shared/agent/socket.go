@@ -65,6 +65,8 @@ type socketClient struct {
 	stops  chan []string
 	// checkpoint takes a checkpoint order (it returns at once).
 	checkpoint func(nodes.Message)
+	// previews takes a revocation of preview links (preview_endpoint.go).
+	previews func(nodes.Message)
 	done       chan struct{}
 	err        error
 }
@@ -85,6 +87,7 @@ func (a *Agent) dialSocket(ctx context.Context, url string) (*socketClient, erro
 	ws.SetReadLimit(16 << 20)
 	c := &socketClient{ws: ws, pending: map[string]chan nodes.Message{}, offers: make(chan string, 64), stops: make(chan []string, 64), done: make(chan struct{})}
 	c.checkpoint = func(m nodes.Message) { a.checkpointOrdered(ctx, m.Node, m.Environment, m.Checkpoint) }
+	c.previews = a.previewsRevoked
 	go c.read(ctx)
 	return c, nil
 }
@@ -117,6 +120,12 @@ func (c *socketClient) read(ctx context.Context) {
 		if m.Type == nodes.MsgCheckpoint {
 			if c.checkpoint != nil {
 				c.checkpoint(m)
+			}
+			continue
+		}
+		if m.Type == nodes.MsgPreviews {
+			if c.previews != nil {
+				c.previews(m)
 			}
 			continue
 		}
@@ -283,7 +292,8 @@ func (a *Agent) serveSocket(ctx context.Context, node string, sock *socketClient
 		// a service that reads only that.
 		short := a.noRoom() != nil
 		full := len(ids) >= a.cfg.Capacity || short
-		m := nodes.Message{Type: nodes.MsgHeartbeat, Node: node, Changed: changed, Running: len(ids), Deadline: deadline}
+		m := nodes.Message{Type: nodes.MsgHeartbeat, Node: node, Changed: changed, Running: len(ids), Deadline: deadline,
+			Active: a.previewsActive()}
 		if lastFull == nil || *lastFull != full {
 			m.Full = &full
 		}
@@ -293,7 +303,7 @@ func (a *Agent) serveSocket(ctx context.Context, node string, sock *socketClient
 		// Nothing to report and the deadline not due: no message. Stops
 		// come as stop messages; a ping now and then checks the
 		// connection without invoking anything.
-		if sent != nil && len(changed) == 0 && m.Full == nil && m.Short == nil && !beatDue.IsZero() && time.Now().Before(beatDue) {
+		if sent != nil && len(changed) == 0 && len(m.Active) == 0 && m.Full == nil && m.Short == nil && !beatDue.IsZero() && time.Now().Before(beatDue) {
 			if !pings || time.Since(pinged) < pingEvery {
 				return nil
 			}

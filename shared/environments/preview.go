@@ -205,10 +205,26 @@ func (s *Service) RevokePreview(ctx context.Context, p domain.Principal, id, pid
 			}
 			return domain.Errorf(domain.CodeConflict, "environment %s changed while the preview was revoked; ask again", e.ID)
 		}
+		// The stopper that tells nodes of stops tells them of this too, when
+		// it can; the heartbeat answers say it anyway.
+		if r, ok := s.stopper.(previewRevoker); ok {
+			var ids []string
+			for _, pv := range ps {
+				if pv.Revoked != nil {
+					ids = append(ids, pv.ID)
+				}
+			}
+			r.RevokePreviews(ctx, e, ids)
+		}
 		ev := domain.NewEvent(ctx, domain.EventEnvPreviewRevoked, p.OrgID, domain.Subject{Kind: "environment", ID: e.ID}, now,
 			map[string]any{"preview": pid, "export": ps[i].Export, "from": from})
 		return s.store.PutEvent(ctx, ev)
 	}
+}
+
+// previewRevoker tells a node at once that previews are revoked.
+type previewRevoker interface {
+	RevokePreviews(ctx context.Context, e domain.Environment, ids []string)
 }
 
 func (s *Service) previewTTL(v string) (time.Duration, error) {

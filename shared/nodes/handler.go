@@ -81,6 +81,9 @@ func (s *Service) handleDeregister(w http.ResponseWriter, r *http.Request, p dom
 type heartbeatRequest struct {
 	// Environments are the ids the node runs now.
 	Environments []string `json:"environments"`
+	// Active are the environments whose preview links carried requests
+	// since the node last said so.
+	Active []string `json:"active"`
 }
 
 func (s *Service) handleHeartbeat(w http.ResponseWriter, r *http.Request, p domain.Principal) error {
@@ -90,6 +93,9 @@ func (s *Service) handleHeartbeat(w http.ResponseWriter, r *http.Request, p doma
 	}
 	out, err := s.Heartbeat(r.Context(), p, r.PathValue("id"), req.Environments)
 	if err != nil {
+		return err
+	}
+	if err := s.touchActive(r.Context(), out.Node, req.Active); err != nil {
 		return err
 	}
 	httpapi.WriteJSON(w, http.StatusOK, out)

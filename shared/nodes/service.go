@@ -54,6 +54,9 @@ type Store interface {
 
 	GetEnvironment(ctx context.Context, org, id string) (domain.Environment, error)
 	GetEnvironments(ctx context.Context, org string, ids []string) ([]domain.Environment, error)
+	// TouchEnvironment moves an environment's idle deadline, for the
+	// requests its preview links carried (preview.go).
+	TouchEnvironment(ctx context.Context, e domain.Environment, idleUntil time.Time) (domain.Environment, bool, error)
 	// PendingEnvironments reads the pool's pending environments of one
 	// class (domain.Needs.Class), oldest first.
 	PendingEnvironments(ctx context.Context, org, pool, class string, limit int) ([]domain.Environment, error)

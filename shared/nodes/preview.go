@@ -1,0 +1,81 @@
+package nodes
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/envlease/envlease/shared/domain"
+)
+
+// RevokePreviews tells e's node over its connection that preview links of
+// e are revoked, so it refuses them at once rather than at its next
+// heartbeat. It never fails the revocation (already stored): a lost message
+// leaves it to the heartbeat answers, which name every revoked preview, and
+// to a new connection's first beat.
+func (s *Stopper) RevokePreviews(ctx context.Context, e domain.Environment, ids []string) {
+	if e.Node == "" || len(ids) == 0 {
+		return
+	}
+	conn, err := s.store.NodeConnection(ctx, e.OrgID, e.Node, s.clock.Now())
+	if err != nil || conn == "" {
+		return
+	}
+	msg, err := json.Marshal(Message{Type: MsgPreviews, Node: e.Node, Environment: e.ID, Previews: ids})
+	if err != nil {
+		return
+	}
+	err = s.poster.Post(ctx, ConnectionID(conn), msg)
+	if errors.Is(err, ErrGone) {
+		_ = s.store.DeleteNodeConnection(ctx, e.OrgID, e.Node, conn)
+	} else if err != nil {
+		s.log.WarnContext(ctx, "preview revocation not sent", "environment", e.ID, "node", e.Node, "err", err.Error())
+	}
+}
+
+// ActiveEvery is how often at most a node reports an environment its
+// preview links keep busy.
+const ActiveEvery = 30 * time.Second
+
+// touchActive moves the idle deadline of each ready environment of n that
+// its preview links kept busy, as POST /v1/environments/{id}/touch would:
+// to now + its idle timeout, never past its hard end. A node reports an
+// environment at most every ActiveEvery, so this costs a read and a write
+// per busy environment that often.
+func (s *Service) touchActive(ctx context.Context, n domain.Node, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	if len(ids) > MaxHeartbeatIDs {
+		return domain.Invalid("active", "at most %d environment ids per heartbeat", MaxHeartbeatIDs)
+	}
+	valid := make([]string, 0, len(ids))
+	for _, x := range ids {
+		if validEnvID(x) {
+			valid = append(valid, x)
+		}
+	}
+	envs, err := s.store.GetEnvironments(ctx, n.OrgID, valid)
+	if err != nil {
+		return err
+	}
+	now := s.clock.Now()
+	for _, e := range envs {
+		if e.Node != n.ID || e.State != domain.StateReady {
+			continue
+		}
+		next := now.Add(time.Duration(e.Idle))
+		if next.After(e.Expires) {
+			next = e.Expires
+		}
+		if !next.After(e.IdleUntil) {
+			continue
+		}
+		// Not moved means a stop or a later touch won: either is fine.
+		if _, _, err := s.store.TouchEnvironment(ctx, e, next); err != nil {
+			return err
+		}
+	}
+	return nil
+}
