@@ -67,8 +67,8 @@ type socketClient struct {
 	checkpoint func(nodes.Message)
 	// previews takes a revocation of preview links (preview_endpoint.go).
 	previews func(nodes.Message)
-	done       chan struct{}
-	err        error
+	done     chan struct{}
+	err      error
 }
 
 func (a *Agent) dialSocket(ctx context.Context, url string) (*socketClient, error) {

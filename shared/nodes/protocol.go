@@ -62,11 +62,11 @@ type Message struct {
 	// when that changed (an older agent never says; it only says full);
 	// Deadline the lost deadline of the last answer (zero: unknown, so
 	// write it).
-	Changed  []string  `json:"changed,omitempty"`
-	Running  int       `json:"running,omitempty"`
+	Changed []string `json:"changed,omitempty"`
+	Running int      `json:"running,omitempty"`
 	// Active are the environments whose preview links carried requests
 	// since the node last said so: their idle deadlines move (preview.go).
-	Active []string `json:"active,omitempty"`
+	Active   []string  `json:"active,omitempty"`
 	Full     *bool     `json:"full,omitempty"`
 	Short    *bool     `json:"short,omitempty"`
 	Deadline time.Time `json:"deadline,omitzero"`
