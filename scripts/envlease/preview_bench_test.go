@@ -41,7 +41,9 @@ func BenchmarkPreviewFirstByte(b *testing.B) {
 	}
 	run := func(args ...string) []byte {
 		out, err := cli(clienttest.BobToken+"\n", args...).Output()
-		if err != nil {
+		if ee, ok := err.(*exec.ExitError); ok {
+			b.Fatalf("%s: %v\n%s", args, err, ee.Stderr)
+		} else if err != nil {
 			b.Fatalf("%s: %v", args, err)
 		}
 		return out
