@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/cookiejar"
@@ -21,7 +22,10 @@ import (
 	"github.com/envlease/envlease/shared/tunnel/ticket"
 )
 
-const env = "env_19cec2a0e00p4k7a1m9b3c5"
+const (
+	env  = "env_19cec2a0e00p4k7a1m9b3c5"
+	env2 = "env_19cec2a0e00p4k7a1m9b3c6"
+)
 
 var key = bytes.Repeat([]byte{7}, ticket.KeySize)
 
@@ -49,6 +53,18 @@ func app(t *testing.T) *httptest.Server {
 		w.(http.Flusher).Flush()
 		<-r.Context().Done() // an open stream: the first event must arrive anyway
 	})
+	// A page that opens a WebSocket back to where it came from and shows
+	// the echo, as a dev server's hot reload does.
+	mux.HandleFunc("/page", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprint(w, `<!doctype html><title>app</title><p id="app">served by the app</p><p id="ws">waiting</p>
+<script>
+const ws = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/echo");
+ws.onopen = () => ws.send("hello");
+ws.onmessage = (m) => { document.getElementById("ws").textContent = "echo: " + m.data; };
+ws.onerror = () => { document.getElementById("ws").textContent = "error"; };
+</script>`)
+	})
 	mux.HandleFunc("/moved", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/where", http.StatusFound) })
 	mux.HandleFunc("/upload", func(w http.ResponseWriter, r *http.Request) {
 		n, _ := io.Copy(io.Discard, r.Body)
@@ -65,6 +81,7 @@ func app(t *testing.T) *httptest.Server {
 type node struct {
 	h        *preview.Handler
 	target   string
+	target2  string
 	revoked  atomic.Bool
 	activity atomic.Int64
 	opened   atomic.Int64
@@ -73,15 +90,18 @@ type node struct {
 }
 
 func newNode(t *testing.T) *node {
-	a := app(t)
-	n := &node{target: a.Listener.Addr().String()}
+	a, a2 := app(t), app(t)
+	n := &node{target: a.Listener.Addr().String(), target2: a2.Listener.Addr().String()}
 	n.h = preview.NewHandler(preview.Config{
 		Identity: func() (preview.Identity, bool) { return preview.Identity{Org: "acme", Node: "node_1", Key: key}, true },
 		Targets: func(e string) ([]string, bool) {
-			if e != env {
-				return nil, false
+			switch e {
+			case env:
+				return []string{n.target}, true
+			case env2:
+				return []string{n.target2}, true
 			}
-			return []string{n.target}, true
+			return nil, false
 		},
 		Dial: func(ctx context.Context, e, target string) (net.Conn, error) {
 			var d net.Dialer
@@ -90,6 +110,7 @@ func newNode(t *testing.T) *node {
 		Revoked:  func(e, p string) bool { return n.revoked.Load() && p == "pv_1" },
 		Activity: func(string) { n.activity.Add(1) },
 		Opened:   func(preview.Opened) { n.opened.Add(1) },
+		Log:      slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Public: func(e, x string) (string, bool) {
 			return n.target, e == env && x == "open"
 		},
@@ -101,8 +122,10 @@ func newNode(t *testing.T) *node {
 	return n
 }
 
-func (n *node) host(export string) string {
-	l, err := preview.Label(export, env)
+func (n *node) host(export string) string { return n.hostOf(export, env) }
+
+func (n *node) hostOf(export, e string) string {
+	l, err := preview.Label(export, e)
 	if err != nil {
 		panic(err)
 	}
