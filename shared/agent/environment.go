@@ -143,6 +143,7 @@ func (a *Agent) runEnv(ctx context.Context, node string, r *runningEnv, c *nodes
 	}
 	sort.Slice(exports, func(i, j int) bool { return exports[i].Service < exports[j].Service })
 	r.setTargets(exports) // before the API says ready, so a ticket never comes first
+	r.previews.setPublic(c.Template, exports)
 	if err := a.reportErr(ctx, node, r.id, nodes.Report{State: domain.StateReady, Exports: exports, Restored: restored}); err != nil {
 		// 409: it was deleted or timed out while starting; anything else
 		// (the API unreachable after retries): the heartbeat decides.

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/envlease/envlease/shared/domain"
 	"github.com/envlease/envlease/shared/nodes"
 	"github.com/envlease/envlease/shared/preview"
 )
@@ -21,6 +22,27 @@ type previewState struct {
 	active  atomic.Bool
 	// reported is when the node last said it was busy (Unix nanoseconds).
 	reported atomic.Int64
+	// public are the targets of the exports its template makes public,
+	// by export name: their preview hosts open without a token.
+	public map[string]string
+}
+
+func (p *previewState) setPublic(t domain.Template, exports []nodes.ExportTarget) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.public = map[string]string{}
+	for _, x := range exports {
+		if t.Exports[x.Service].Public {
+			p.public[x.Service] = x.Target
+		}
+	}
+}
+
+func (p *previewState) publicTarget(export string) (string, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	t, ok := p.public[export]
+	return t, ok
 }
 
 func (p *previewState) setRevoked(ids []string) {
@@ -55,6 +77,17 @@ func (a *Agent) previewsFirst(t *tunnels, next http.Handler) http.Handler {
 		Revoked: func(env, id string) bool {
 			r := a.env(env)
 			return r == nil || r.previews.isRevoked(id)
+		},
+		// A public export opens without a token while its environment is
+		// ready here, its target being one of the environment's now.
+		Public: func(env, export string) (string, bool) {
+			r := a.env(env)
+			if r == nil {
+				return "", false
+			}
+			target, ok := r.previews.publicTarget(export)
+			ts, ready := a.readyTargets(env)
+			return target, ok && ready && slices.Contains(ts, target)
 		},
 		Activity: func(env string) {
 			if r := a.env(env); r != nil {

@@ -132,3 +132,63 @@ func TestAgentServesPreviews(t *testing.T) {
 		t.Fatalf("listing after revoking: %+v", list.Previews)
 	}
 }
+
+// A public export's preview host opens without a token; an organization's
+// longest preview bounds what a link may ask for.
+func TestAgentServesPublicExports(t *testing.T) {
+	s := newStack(t, domain.Template{
+		Name:    "pub",
+		Command: []string{"sh", "-c", `echo public-page > index.html; exec python3 -m http.server "$PORT" --bind 127.0.0.1`},
+		Exports: map[string]domain.Export{"web": {Port: 0, Public: true}},
+	}, domain.Template{
+		Name:    "priv",
+		Command: []string{"sh", "-c", `echo private-page > index.html; exec python3 -m http.server "$PORT" --bind 127.0.0.1`},
+		Exports: map[string]domain.Export{"web": {Port: 0}},
+	})
+	s.Clock.Set(time.Now())
+	ctx := context.Background()
+	org, err := s.Store.GetOrg(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	org.MaxPreviewLifetime = domain.Duration(30 * time.Minute)
+	if err := s.Store.PutOrg(ctx, org); err != nil {
+		t.Fatal(err)
+	}
+	s.runAgent(t, time.Second)
+	pub, priv := s.lease(t, "pub"), s.lease(t, "priv")
+	s.wait(t, pub, domain.StateReady)
+	s.wait(t, priv, domain.StateReady)
+
+	if r := s.Do("POST", "/v1/environments/"+pub+"/previews", apitest.BobToken, map[string]any{"expires": "1h"}); r.Status != http.StatusUnprocessableEntity {
+		t.Fatalf("a preview longer than the organization's longest: %d %s", r.Status, r.Body)
+	}
+	hosts := map[string]string{}
+	for _, id := range []string{pub, priv} {
+		r := s.Do("POST", "/v1/environments/"+id+"/previews", apitest.BobToken, map[string]any{"expires": "20m"})
+		if r.Status != http.StatusCreated {
+			t.Fatalf("preview: %d %s", r.Status, r.Body)
+		}
+		var l environments.PreviewLink
+		r.JSON(t, &l)
+		u, _ := url.Parse(l.URL)
+		hosts[id] = "http://" + u.Host + "/index.html" // without the token
+	}
+	c := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			_, port, _ := net.SplitHostPort(addr)
+			var d net.Dialer
+			return d.DialContext(ctx, network, net.JoinHostPort("127.0.0.1", port))
+		}}}
+	for id, want := range map[string]int{pub: 200, priv: 403} {
+		res, err := c.Get(hosts[id])
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != want || (want == 200) != strings.Contains(string(body), "public-page") {
+			t.Errorf("%s without a token: %d %q, want %d", id, res.StatusCode, body, want)
+		}
+	}
+}

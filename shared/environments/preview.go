@@ -64,7 +64,11 @@ type PreviewLink struct {
 // the node's, the update of the environment's record and the event's write.
 func (s *Service) CreatePreview(ctx context.Context, p domain.Principal, id string, req PreviewRequest, from string) (PreviewLink, error) {
 	now := s.clock.Now()
-	ttl, err := s.previewTTL(req.Expires)
+	org, err := s.store.GetOrg(ctx, p.OrgID)
+	if err != nil && domain.ErrorCode(err) != domain.CodeNotFound {
+		return PreviewLink{}, err
+	}
+	ttl, err := s.previewTTL(req.Expires, org.MaxPreviewLifetime.Std())
 	if err != nil {
 		return PreviewLink{}, err
 	}
@@ -227,10 +231,15 @@ type previewRevoker interface {
 	RevokePreviews(ctx context.Context, e domain.Environment, ids []string)
 }
 
-func (s *Service) previewTTL(v string) (time.Duration, error) {
+// previewTTL reads a request's expires, bounded by the service's maximum
+// and the organization's (orgMax, 0 for none).
+func (s *Service) previewTTL(v string, orgMax time.Duration) (time.Duration, error) {
 	max := s.previews.Max
 	if max <= 0 {
 		max = DefaultPreviewMax
+	}
+	if orgMax > 0 && orgMax < max {
+		max = orgMax
 	}
 	if v == "" {
 		return min(DefaultPreviewTTL, max), nil

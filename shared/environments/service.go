@@ -40,6 +40,8 @@ type Store interface {
 	PutEvent(ctx context.Context, ev domain.Event) error
 	// SetEnvironmentPreviews keeps an environment's preview links.
 	SetEnvironmentPreviews(ctx context.Context, e domain.Environment, ps []domain.Preview) (domain.Environment, bool, error)
+	// GetOrg reads the organization, for its longest preview.
+	GetOrg(ctx context.Context, id string) (domain.Org, error)
 }
 
 // Limits of a lease request and of listings.
