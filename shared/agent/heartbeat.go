@@ -24,7 +24,11 @@ func (a *Agent) heartbeats(ctx context.Context, node string, interval time.Durat
 		epoch := a.claimEpoch.Load()
 		inFlight := a.claiming.Load() > 0
 		ids := a.ids()
-		beat, err := a.api.Heartbeat(ctx, node, ids, a.previewsActive()...)
+		opened := a.previewsOpened()
+		beat, err := a.api.Heartbeat(ctx, node, ids, a.previewsActive(), opened)
+		if err != nil {
+			a.previewsReopen(opened)
+		}
 		if statusOf(err) == http.StatusGone || statusOf(err) == http.StatusNotFound {
 			return errLost
 		}

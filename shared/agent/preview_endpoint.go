@@ -97,6 +97,12 @@ func (a *Agent) previewsFirst(t *tunnels, next http.Handler) http.Handler {
 		Opened: func(o preview.Opened) {
 			a.log.Info("preview opened", "environment", o.Claims.Env, "preview", o.Claims.Preview,
 				"host", o.Claims.Host, "remote", o.Remote, "userAgent", o.UserAgent)
+			t.mu.Lock()
+			defer t.mu.Unlock()
+			if len(t.opened) < maxOpenedKept {
+				t.opened = append(t.opened, nodes.PreviewOpened{Environment: o.Claims.Env, Preview: o.Claims.Preview,
+					Remote: o.Remote, UserAgent: o.UserAgent, At: time.Now().UTC()})
+			}
 		},
 		Log: a.log,
 	})
@@ -135,4 +141,35 @@ func (a *Agent) previewsActive() []string {
 		}
 	}
 	return out
+}
+
+// maxOpenedKept bounds the openings kept for the next heartbeats; past it
+// they are only in the agent's log.
+const maxOpenedKept = 500
+
+// previewsOpened takes the openings the next heartbeat carries (as many as
+// one may).
+func (a *Agent) previewsOpened() []nodes.PreviewOpened {
+	if a.tun == nil {
+		return nil
+	}
+	a.tun.mu.Lock()
+	defer a.tun.mu.Unlock()
+	n := min(len(a.tun.opened), nodes.MaxOpenedPerBeat)
+	out := slices.Clone(a.tun.opened[:n])
+	a.tun.opened = a.tun.opened[n:]
+	return out
+}
+
+// previewsReopen puts back the openings of a heartbeat that failed.
+func (a *Agent) previewsReopen(o []nodes.PreviewOpened) {
+	if a.tun == nil || len(o) == 0 {
+		return
+	}
+	a.tun.mu.Lock()
+	defer a.tun.mu.Unlock()
+	a.tun.opened = append(o, a.tun.opened...)
+	if len(a.tun.opened) > maxOpenedKept {
+		a.tun.opened = a.tun.opened[:maxOpenedKept]
+	}
 }

@@ -105,6 +105,31 @@ func TestAgentServesPreviews(t *testing.T) {
 		t.Fatalf("another environment's preview with A's cookie: %d %q", code, body)
 	}
 
+	// Its creation and its first use are events, with who and from where.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		page, err := s.Store.ListEvents(context.Background(), "acme", domain.EventQuery{Type: domain.EventEnvPreview, Limit: 50}, s.Clock.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		actions := map[string]bool{}
+		for _, ev := range page.Events {
+			// Created: by the caller, from its address (the test's requests
+			// come from an example address); opened: by the browser, from
+			// the loopback.
+			created := ev.Data["action"] == "created" && ev.Actor.ID == "bob" && ev.Data["from"] != ""
+			opened := ev.Data["action"] == "opened" && ev.Data["from"] == "127.0.0.1" && ev.Data["userAgent"] != ""
+			if ev.Subject.ID == a && ev.Data["preview"] == la.ID && (created || opened) {
+				actions[ev.Data["action"].(string)] = true
+			}
+		}
+		if actions["created"] && actions["opened"] {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("preview events of %s: %+v", a, page.Events)
+		}
+	}
+
 	var list struct {
 		Previews []environments.PreviewLink `json:"previews"`
 	}

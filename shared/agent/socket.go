@@ -293,7 +293,7 @@ func (a *Agent) serveSocket(ctx context.Context, node string, sock *socketClient
 		short := a.noRoom() != nil
 		full := len(ids) >= a.cfg.Capacity || short
 		m := nodes.Message{Type: nodes.MsgHeartbeat, Node: node, Changed: changed, Running: len(ids), Deadline: deadline,
-			Active: a.previewsActive()}
+			Active: a.previewsActive(), Opened: a.previewsOpened()}
 		if lastFull == nil || *lastFull != full {
 			m.Full = &full
 		}
@@ -303,7 +303,7 @@ func (a *Agent) serveSocket(ctx context.Context, node string, sock *socketClient
 		// Nothing to report and the deadline not due: no message. Stops
 		// come as stop messages; a ping now and then checks the
 		// connection without invoking anything.
-		if sent != nil && len(changed) == 0 && len(m.Active) == 0 && m.Full == nil && m.Short == nil && !beatDue.IsZero() && time.Now().Before(beatDue) {
+		if sent != nil && len(changed) == 0 && len(m.Active) == 0 && len(m.Opened) == 0 && m.Full == nil && m.Short == nil && !beatDue.IsZero() && time.Now().Before(beatDue) {
 			if !pings || time.Since(pinged) < pingEvery {
 				return nil
 			}

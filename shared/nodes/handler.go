@@ -84,6 +84,8 @@ type heartbeatRequest struct {
 	// Active are the environments whose preview links carried requests
 	// since the node last said so.
 	Active []string `json:"active"`
+	// Opened are the preview links opened since the last heartbeat.
+	Opened []PreviewOpened `json:"opened"`
 }
 
 func (s *Service) handleHeartbeat(w http.ResponseWriter, r *http.Request, p domain.Principal) error {
@@ -95,7 +97,7 @@ func (s *Service) handleHeartbeat(w http.ResponseWriter, r *http.Request, p doma
 	if err != nil {
 		return err
 	}
-	if err := s.touchActive(r.Context(), out.Node, req.Active); err != nil {
+	if err := s.previewActivity(r.Context(), out.Node, req.Active, req.Opened); err != nil {
 		return err
 	}
 	httpapi.WriteJSON(w, http.StatusOK, out)

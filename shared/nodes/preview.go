@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"time"
+	"unicode/utf8"
 
 	"github.com/envlease/envlease/shared/domain"
 )
@@ -32,6 +34,74 @@ func (s *Stopper) RevokePreviews(ctx context.Context, e domain.Environment, ids 
 	} else if err != nil {
 		s.log.WarnContext(ctx, "preview revocation not sent", "environment", e.ID, "node", e.Node, "err", err.Error())
 	}
+}
+
+// PreviewOpened is a node's word that a preview link was opened (its token
+// traded for a cookie): by which browser, from where.
+type PreviewOpened struct {
+	Environment string    `json:"environment"`
+	Preview     string    `json:"preview"`
+	Remote      string    `json:"remote"`
+	UserAgent   string    `json:"userAgent"`
+	At          time.Time `json:"at"`
+}
+
+// MaxOpenedPerBeat bounds the openings one heartbeat carries; a node keeps
+// the rest for the next.
+const MaxOpenedPerBeat = 50
+
+// previewActivity acts on what a heartbeat says of previews: it touches the
+// busy environments and records each opening as an environment.preview
+// event (action "opened") of an environment the node runs.
+func (s *Service) previewActivity(ctx context.Context, n domain.Node, active []string, opened []PreviewOpened) error {
+	if err := s.touchActive(ctx, n, active); err != nil {
+		return err
+	}
+	if len(opened) == 0 {
+		return nil
+	}
+	if len(opened) > MaxOpenedPerBeat {
+		return domain.Invalid("opened", "at most %d openings per heartbeat", MaxOpenedPerBeat)
+	}
+	ids := make([]string, 0, len(opened))
+	for _, o := range opened {
+		if validEnvID(o.Environment) && !slices.Contains(ids, o.Environment) {
+			ids = append(ids, o.Environment)
+		}
+	}
+	envs, err := s.store.GetEnvironments(ctx, n.OrgID, ids)
+	if err != nil {
+		return err
+	}
+	mine := map[string]bool{}
+	for _, e := range envs {
+		mine[e.ID] = e.Node == n.ID
+	}
+	for _, o := range opened {
+		if !mine[o.Environment] {
+			continue // not this node's to speak of
+		}
+		at := o.At
+		if at.IsZero() || at.After(s.clock.Now()) {
+			at = s.clock.Now()
+		}
+		ev := domain.NewEvent(ctx, domain.EventEnvPreview, n.OrgID, domain.Subject{Kind: "environment", ID: o.Environment}, at,
+			map[string]any{"action": "opened", "preview": clip(o.Preview, 64), "from": clip(o.Remote, 64), "userAgent": clip(o.UserAgent, 256), "node": n.ID})
+		if err := s.store.PutEvent(ctx, ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func clip(s string, n int) string {
+	if len(s) > n {
+		s = s[:n]
+		for !utf8.ValidString(s) {
+			s = s[:len(s)-1]
+		}
+	}
+	return s
 }
 
 // ActiveEvery is how often at most a node reports an environment its

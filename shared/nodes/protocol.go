@@ -66,10 +66,12 @@ type Message struct {
 	Running int      `json:"running,omitempty"`
 	// Active are the environments whose preview links carried requests
 	// since the node last said so: their idle deadlines move (preview.go).
-	Active   []string  `json:"active,omitempty"`
-	Full     *bool     `json:"full,omitempty"`
-	Short    *bool     `json:"short,omitempty"`
-	Deadline time.Time `json:"deadline,omitzero"`
+	Active []string `json:"active,omitempty"`
+	// Opened are the preview links opened since the last beat.
+	Opened   []PreviewOpened `json:"opened,omitempty"`
+	Full     *bool           `json:"full,omitempty"`
+	Short    *bool           `json:"short,omitempty"`
+	Deadline time.Time       `json:"deadline,omitzero"`
 
 	// claim and report: the environment (a claim's is the one offered, to
 	// try first); report: what became of it.

@@ -57,6 +57,8 @@ type Store interface {
 	// TouchEnvironment moves an environment's idle deadline, for the
 	// requests its preview links carried (preview.go).
 	TouchEnvironment(ctx context.Context, e domain.Environment, idleUntil time.Time) (domain.Environment, bool, error)
+	// PutEvent records the openings of preview links (preview.go).
+	PutEvent(ctx context.Context, ev domain.Event) error
 	// PendingEnvironments reads the pool's pending environments of one
 	// class (domain.Needs.Class), oldest first.
 	PendingEnvironments(ctx context.Context, org, pool, class string, limit int) ([]domain.Environment, error)

@@ -290,7 +290,7 @@ func (s *Service) socketBeat(ctx context.Context, p domain.Principal, m Message)
 	all := m.Deadline.IsZero() && m.Running > 0
 	look := len(m.Changed) > 0 || all
 	out := SocketBeat{Deadline: m.Deadline, Environments: []EnvState{}}
-	if !write && !look && len(m.Active) == 0 {
+	if !write && !look && len(m.Active) == 0 && len(m.Opened) == 0 {
 		return out, nil
 	}
 	var n domain.Node
@@ -314,13 +314,13 @@ func (s *Service) socketBeat(ctx context.Context, p domain.Principal, m Message)
 			return SocketBeat{}, err
 		}
 	}
-	if len(m.Active) > 0 {
+	if len(m.Active) > 0 || len(m.Opened) > 0 {
 		if n.ID == "" {
 			if n, err = s.activeNode(ctx, p, m.Node); err != nil {
 				return SocketBeat{}, err
 			}
 		}
-		if err := s.touchActive(ctx, n, m.Active); err != nil {
+		if err := s.previewActivity(ctx, n, m.Active, m.Opened); err != nil {
 			return SocketBeat{}, err
 		}
 	}
