@@ -22,11 +22,18 @@ import (
 // on another environment's preview; revoked, it opens nothing within a
 // heartbeat.
 func TestAgentServesPreviews(t *testing.T) {
-	s := newStack(t, domain.Template{
+	web := domain.Template{
 		Name:    "web",
 		Command: []string{"sh", "-c", `mktemp -u XXXXXXXX > index.html; exec python3 -m http.server "$PORT" --bind 127.0.0.1`},
 		Exports: map[string]domain.Export{"web": {Port: 0}},
-	})
+	}
+	// Over the node protocol the revocation is pushed, and activity and
+	// openings ride its beats.
+	t.Run("over HTTP", func(t *testing.T) { servesPreviews(t, newStack(t, web)) })
+	t.Run("over the node protocol", func(t *testing.T) { servesPreviews(t, newSocketStack(t, web).stack) })
+}
+
+func servesPreviews(t *testing.T, s *stack) {
 	s.Clock.Set(time.Now())
 	s.runAgent(t, time.Second)
 	// A idles after 30 minutes of its hour, so a touch has room to move.
