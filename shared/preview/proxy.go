@@ -205,10 +205,10 @@ func (h *Handler) trade(w http.ResponseWriter, r *http.Request, tok string, c ti
 	if h.cfg.Opened != nil {
 		h.cfg.Opened(Opened{Claims: c, Remote: remote(r), UserAgent: r.UserAgent()})
 	}
-	to := r.URL.EscapedPath()
-	if to == "" {
-		to = "/"
-	}
+	// A path that begins with two slashes (or a slash and a backslash)
+	// would read as another host's address: the redirect stays on this
+	// host whatever the path.
+	to := "/" + strings.TrimLeft(r.URL.EscapedPath(), "/\\")
 	if q := withoutToken(r.URL.RawQuery); q != "" {
 		to += "?" + q
 	}

@@ -201,6 +201,17 @@ func TestLinkTradesTokenForCookie(t *testing.T) {
 	if strings.Contains(strings.ToLower(sc), "domain=") {
 		t.Errorf("Set-Cookie %q names a domain: the cookie must be host-only", sc)
 	}
+	// The redirect never leaves the host, whatever the path.
+	for _, p := range []string{"//evil.example/x", "/%2F%2Fevil.example", "/\\evil.example"} {
+		res, err := c.Get(n.link("web", p, tok))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if loc := res.Header.Get("Location"); !strings.HasPrefix(loc, "/") || strings.HasPrefix(loc, "//") || strings.HasPrefix(loc, "/\\") {
+			t.Errorf("path %q redirects to %q", p, loc)
+		}
+	}
 	c.CheckRedirect = nil
 	u, _ := url.Parse(n.link("web", "/", ""))
 	c.Jar.SetCookies(u, []*http.Cookie{{Name: "app", Value: "kept"}})
@@ -211,7 +222,7 @@ func TestLinkTradesTokenForCookie(t *testing.T) {
 	if !strings.Contains(body, "host="+n.host("web")) || !strings.Contains(body, "xfh="+n.host("web")) {
 		t.Errorf("the app should see the preview's host: %q", body)
 	}
-	if n.opened.Load() != 1 || n.activity.Load() < 1 {
+	if n.opened.Load() < 1 || n.activity.Load() < 1 {
 		t.Errorf("opened %d, activity %d", n.opened.Load(), n.activity.Load())
 	}
 }
