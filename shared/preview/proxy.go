@@ -135,9 +135,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tok, inQuery := queryToken(r)
+	var cookies []string
 	if !inQuery {
-		if c, err := r.Cookie(Cookie); err == nil {
-			tok = c.Value
+		// Another host under the same domain may have set a cookie of the
+		// same name for the whole domain (an app in another environment):
+		// any one of them that is valid for this host opens it.
+		for _, c := range r.Cookies() {
+			if c.Name == Cookie && c.Value != "" {
+				cookies = append(cookies, c.Value)
+			}
+		}
+		if len(cookies) > 0 {
+			tok = cookies[0]
 		}
 	}
 	if tok == "" {
@@ -151,6 +160,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c, target, err := h.check(tok, r.Host, env)
+	for i := 1; err != nil && i < len(cookies) && i < 8; i++ {
+		c, target, err = h.check(cookies[i], r.Host, env)
+	}
 	if err != nil {
 		h.cfg.Log.Info("preview refused", "host", r.Host, "remote", r.RemoteAddr, "reason", err.Error())
 		refuse(w)
