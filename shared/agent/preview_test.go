@@ -212,7 +212,21 @@ func TestAgentServesPublicExports(t *testing.T) {
 			var d net.Dialer
 			return d.DialContext(ctx, network, net.JoinHostPort("127.0.0.1", port))
 		}}}
-	for id, want := range map[string]int{pub: 200, priv: 403} {
+	// Once the organization forbids public exports, an environment claimed
+	// from then on opens none without a token.
+	org.ForbidPublicExports = true
+	if err := s.Store.PutOrg(ctx, org); err != nil {
+		t.Fatal(err)
+	}
+	late := s.lease(t, "pub")
+	s.wait(t, late, domain.StateReady)
+	r := s.Do("POST", "/v1/environments/"+late+"/previews", apitest.BobToken, map[string]any{"expires": "20m"})
+	var ll environments.PreviewLink
+	r.JSON(t, &ll)
+	lu, _ := url.Parse(ll.URL)
+	hosts[late] = "http://" + lu.Host + "/index.html"
+
+	for id, want := range map[string]int{pub: 200, priv: 403, late: 403} {
 		res, err := c.Get(hosts[id])
 		if err != nil {
 			t.Fatal(err)

@@ -149,3 +149,31 @@ func (s *Service) touchActive(ctx context.Context, n domain.Node, ids []string) 
 	}
 	return nil
 }
+
+// publicExports is t as a node may run it: with no public export when the
+// organization forbids them, whatever the template said when it was
+// applied. Only a template with a public export costs the organization's
+// read.
+func (s *Service) publicExports(ctx context.Context, org string, t domain.Template) (domain.Template, error) {
+	public := false
+	for _, x := range t.Exports {
+		public = public || x.Public
+	}
+	if !public {
+		return t, nil
+	}
+	o, err := s.store.GetOrg(ctx, org)
+	if err != nil {
+		return t, err
+	}
+	if !o.ForbidPublicExports {
+		return t, nil
+	}
+	exports := make(map[string]domain.Export, len(t.Exports))
+	for name, x := range t.Exports {
+		x.Public = false
+		exports[name] = x
+	}
+	t.Exports = exports
+	return t, nil
+}
