@@ -6,6 +6,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"os"
 
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -40,6 +41,9 @@ func main() {
 		blobs := blob.FromConfig(rt.AWS, rt.Config.Bucket, rt.Config.LinkSignerSecretARN, clock.System{})
 		opts = append(opts, environments.WithLinks(artifacts.NewService(st, blobs, clock.System{}, artifacts.Options{})))
 	}
+	// Preview links are served under the deployment's preview domain
+	// (docs/previews.md); without one only loopback nodes serve them.
+	opts = append(opts, environments.WithPreviews(environments.PreviewOptions{Domain: os.Getenv("PREVIEW_DOMAIN")}))
 	lambda.Start(httpadapter.NewV2(handler(st, clock.System{}, rt.Log, opts...)).ProxyWithContext)
 }
 

@@ -103,12 +103,19 @@ func (c *Client) Register(ctx context.Context, req nodes.RegisterRequest) (nodes
 }
 
 // Heartbeat sends a heartbeat naming the environments the node runs.
-func (c *Client) Heartbeat(ctx context.Context, node string, ids []string) (nodes.Beat, error) {
+func (c *Client) Heartbeat(ctx context.Context, node string, ids, active []string, opened []nodes.PreviewOpened) (nodes.Beat, error) {
 	var out nodes.Beat
 	if ids == nil {
 		ids = []string{}
 	}
-	_, err := c.do(ctx, http.MethodPost, "/v1/nodes/"+url.PathEscape(node)+"/heartbeat", map[string]any{"environments": ids}, &out)
+	body := map[string]any{"environments": ids}
+	if len(active) > 0 {
+		body["active"] = active // environments its preview links kept busy
+	}
+	if len(opened) > 0 {
+		body["opened"] = opened
+	}
+	_, err := c.do(ctx, http.MethodPost, "/v1/nodes/"+url.PathEscape(node)+"/heartbeat", body, &out)
 	return out, err
 }
 

@@ -39,6 +39,8 @@ type runningEnv struct {
 	// ended before): it is no longer starting (Agent.starting).
 	started   func()
 	startOnce sync.Once
+	// previews are what its preview links need on this node (preview_endpoint.go).
+	previews previewState
 }
 
 func (r *runningEnv) requestStop(report bool) {
@@ -148,6 +150,7 @@ func (a *Agent) runEnv(ctx context.Context, node string, r *runningEnv, c *nodes
 	}
 	sort.Slice(exports, func(i, j int) bool { return exports[i].Service < exports[j].Service })
 	r.setTargets(exports) // before the API says ready, so a ticket never comes first
+	r.previews.setPublic(c.Template, exports)
 	if err := a.reportErr(ctx, node, r.id, nodes.Report{State: domain.StateReady, Exports: exports, Restored: restored}); err != nil {
 		// 409: it was deleted or timed out while starting; anything else
 		// (the API unreachable after retries): the heartbeat decides.

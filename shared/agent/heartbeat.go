@@ -24,7 +24,11 @@ func (a *Agent) heartbeats(ctx context.Context, node string, interval time.Durat
 		epoch := a.claimEpoch.Load()
 		inFlight := a.claiming.Load() > 0
 		ids := a.ids()
-		beat, err := a.api.Heartbeat(ctx, node, ids)
+		opened := a.previewsOpened()
+		beat, err := a.api.Heartbeat(ctx, node, ids, a.previewsActive(), opened)
+		if err != nil {
+			a.previewsReopen(opened)
+		}
 		if statusOf(err) == http.StatusGone || statusOf(err) == http.StatusNotFound {
 			return errLost
 		}
@@ -54,6 +58,9 @@ func (a *Agent) applyStates(ctx context.Context, node string, sent []string, sta
 	for _, st := range states {
 		known[st.ID] = true
 		r := a.env(st.ID)
+		if r != nil {
+			r.previews.setRevoked(st.RevokedPreviews)
+		}
 		if r != nil && st.State == domain.StateReady && st.Checkpoint != nil {
 			a.checkpointOrdered(ctx, node, st.ID, st.Checkpoint)
 		}

@@ -258,5 +258,5 @@ func (a *Agent) endpoint(t *tunnels) http.Handler {
 	mux.Handle(tunnel.LogsPath, NewLogsHandler(LogsConfig{Identity: t.identity, Logs: a.envLog, Log: a.log}))
 	mux.Handle(tunnel.NetLogPath, NewLogsHandler(LogsConfig{Identity: t.identity, Logs: a.netLog, Log: a.log, Open: ticket.OpenNetLog}))
 	mux.Handle("/", t.h)
-	return mux
+	return a.previewsFirst(t, mux)
 }

@@ -70,8 +70,10 @@ type socketClient struct {
 	checkpoint func(nodes.Message)
 	// network takes an environment's new network layer (it returns at once).
 	network func(nodes.Message)
-	done    chan struct{}
-	err     error
+	// previews takes a revocation of preview links (preview_endpoint.go).
+	previews func(nodes.Message)
+	done     chan struct{}
+	err      error
 }
 
 func (a *Agent) dialSocket(ctx context.Context, url string) (*socketClient, error) {
@@ -91,6 +93,7 @@ func (a *Agent) dialSocket(ctx context.Context, url string) (*socketClient, erro
 	c := &socketClient{ws: ws, pending: map[string]chan nodes.Message{}, offers: make(chan string, maxQueuedOffers), stops: make(chan []string, 64), done: make(chan struct{})}
 	c.checkpoint = func(m nodes.Message) { a.checkpointOrdered(ctx, m.Node, m.Environment, m.Checkpoint) }
 	c.network = func(m nodes.Message) { a.networkPushed(m.Environment, m.Network) }
+	c.previews = a.previewsRevoked
 	go c.read(ctx)
 	return c, nil
 }
@@ -129,6 +132,12 @@ func (c *socketClient) read(ctx context.Context) {
 		if m.Type == nodes.MsgNetwork {
 			if c.network != nil {
 				c.network(m)
+			}
+			continue
+		}
+		if m.Type == nodes.MsgPreviews {
+			if c.previews != nil {
+				c.previews(m)
 			}
 			continue
 		}
@@ -295,7 +304,8 @@ func (a *Agent) serveSocket(ctx context.Context, node string, sock *socketClient
 		// a service that reads only that.
 		short := a.noRoom() != nil
 		full := len(ids) >= a.cfg.Capacity || short
-		m := nodes.Message{Type: nodes.MsgHeartbeat, Node: node, Changed: changed, Running: len(ids), Deadline: deadline}
+		m := nodes.Message{Type: nodes.MsgHeartbeat, Node: node, Changed: changed, Running: len(ids), Deadline: deadline,
+			Active: a.previewsActive(), Opened: a.previewsOpened()}
 		if lastFull == nil || *lastFull != full {
 			m.Full = &full
 		}
@@ -305,7 +315,7 @@ func (a *Agent) serveSocket(ctx context.Context, node string, sock *socketClient
 		// Nothing to report and the deadline not due: no message. Stops
 		// come as stop messages; a ping now and then checks the
 		// connection without invoking anything.
-		if sent != nil && len(changed) == 0 && m.Full == nil && m.Short == nil && !beatDue.IsZero() && time.Now().Before(beatDue) {
+		if sent != nil && len(changed) == 0 && len(m.Active) == 0 && len(m.Opened) == 0 && m.Full == nil && m.Short == nil && !beatDue.IsZero() && time.Now().Before(beatDue) {
 			if !pings || time.Since(pinged) < pingEvery {
 				return nil
 			}

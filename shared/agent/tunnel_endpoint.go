@@ -27,6 +27,9 @@ type tunnels struct {
 	mu sync.Mutex
 	id TunnelIdentity
 	ok bool
+	// opened are the preview links opened since the last heartbeat
+	// (preview_endpoint.go).
+	opened []nodes.PreviewOpened
 }
 
 // startTunnels opens the tunnel endpoint before the node registers, since

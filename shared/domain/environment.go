@@ -143,6 +143,9 @@ type Environment struct {
 	// "label:KEY") the organization enabled when it was leased: its stop adds
 	// its seconds to one ledger item per grouping, and no more.
 	UsageBy []string `json:"-"`
+	// Previews are its preview links, live and revoked (until they would
+	// have expired), listed by GET /v1/environments/{id}/previews.
+	Previews []Preview `json:"-"`
 }
 
 // Normalize replaces nil collections with empty ones so JSON shows [] and {}.

@@ -46,6 +46,7 @@ const (
 var EventTypes = []string{
 	EventEnvLeased, EventEnvStarting, EventEnvReady, EventEnvStopping, EventEnvStopped, EventEnvFailed, EventEnvExec,
 	EventEnvNetRefused,
+	EventEnvPreview, EventEnvPreviewRevoked,
 	EventArtSealed, EventArtExpired, EventKeyCreated, EventKeyRevoked, EventSbxRegister, EventSbxJoined,
 	EventQuotaRefused, EventNodeRegister, EventNodeLost, EventNodeLeft, EventWebhookOff,
 	EventBudgetWarning, EventBudgetSpent,

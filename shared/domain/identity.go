@@ -21,6 +21,12 @@ type Org struct {
 	// MaxTokenLifetime caps the expiry of new tokens and keys: with it
 	// set, every one expires within it. Zero leaves expiry optional.
 	MaxTokenLifetime Duration `json:"maxTokenLifetime,omitempty"`
+	// MaxPreviewLifetime caps preview links' life (docs/previews.md); zero
+	// leaves the service's maximum.
+	MaxPreviewLifetime Duration `json:"maxPreviewLifetime,omitempty"`
+	// ForbidPublicExports refuses templates with public exports, and
+	// nodes open none of its exports without a token.
+	ForbidPublicExports bool `json:"forbidPublicExports,omitempty"`
 }
 
 // User is a person in an organization.

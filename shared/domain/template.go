@@ -45,6 +45,9 @@ type Template struct {
 type Export struct {
 	Port     int    `json:"port"`
 	Protocol string `json:"protocol,omitempty"`
+	// Public opens the export's preview host without a token (off by
+	// default; an organization may forbid it: Org.ForbidPublicExports).
+	Public bool `json:"public,omitempty"`
 }
 
 // TemplateShare is a folder a template can receive from the client.

@@ -38,6 +38,10 @@ type Store interface {
 	UsageStore
 	// PutEvent records an exec, which changes nothing else.
 	PutEvent(ctx context.Context, ev domain.Event) error
+	// SetEnvironmentPreviews keeps an environment's preview links.
+	SetEnvironmentPreviews(ctx context.Context, e domain.Environment, ps []domain.Preview) (domain.Environment, bool, error)
+	// GetOrg reads the organization, for its longest preview.
+	GetOrg(ctx context.Context, id string) (domain.Org, error)
 }
 
 // Limits of a lease request and of listings.
@@ -89,6 +93,8 @@ type Service struct {
 	images map[string]cachedImage
 	// settings are organizations' usage groupings, kept like templates (usage.go).
 	settings map[string]cachedSettings
+	// previews configure preview links (preview.go).
+	previews PreviewOptions
 }
 
 type cachedImage struct {

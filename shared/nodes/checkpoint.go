@@ -91,6 +91,11 @@ func (s *Service) envState(e domain.Environment) EnvState {
 	if e.State.Live() {
 		st.Network = e.Network
 	}
+	for _, pv := range e.Previews {
+		if pv.Revoked != nil {
+			st.RevokedPreviews = append(st.RevokedPreviews, pv.ID)
+		}
+	}
 	return st
 }
 

@@ -57,6 +57,9 @@ func (s *Service) prepare(ctx context.Context, e domain.Environment, tmpl templa
 	if err != nil {
 		return nil, err
 	}
+	if t, err = s.publicExports(ctx, e.OrgID, t); err != nil {
+		return nil, err
+	}
 	c := &Claimed{Environment: e, Template: t.Normalized(), Shares: []ClaimedShare{}}
 	if t.Image != nil && t.Image.Artifact != "" {
 		dl, failure, err := s.download(ctx, e.OrgID, t.Image.Artifact, fmt.Sprintf("image.artifact %q of template %q", t.Image.Artifact, t.Name))

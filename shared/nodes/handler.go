@@ -82,6 +82,11 @@ func (s *Service) handleDeregister(w http.ResponseWriter, r *http.Request, p dom
 type heartbeatRequest struct {
 	// Environments are the ids the node runs now.
 	Environments []string `json:"environments"`
+	// Active are the environments whose preview links carried requests
+	// since the node last said so.
+	Active []string `json:"active"`
+	// Opened are the preview links opened since the last heartbeat.
+	Opened []PreviewOpened `json:"opened"`
 }
 
 func (s *Service) handleHeartbeat(w http.ResponseWriter, r *http.Request, p domain.Principal) error {
@@ -91,6 +96,9 @@ func (s *Service) handleHeartbeat(w http.ResponseWriter, r *http.Request, p doma
 	}
 	out, err := s.Heartbeat(r.Context(), p, r.PathValue("id"), req.Environments)
 	if err != nil {
+		return err
+	}
+	if err := s.previewActivity(r.Context(), out.Node, req.Active, req.Opened); err != nil {
 		return err
 	}
 	httpapi.WriteJSON(w, http.StatusOK, out)

@@ -33,6 +33,10 @@ const (
 	// heartbeat answer's stopping state. Sent again by the stop job until
 	// they have left stopping.
 	MsgStop = "stop"
+	// MsgPreviews (service -> node, unasked): the preview links Previews
+	// of the environment Environment are revoked; refuse them. Heartbeat
+	// answers name them too (EnvState.RevokedPreviews).
+	MsgPreviews = "previews"
 )
 
 // Message is every message of the node protocol; Type says which fields
@@ -58,11 +62,16 @@ type Message struct {
 	// when that changed (an older agent never says; it only says full);
 	// Deadline the lost deadline of the last answer (zero: unknown, so
 	// write it).
-	Changed  []string  `json:"changed,omitempty"`
-	Running  int       `json:"running,omitempty"`
-	Full     *bool     `json:"full,omitempty"`
-	Short    *bool     `json:"short,omitempty"`
-	Deadline time.Time `json:"deadline,omitzero"`
+	Changed []string `json:"changed,omitempty"`
+	Running int      `json:"running,omitempty"`
+	// Active are the environments whose preview links carried requests
+	// since the node last said so: their idle deadlines move (preview.go).
+	Active []string `json:"active,omitempty"`
+	// Opened are the preview links opened since the last beat.
+	Opened   []PreviewOpened `json:"opened,omitempty"`
+	Full     *bool           `json:"full,omitempty"`
+	Short    *bool           `json:"short,omitempty"`
+	Deadline time.Time       `json:"deadline,omitzero"`
 
 	// claim and report: the environment (a claim's is the one offered, to
 	// try first); report: what became of it.
@@ -91,6 +100,8 @@ type Message struct {
 	// environments to tear down; a claim with Max: the offered ones.
 	Pool         string   `json:"pool,omitempty"`
 	Environments []string `json:"environments,omitempty"`
+	// previews: the revoked preview links of Environment.
+	Previews []string `json:"previews,omitempty"`
 
 	// checkpoint (the order, pushed), checkpointUpload and checkpointDone
 	// (Checkpoint names it, Packed says what was packed), and their

@@ -54,6 +54,11 @@ type Store interface {
 
 	GetEnvironment(ctx context.Context, org, id string) (domain.Environment, error)
 	GetEnvironments(ctx context.Context, org string, ids []string) ([]domain.Environment, error)
+	// TouchEnvironment moves an environment's idle deadline, for the
+	// requests its preview links carried (preview.go).
+	TouchEnvironment(ctx context.Context, e domain.Environment, idleUntil time.Time) (domain.Environment, bool, error)
+	// PutEvent records the openings of preview links (preview.go).
+	PutEvent(ctx context.Context, ev domain.Event) error
 	// PendingEnvironments reads the pool's pending environments of one
 	// class (domain.Needs.Class), oldest first.
 	PendingEnvironments(ctx context.Context, org, pool, class string, limit int) ([]domain.Environment, error)
@@ -435,6 +440,9 @@ type EnvState struct {
 	// Network is the live environment's own network layer, if it has
 	// one, so a node that missed its push applies it (netlog.go).
 	Network *domain.EnvNetwork `json:"network,omitempty"`
+	// RevokedPreviews are the ids of the environment's revoked preview
+	// links whose tokens have not expired: the node refuses them.
+	RevokedPreviews []string `json:"revokedPreviews,omitempty"`
 }
 
 // Beat is the answer to a heartbeat.

@@ -309,7 +309,7 @@ func (s *Service) socketBeat(ctx context.Context, p domain.Principal, m Message)
 	all := m.Deadline.IsZero() && m.Running > 0
 	look := len(m.Changed) > 0 || all
 	out := SocketBeat{Deadline: m.Deadline, Environments: []EnvState{}}
-	if !write && !look {
+	if !write && !look && len(m.Active) == 0 && len(m.Opened) == 0 {
 		return out, nil
 	}
 	var n domain.Node
@@ -330,6 +330,16 @@ func (s *Service) socketBeat(ctx context.Context, p domain.Principal, m Message)
 	}
 	if look {
 		if out.Environments, err = s.envStates(ctx, n, m.Changed, all); err != nil {
+			return SocketBeat{}, err
+		}
+	}
+	if len(m.Active) > 0 || len(m.Opened) > 0 {
+		if n.ID == "" {
+			if n, err = s.activeNode(ctx, p, m.Node); err != nil {
+				return SocketBeat{}, err
+			}
+		}
+		if err := s.previewActivity(ctx, n, m.Active, m.Opened); err != nil {
 			return SocketBeat{}, err
 		}
 	}

@@ -79,6 +79,8 @@ type envItem struct {
 	// Checkpoint is the latest checkpoint asked of it, as JSON: read and
 	// written only whole, with the record.
 	Checkpoint string `dynamodbav:"checkpoint,omitempty"`
+	// Previews are domain.Environment.Previews as JSON (preview.go).
+	Previews string `dynamodbav:"previews,omitempty"`
 	// TTL lets DynamoDB delete a stopped or failed record once it has been
 	// kept domain.EnvRecordKept; readers compare it to now (Purged), as TTL
 	// deletes late.
@@ -225,6 +227,7 @@ func (s *Store) newEnvItem(e domain.Environment) envItem {
 	}
 	it.Checkpoint = checkpointText(e.Checkpoint)
 	it.Network = networkText(e.Network)
+	it.Previews = previewsText(e.Previews)
 	return it
 }
 
@@ -251,6 +254,7 @@ func (it envItem) domain() domain.Environment {
 	}
 	e.Checkpoint = checkpointOf(it.Checkpoint)
 	e.Network = networkOf(it.Network)
+	e.Previews = previewsOf(it.Previews)
 	e.Normalize()
 	return e
 }

@@ -24,6 +24,9 @@ type orgItem struct {
 	Pools []string `dynamodbav:"pools,omitempty"`
 	// MaxTokenLifetime in seconds; absent for no cap.
 	MaxTokenLifetime int64 `dynamodbav:"maxTokenLifetime,omitempty"`
+	// MaxPreviewLifetime in seconds; absent for the service's maximum.
+	MaxPreviewLifetime  int64 `dynamodbav:"maxPreviewLifetime,omitempty"`
+	ForbidPublicExports bool  `dynamodbav:"forbidPublicExports,omitempty"`
 }
 
 type userItem struct {
@@ -56,7 +59,8 @@ func (s *Store) PutOrg(ctx context.Context, o domain.Org) error {
 		pools = nil
 	}
 	item, err := marshal(orgItem{PK: orgPK(o.ID), SK: "ORG", ID: o.ID, Name: o.Name, Pools: pools,
-		MaxTokenLifetime: int64(o.MaxTokenLifetime.Std() / time.Second)})
+		MaxTokenLifetime: int64(o.MaxTokenLifetime.Std() / time.Second), MaxPreviewLifetime: int64(o.MaxPreviewLifetime.Std() / time.Second),
+		ForbidPublicExports: o.ForbidPublicExports})
 	if err != nil {
 		return err
 	}
@@ -81,7 +85,9 @@ func (s *Store) GetOrg(ctx context.Context, id string) (domain.Org, error) {
 		it.Pools = []string{}
 	}
 	return domain.Org{ID: it.ID, Name: it.Name, Pools: it.Pools,
-		MaxTokenLifetime: domain.Duration(time.Duration(it.MaxTokenLifetime) * time.Second)}, nil
+		MaxTokenLifetime:    domain.Duration(time.Duration(it.MaxTokenLifetime) * time.Second),
+		MaxPreviewLifetime:  domain.Duration(time.Duration(it.MaxPreviewLifetime) * time.Second),
+		ForbidPublicExports: it.ForbidPublicExports}, nil
 }
 
 // PutUser writes or replaces a person.

@@ -17,6 +17,9 @@ const (
 	// OpenNetLog reads the environment's network log on the node, on its
 	// own route of the endpoint (GET /netlog).
 	OpenNetLog = "netlog"
+	// OpenPreview is a preview link's token: plain HTTP to one export
+	// target, by the host name it names, on the endpoint's preview proxy.
+	OpenPreview = "preview"
 )
 
 // CommandDigest names a command's argv in an exec ticket: hex SHA-256 of

@@ -55,6 +55,11 @@ type Claims struct {
 	// ticket runs: the API records who ran what, and the agent runs
 	// nothing else.
 	Command string `json:"cmd,omitempty"`
+	// Preview and Host are, for OpenPreview, the preview's id (which the
+	// node can hear is revoked) and the one host name the ticket is good
+	// for, so a cookie copied to another preview's host opens nothing.
+	Preview string `json:"pv,omitempty"`
+	Host    string `json:"host,omitempty"`
 }
 
 // Expires is Exp as a time.

@@ -3,6 +3,7 @@ import { h, labels, timeEl, left, table } from './dom.js';
 import { get, post, del, enc } from './api.js';
 import { errorBox, guard } from './ui.js';
 import { logPanel } from './envlog.js';
+import { previewsPanel } from './previews.js';
 
 const REFRESH_MS = 2000;
 
@@ -11,6 +12,7 @@ export function renderDetail(root, id) {
   const out = h('div', { role: 'status' });
   let env = null;
   const log = logPanel();
+  const previews = previewsPanel(id);
 
   const draw = () => {
     const e = env;
@@ -39,6 +41,8 @@ export function renderDetail(root, id) {
     parts.push(h('h2', { text: 'Exports' }), e.exports.length
       ? table(['Service', 'Listen', 'Target'], e.exports.map((x) => h('tr', {}, h('td', { text: x.service }), h('td', { text: x.listen || '—' }), h('td', { text: x.target || '—' }))))
       : h('p', { class: 'muted', text: 'None.' }));
+    previews.update(e);
+    parts.push(previews.panel);
     parts.push(h('h2', { text: 'Shares' }), e.shares.length
       ? table(['Name', 'Direction', 'In the environment', 'Local path', 'Files', 'Artifact'], e.shares.map((s) => h('tr', {},
         h('td', { text: s.name }), h('td', { text: s.direction }), h('td', { text: s.envPath }), h('td', { text: s.localPath }),
