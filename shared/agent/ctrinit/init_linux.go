@@ -8,6 +8,9 @@ import (
 	"os/exec"
 	"os/signal"
 	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 func init() {
@@ -30,6 +33,11 @@ func serve(args []string) int {
 	// between is lost; SIGCHLD says a process of the container ended.
 	sigs := make(chan os.Signal, 64)
 	signal.Notify(sigs)
+	// From here a signal reaches the command. Before, the Go runtime's own
+	// handler would have taken a SIGTERM and, as PID 1 ignores what it
+	// does not handle, exited 2: the name says to a stop that it may
+	// signal now (WaitReady).
+	_ = unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(&readyComm[0])), 0, 0, 0)
 	path, err := exec.LookPath(args[0])
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "envlease init: %v\n", err)

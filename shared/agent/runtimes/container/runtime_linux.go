@@ -356,6 +356,11 @@ func (h *handle) Err() error {
 func (h *handle) Stop(grace time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), grace+time.Minute)
 	defer cancel()
+	// A stop right after the start must reach the command, not the init's
+	// runtime still starting (ctrinit.WaitReady); a few milliseconds at most.
+	if h.ctr != nil {
+		ctrinit.WaitReady(h.ctr.Pid, min(grace, 5*time.Second))
+	}
 	if _, err := h.r.rc.Stop(ctx, h.id, grace); err != nil {
 		h.r.cfg.Log.Warn("container did not stop; it is removed by force", "container", h.id, "err", err)
 	}
