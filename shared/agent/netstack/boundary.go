@@ -18,7 +18,9 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/envlease/envlease/shared/netpolicy"
@@ -69,7 +71,15 @@ type Config struct {
 	// (default 20 a second, bursts of 100); the rest are counted into the
 	// next one recorded.
 	RefusedPerSecond float64
+	// MaxFlows bounds the connections and UDP flows the environment has
+	// open through the boundary at once (default DefaultMaxFlows): each
+	// holds a socket of the node and two copies in the agent. One more is
+	// refused, recorded with the bound as its rule.
+	MaxFlows int
 }
+
+// DefaultMaxFlows is Config.MaxFlows when it is not set.
+const DefaultMaxFlows = 4096
 
 // Recorder keeps network records.
 type Recorder interface {
@@ -81,6 +91,9 @@ type Boundary struct {
 	cfg   Config
 	names *names
 	ref   *refusals
+
+	// open counts the flows admitted and not yet ended (Config.MaxFlows).
+	open atomic.Int64
 
 	mu     sync.Mutex
 	policy netpolicy.Layers
@@ -109,6 +122,9 @@ func newBoundary(cfg Config) *Boundary {
 	}
 	if cfg.RefusedPerSecond == 0 {
 		cfg.RefusedPerSecond = 20
+	}
+	if cfg.MaxFlows <= 0 {
+		cfg.MaxFlows = DefaultMaxFlows
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Boundary{
@@ -176,6 +192,18 @@ func (b *Boundary) track(f *flow) bool {
 	b.flows[f] = struct{}{}
 	return true
 }
+
+// admit takes a place for one more flow, or refuses it at the bound with
+// the decision that says so; release gives the place back when it ends.
+func (b *Boundary) admit() (netpolicy.Decision, bool) {
+	if b.open.Add(1) > int64(b.cfg.MaxFlows) {
+		b.open.Add(-1)
+		return netpolicy.Decision{Rule: "limit: " + strconv.Itoa(b.cfg.MaxFlows) + " open connections"}, false
+	}
+	return netpolicy.Decision{}, true
+}
+
+func (b *Boundary) release() { b.open.Add(-1) }
 
 func (b *Boundary) untrack(f *flow) {
 	b.mu.Lock()

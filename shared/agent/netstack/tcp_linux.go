@@ -41,9 +41,15 @@ func (b *Boundary) tcp(r *tcp.ForwarderRequest) {
 		b.refuse(ProtoTCP, t, "dns", d)
 		return
 	}
+	if lim, ok := b.admit(); !ok {
+		r.Complete(true)
+		b.refuse(ProtoTCP, t, "dns", lim)
+		return
+	}
 	b.wg.Add(1)
 	go func() {
 		defer b.wg.Done()
+		defer b.release()
 		f := &flow{b: b, proto: ProtoTCP, addr: addr, port: port, start: b.cfg.Now(), names: t.Names, rule: d.Rule}
 		if len(t.Names) > 0 {
 			f.nameFrom = "dns"

@@ -46,9 +46,15 @@ func (b *Boundary) udp(r *udp.ForwarderRequest) {
 		b.refuse(ProtoUDP, t, "dns", d)
 		return
 	}
+	lim, ok := b.admit()
+	if !ok {
+		b.refuse(ProtoUDP, t, "dns", lim)
+		return
+	}
 	var wq waiter.Queue
 	ep, terr := r.CreateEndpoint(&wq)
 	if terr != nil {
+		b.release()
 		return
 	}
 	in := gonet.NewUDPConn(&wq, ep)
@@ -59,6 +65,7 @@ func (b *Boundary) udp(r *udp.ForwarderRequest) {
 	b.wg.Add(1)
 	go func() {
 		defer b.wg.Done()
+		defer b.release()
 		out, err := b.cfg.Dial(b.ctx, "udp", net.JoinHostPort(addr.String(), strconv.Itoa(int(port))))
 		if err != nil {
 			in.Close()
