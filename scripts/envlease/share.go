@@ -129,7 +129,11 @@ func (a *app) uploadShares(ctx context.Context, c *client.Client, t domain.Templ
 func (a *app) pushShare(ctx context.Context, c *client.Client, name string, l sharepack.Listing, expires string) (string, error) {
 	left := ""
 	if l.Ignored > 0 {
-		left = fmt.Sprintf(" (%d paths left out: .git, what .gitignore, .envleaseignore and excludes match; --no-ignore sends all)", l.Ignored)
+		paths := "paths"
+		if l.Ignored == 1 {
+			paths = "path"
+		}
+		left = fmt.Sprintf(" (%d %s left out: .git, what .gitignore, .envleaseignore and excludes match; --no-ignore sends all)", l.Ignored, paths)
 	}
 	a.say("Packing share %s from %s: %d files, %s%s.", name, l.Dir, l.Files, size(l.Bytes), left)
 	for _, s := range l.Skipped {
