@@ -29,6 +29,8 @@ const (
 	// comma separated or a list: the artifact bucket's CORS rule allows them
 	// besides the API's own endpoint.
 	ctxConsoleOrigins = "envlease:consoleOrigins"
+	// The domain preview links are named under (docs/previews.md).
+	ctxPreviewDomain = "envlease:previewDomain"
 	// SAM finds each function's code through aws:asset:path metadata, which
 	// CDK writes only with this context set. The CDK CLI sets it (and
 	// reserves aws: keys in cdk.json); newApp sets it for direct runs.
@@ -85,10 +87,11 @@ func newApp(opts appOptions) (awscdk.App, *EnvleaseStack, error) {
 		StackProps: awscdk.StackProps{
 			Description: jsii.String("envlease: environment leasing service (HTTP API, Lambda, DynamoDB, S3)"),
 		},
-		Groups:     opts.Groups,
-		AssetDirs:  opts.AssetDirs,
-		LogLevel:   contextString(app, ctxLogLevel, "info"),
-		AlarmEmail: contextString(app, ctxAlarmEmail, ""),
+		Groups:        opts.Groups,
+		AssetDirs:     opts.AssetDirs,
+		LogLevel:      contextString(app, ctxLogLevel, "info"),
+		AlarmEmail:    contextString(app, ctxAlarmEmail, ""),
+		PreviewDomain: contextString(app, ctxPreviewDomain, ""),
 	}
 	if props.ConsoleOrigins, err = contextStrings(app, ctxConsoleOrigins); err != nil {
 		return nil, nil, err

@@ -75,6 +75,9 @@ type Group struct {
 	// SignsLinks functions read the link-signing secret and get
 	// LINK_SIGNER_SECRET_ARN.
 	SignsLinks bool
+	// MakesPreviews functions sign preview links: they get PREVIEW_DOMAIN
+	// when the stack has a preview domain (docs/previews.md).
+	MakesPreviews bool
 	// S3Origin functions get S3_ORIGIN, the artifact bucket's endpoint that
 	// presigned URLs point at (the console's policy lets the page connect).
 	S3Origin bool
@@ -197,7 +200,7 @@ var Groups = []Group{
 	// An ended environment's kept log is answered with a signed link.
 	{Name: "environments", Description: "leasing, reading, touching and releasing environments, their tunnel and exec tickets and logs",
 		Routes:   []Route{{Path: "/v1/environments", Proxy: true}},
-		MemoryMB: apiMemoryMB, Timeout: apiTimeout, PostsToNodes: true, SignsLinks: true,
+		MemoryMB: apiMemoryMB, Timeout: apiTimeout, PostsToNodes: true, SignsLinks: true, MakesPreviews: true,
 		Table:               readWrite(batchGetItem, updateItem, putItem, getItem, query, conditionCheckItem, deleteItem),
 		ReservedConcurrency: environmentsReserved, Throttle: environmentsThrottle},
 	{Name: "templates", Description: "templates and pools the organization can lease",

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"net/url"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -52,6 +53,11 @@ type EnvleaseStackProps struct {
 	// --env-vars set variables the template declares, and these point the
 	// SDK at a local stack such as LocalStack.
 	SAMLocal bool
+	// PreviewDomain is the domain preview links are named under
+	// ({export}-{env}.PreviewDomain, "{node}" standing for the node's
+	// name), given to the functions that make them as PREVIEW_DOMAIN.
+	// Empty: no previews outside nodes on loopback (docs/previews.md).
+	PreviewDomain string
 	// NoReservedConcurrency leaves out the groups' concurrency reservations,
 	// for accounts whose Lambda concurrency quota is still too small to hold
 	// them (new accounts start far below 1,000).
@@ -119,6 +125,9 @@ func NewEnvleaseStack(scope constructs.Construct, id string, props *EnvleaseStac
 			return nil, fmt.Errorf("stack %s: console origin: %w", id, err)
 		}
 	}
+	if err := checkPreviewDomain(props.PreviewDomain); err != nil {
+		return nil, fmt.Errorf("stack %s: preview domain: %w", id, err)
+	}
 	logLevel := props.LogLevel
 	if logLevel == "" {
 		logLevel = "info"
@@ -134,7 +143,7 @@ func NewEnvleaseStack(scope constructs.Construct, id string, props *EnvleaseStac
 	s.AlarmTopic = newAlarmTopic(stack, props.AlarmEmail)
 
 	for _, g := range props.Groups {
-		s.Functions[g.Name] = s.newFunction(g, props.AssetDirs[g.Name], logLevel, props.Tracing, props.SAMLocal, !props.NoReservedConcurrency)
+		s.Functions[g.Name] = s.newFunction(g, props.AssetDirs[g.Name], logLevel, props.PreviewDomain, props.Tracing, props.SAMLocal, !props.NoReservedConcurrency)
 	}
 	s.Api = s.newHTTPAPI(props.Groups, props.ThrottleRate, props.ThrottleBurst)
 	s.NodeSocket = s.newNodeSocket(props.Groups)
@@ -343,7 +352,7 @@ func newAlarmTopic(stack awscdk.Stack, email string) awssns.Topic {
 	return t
 }
 
-func (s *EnvleaseStack) newFunction(g Group, assetDir, logLevel string, tracing, samLocal, reserve bool) awslambda.Function {
+func (s *EnvleaseStack) newFunction(g Group, assetDir, logLevel, previewDomain string, tracing, samLocal, reserve bool) awslambda.Function {
 	stack := s.Stack
 	id := jsii.String(exportName(g.Name) + "Function")
 	logGroup := awslogs.NewLogGroup(stack, jsii.String(exportName(g.Name)+"Logs"), &awslogs.LogGroupProps{
@@ -369,6 +378,9 @@ func (s *EnvleaseStack) newFunction(g Group, assetDir, logLevel string, tracing,
 	}
 	if g.SignsLinks {
 		env["LINK_SIGNER_SECRET_ARN"] = s.LinkSecret.SecretArn()
+	}
+	if g.MakesPreviews && previewDomain != "" {
+		env["PREVIEW_DOMAIN"] = jsii.String(previewDomain)
 	}
 	if g.S3Origin {
 		env["S3_ORIGIN"] = jsii.String("https://" + *s.Bucket.BucketRegionalDomainName())
@@ -646,4 +658,26 @@ func exportName(name string) string {
 		return name
 	}
 	return strings.ToUpper(name[:1]) + name[1:]
+}
+
+// previewLabel is one label of a preview domain: a DNS label, or the
+// node's name ({node}) in place of one.
+var previewLabel = regexp.MustCompile(`^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?|\{node\})$`)
+
+// checkPreviewDomain refuses a preview domain that is not a host name (a
+// scheme, a port, a path or an upper-case letter are mistakes in it).
+func checkPreviewDomain(d string) error {
+	if d == "" {
+		return nil
+	}
+	labels := strings.Split(d, ".")
+	if len(labels) < 2 || len(d) > 200 {
+		return fmt.Errorf("%q is not a domain such as preview.example.com", d)
+	}
+	for _, l := range labels {
+		if !previewLabel.MatchString(l) {
+			return fmt.Errorf("%q is not a domain such as preview.example.com (label %q)", d, l)
+		}
+	}
+	return nil
 }

@@ -756,17 +756,7 @@ func TestBucketCORS(t *testing.T) {
 // Custom domains given to the stack are allowed as well, and anything that
 // is not an https origin is refused at synth time.
 func TestBucketCORSConsoleOrigins(t *testing.T) {
-	dirs := map[string]string{}
-	for _, g := range Groups {
-		d := filepath.Join(t.TempDir(), g.Name)
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(d, "bootstrap"), []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		dirs[g.Name] = d
-	}
+	dirs := fakeAssetDirs(t)
 	root, err := bundle.FindRoot(".")
 	if err != nil {
 		t.Fatal(err)
@@ -797,6 +787,58 @@ func TestBucketCORSConsoleOrigins(t *testing.T) {
 		}
 		if _, ok := got[0].(map[string]any); !ok {
 			t.Errorf("first CORS origin %v, want the API's endpoint", got[0])
+		}
+	}
+}
+
+// fakeAssetDirs gives each group a folder holding a stand-in bootstrap.
+func fakeAssetDirs(t *testing.T) map[string]string {
+	t.Helper()
+	dirs := map[string]string{}
+	for _, g := range Groups {
+		d := filepath.Join(t.TempDir(), g.Name)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "bootstrap"), []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		dirs[g.Name] = d
+	}
+	return dirs
+}
+
+// A preview domain given to the stack reaches the functions that make
+// preview links, and only them; one that is not a host name is refused at
+// synth time.
+func TestPreviewDomain(t *testing.T) {
+	dirs := fakeAssetDirs(t)
+	root, err := bundle.FindRoot(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := func(domain string) (*EnvleaseStack, error) {
+		_, stack, err := newApp(appOptions{Root: root, Outdir: t.TempDir(), Groups: Groups, AssetDirs: dirs,
+			Context: map[string]interface{}{ctxPreviewDomain: domain}})
+		return stack, err
+	}
+	for _, bad := range []string{"https://preview.example.com", "preview.example.com:443", "preview.example.com/x", "Preview.Example.com", "localhost", "a b.example.com"} {
+		if _, err := app(bad); err == nil {
+			t.Errorf("preview domain %q accepted", bad)
+		}
+	}
+	stack, err := app("{node}.preview.example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := *assertions.Template_FromStack(stack.Stack, nil).ToJSON()
+	resources := tmpl["Resources"].(map[string]any)
+	for _, g := range Groups {
+		fn := resources[logicalID(stack.Functions[g.Name])].(map[string]any)
+		vars := fn["Properties"].(map[string]any)["Environment"].(map[string]any)["Variables"].(map[string]any)
+		got, ok := vars["PREVIEW_DOMAIN"]
+		if g.MakesPreviews != ok || (ok && got != "{node}.preview.example.com") {
+			t.Errorf("%s: PREVIEW_DOMAIN %v (set: %v), want it set only where previews are made", g.Name, got, ok)
 		}
 	}
 }
