@@ -423,7 +423,45 @@ func (f *minidynFront) query(body []byte) (answer, error) {
 			return answer{}, err
 		}
 	}
-	return f.call("Query", body), nil
+	a := f.call("Query", body)
+	if a.ok() && limit > 0 && len(items) == limit {
+		// The page ends at the last item in the front's order, as the next
+		// page's start key will be read in it: minidyn orders items that
+		// tie on the index's key by another rule, so its own last key could
+		// repeat items on the next page. DynamoDB answers a start key once
+		// Limit items were read, as here.
+		if err := a.setLastKey(items[len(items)-1], t.schema, ix.schema); err != nil {
+			return answer{}, err
+		}
+	}
+	return a, nil
+}
+
+// setLastKey makes the table and index key attributes of it the answer's
+// LastEvaluatedKey.
+func (a *answer) setLastKey(it *storedItem, schemas ...keySchema) error {
+	var out map[string]json.RawMessage
+	if err := json.Unmarshal(a.body, &out); err != nil {
+		return err
+	}
+	last := map[string]json.RawMessage{}
+	for _, ks := range schemas {
+		for _, attr := range []string{ks.hashAttr, ks.rangeAttr} {
+			if v, ok := it.attrs[attr]; ok && attr != "" {
+				last[attr] = v
+			}
+		}
+	}
+	key, err := json.Marshal(last)
+	if err != nil {
+		return err
+	}
+	out["LastEvaluatedKey"] = key
+	if a.body, err = json.Marshal(out); err != nil {
+		return err
+	}
+	a.header.Del("Content-Length")
+	return nil
 }
 
 // ttlKeptAfter is how far back DynamoDB's TTL looks: an item whose TTL

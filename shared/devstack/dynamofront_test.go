@@ -292,3 +292,37 @@ func TestFrontExpiresAsTTLDoes(t *testing.T) {
 		}
 	}
 }
+
+// Items that tie on an index's key are paged once each: the page's last
+// key is the front's last item, in the order the next page is read in
+// (minidyn orders ties by another rule, "PK.SK" as one string, under which
+// "X-" comes before "X").
+func TestFrontPagesTiesOnce(t *testing.T) {
+	forEachDynamo(t, func(t *testing.T, d *Dynamo) {
+		ctx := t.Context()
+		db := d.Client(ctx)
+		for _, pk := range []string{"X", "X-", "X+", "X#"} {
+			item := map[string]ddbtypes.AttributeValue{"PK": s(pk), "SK": s("Z"), "GSI1PK": s("T"), "GSI1SK": s("tie")}
+			if _, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(TestTable), Item: item}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got := pages(t, ctx, db, dynamodb.QueryInput{IndexName: aws.String(store.IndexGSI1),
+			KeyConditionExpression:    aws.String("GSI1PK = :g"),
+			ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":g": s("T")}, Limit: aws.Int32(1)})
+		seen := map[string]int{}
+		for _, p := range got {
+			for _, k := range p {
+				seen[k]++
+			}
+		}
+		if len(seen) != 4 {
+			t.Errorf("pages %v: %d items, want the 4 that tie", got, len(seen))
+		}
+		for k, n := range seen {
+			if n != 1 {
+				t.Errorf("%s read %d times over pages %v", k, n, got)
+			}
+		}
+	})
+}
