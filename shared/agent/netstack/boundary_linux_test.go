@@ -415,8 +415,11 @@ func TestBoundaryRuleChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer long.Close()
-	// A loop that connects, sends, reads and closes, until refused.
+	// A loop that connects, sends, reads and closes, until refused. It
+	// says when its first connection went through, so the change comes
+	// after at least one, however slow the machine.
 	refused := make(chan int, 1)
+	connected := make(chan struct{})
 	go func() {
 		for i := 0; ; i++ {
 			c, err := e.dialIn(t, "tcp", target)
@@ -427,9 +430,18 @@ func TestBoundaryRuleChange(t *testing.T) {
 			_, _ = c.Write([]byte("x"))
 			_, _ = io.ReadFull(c, make([]byte, 1))
 			c.Close()
+			if i == 0 {
+				close(connected)
+			}
 		}
 	}()
-	time.Sleep(200 * time.Millisecond)
+	select {
+	case <-connected:
+	case n := <-refused:
+		t.Fatalf("the loop was refused after %d connections, before the change", n)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the loop never connected before the change")
+	}
 	e.b.SetPolicy(deny)
 	select {
 	case n := <-refused:
