@@ -101,8 +101,8 @@ func needRoot(t *testing.T) {
 }
 
 // newEnv makes a named network namespace (so `ip netns exec` can run
-// programs in it) with a boundary of policy p.
-func newEnv(t testing.TB, p netpolicy.Layers, res fakeResolver) *env {
+// programs in it) with a boundary of policy p; opts change its Config.
+func newEnv(t testing.TB, p netpolicy.Layers, res fakeResolver, opts ...func(*Config)) *env {
 	t.Helper()
 	name := fmt.Sprintf("envlease-nt-%d-%d", os.Getpid(), time.Now().UnixNano()%1e6)
 	var h netns.NsHandle
@@ -138,7 +138,7 @@ func newEnv(t testing.TB, p netpolicy.Layers, res fakeResolver) *env {
 		t.Fatal(err)
 	}
 	log := &records{}
-	b, err := Open(h, Config{
+	cfg := Config{
 		Policy:   p,
 		Resolver: res,
 		Log:      log,
@@ -159,7 +159,11 @@ func newEnv(t testing.TB, p netpolicy.Layers, res fakeResolver) *env {
 			var d net.Dialer
 			return d.DialContext(ctx, network, net.JoinHostPort("127.0.0.1", strconv.Itoa(int(ap.Port()))))
 		},
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	b, err := Open(h, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -459,5 +463,52 @@ func TestBoundaryRuleChange(t *testing.T) {
 		return x.Proto == ProtoTCP && x.Verdict == VerdictDeny && x.Rule == "deny 198.18.0.12" && strings.Contains(x.Error, "rules changed")
 	}); !ok {
 		t.Errorf("no record of the connection the change closed:\n%s", e.log)
+	}
+}
+
+// DNS flows take a place within MaxFlows like any other: with the one
+// place held by a connection, a DNS question is refused, recorded with the
+// bound as its rule, and answered again once the connection ended.
+func TestBoundaryBoundsDNSFlows(t *testing.T) {
+	needRoot(t)
+	tcpPort, _ := serveEcho(t)
+	allow := netpolicy.Layers{netpolicy.MustCompile(netpolicy.ModeRules, netpolicy.Rules{Allow: []string{"198.18.0.0/24", "allowed.test"}})}
+	res := fakeResolver{"allowed.test": {netip.MustParseAddr("198.18.0.10")}}
+	e := newEnv(t, allow, res, func(c *Config) { c.MaxFlows = 1 })
+
+	held, err := e.dialIn(t, "tcp", net.JoinHostPort("198.18.0.12", strconv.Itoa(tcpPort)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The connection has its place once it echoes.
+	if _, err := held.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(held, make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if addrs, err := e.resolver(t).LookupNetIP(ctx, "ip4", "allowed.test"); err == nil {
+		t.Fatalf("a DNS question was answered past the bound: %v", addrs)
+	}
+	if _, ok := e.log.find(func(x Record) bool {
+		return x.Port == 53 && x.Verdict == VerdictDeny && strings.Contains(x.Rule, "1 open connections")
+	}); !ok {
+		t.Errorf("no refusal of the DNS flow at the bound:\n%s", e.log)
+	}
+	held.Close()
+	if _, ok := e.log.find(func(x Record) bool { return x.Proto == ProtoTCP && x.Verdict == VerdictAllow }); !ok {
+		t.Fatalf("the held connection never ended:\n%s", e.log)
+	}
+	// Its place comes back once its copies finished (just after the record).
+	deadline := time.Now().Add(10 * time.Second)
+	for e.b.open.Load() != 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel2()
+	if addrs, err := e.resolver(t).LookupNetIP(ctx2, "ip4", "allowed.test"); err != nil || len(addrs) != 1 {
+		t.Fatalf("after the connection ended: %v %v", addrs, err)
 	}
 }

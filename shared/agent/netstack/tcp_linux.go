@@ -9,6 +9,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/miekg/dns"
 	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
@@ -27,9 +28,17 @@ func (b *Boundary) tcp(r *tcp.ForwarderRequest) {
 	id := r.ID()
 	addr, port := addrOf(id.LocalAddress), id.LocalPort
 	if port == 53 {
+		// A DNS connection holds a goroutine and a socket of the stack
+		// like any other, so it takes a place within the bound too.
+		if lim, ok := b.admit(); !ok {
+			r.Complete(true)
+			b.refuse(ProtoTCP, netpolicy.Target{Addr: addr, Port: port}, "", lim)
+			return
+		}
 		b.wg.Add(1)
 		go func() {
 			defer b.wg.Done()
+			defer b.release()
 			b.dnsTCP(r)
 		}()
 		return
@@ -123,7 +132,8 @@ func (b *Boundary) relay(f *flow) {
 }
 
 // dnsTCP answers DNS over TCP (what a resolver falls back to for a large
-// answer) on one connection.
+// answer) on one connection, until it is silent for dnsIdle between
+// questions.
 func (b *Boundary) dnsTCP(r *tcp.ForwarderRequest) {
 	var wq waiter.Queue
 	ep, terr := r.CreateEndpoint(&wq)
@@ -137,6 +147,7 @@ func (b *Boundary) dnsTCP(r *tcp.ForwarderRequest) {
 	defer stop()
 	defer c.Close()
 	for {
+		_ = c.SetReadDeadline(time.Now().Add(dnsIdle))
 		q, err := c.ReadMsg()
 		if err != nil {
 			return
