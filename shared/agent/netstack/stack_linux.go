@@ -29,6 +29,10 @@ const nicID tcpip.NICID = 1
 // (SYN received, the node's side still dialing) at once.
 const tcpMaxInFlight = 1024
 
+// flowBuf is the most each TCP flow's receive buffer, and its send
+// buffer, in the stack may hold.
+const flowBuf = 1 << 20
+
 // Probe says whether boundaries can be made here: TUN devices and the
 // agent's rights to make them in a namespace.
 func Probe() error {
@@ -71,12 +75,16 @@ func Open(h netns.NsHandle, cfg Config) (*Boundary, error) {
 	if e := s.SetTransportProtocolOption(tcp.ProtocolNumber, &sack); e != nil {
 		return fail("SACK", e)
 	}
-	// Buffers large enough for a stream to fill a fast link's window.
-	rcv := tcpip.TCPReceiveBufferSizeRangeOption{Min: 4 << 10, Default: 1 << 20, Max: 8 << 20}
+	// Each flow's receive and send buffers are at most flowBuf: enough
+	// for one stream to keep a fast link busy, and small enough that an
+	// environment's MaxFlows flows writing to servers that never read
+	// cannot make the agent hold more than MaxFlows × 2 × flowBuf (8 GiB
+	// at the defaults), memory outside the environment's cgroup.
+	rcv := tcpip.TCPReceiveBufferSizeRangeOption{Min: 4 << 10, Default: flowBuf, Max: flowBuf}
 	if e := s.SetTransportProtocolOption(tcp.ProtocolNumber, &rcv); e != nil {
 		return fail("receive buffer", e)
 	}
-	snd := tcpip.TCPSendBufferSizeRangeOption{Min: 4 << 10, Default: 1 << 20, Max: 8 << 20}
+	snd := tcpip.TCPSendBufferSizeRangeOption{Min: 4 << 10, Default: flowBuf, Max: flowBuf}
 	if e := s.SetTransportProtocolOption(tcp.ProtocolNumber, &snd); e != nil {
 		return fail("send buffer", e)
 	}
