@@ -512,3 +512,65 @@ func TestBoundaryBoundsDNSFlows(t *testing.T) {
 		t.Fatalf("after the connection ended: %v %v", addrs, err)
 	}
 }
+
+// TLS or HTTP whose name cannot be read is decided on the address alone:
+// on an address shared by a name the rules allow and one they deny, it is
+// refused (and recorded saying why) unless an entry allows the address.
+func TestBoundaryUnnamedIsDecidedOnAddress(t *testing.T) {
+	needRoot(t)
+	tcpPort, _ := serveEcho(t)
+	shared := netip.MustParseAddr("198.18.0.12")
+	res := fakeResolver{"allowed.test": {shared}, "denied.test": {shared}}
+	p := netpolicy.Layers{netpolicy.MustCompile(netpolicy.ModeRules, netpolicy.Rules{
+		Allow: []string{"allowed.test", "198.18.0.13"},
+		Deny:  []string{"denied.test"},
+	})}
+	e := newEnv(t, p, res)
+	if _, err := e.resolver(t).LookupNetIP(context.Background(), "ip4", "allowed.test"); err != nil {
+		t.Fatal(err)
+	}
+	split, _ := splitRecord(clientHello(t, "denied.test"))
+	h2 := []byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+	// send writes first on a connection to addr and says whether it came
+	// back from the echo server.
+	send := func(t *testing.T, addr string, first []byte) bool {
+		c, err := e.dialIn(t, "tcp", net.JoinHostPort(addr, strconv.Itoa(tcpPort)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := c.Write(first); err != nil {
+			return false
+		}
+		_ = c.SetReadDeadline(time.Now().Add(15 * time.Second))
+		got := make([]byte, len(first))
+		_, err = io.ReadFull(c, got)
+		return err == nil && string(got) == string(first)
+	}
+	for _, tc := range []struct {
+		name  string
+		addr  string
+		first []byte
+		allow bool
+		why   string
+	}{
+		{"a Host the rules allow", "198.18.0.12", []byte("GET / HTTP/1.1\r\nHost: allowed.test\r\n\r\n"), true, ""},
+		{"HTTP/2 with prior knowledge", "198.18.0.12", h2, false, "no Host could be read"},
+		{"a ClientHello split across records", "198.18.0.12", split, false, "no server name could be read"},
+		{"HTTP/2 to an address an entry allows", "198.18.0.13", h2, true, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := send(t, tc.addr, tc.first); got != tc.allow {
+				t.Fatalf("went through: %v, want %v\n%s", got, tc.allow, e.log)
+			}
+			if tc.allow {
+				return
+			}
+			if rec, ok := e.log.find(func(x Record) bool {
+				return x.Proto == ProtoTCP && x.Verdict == VerdictDeny && x.Addr == tc.addr && strings.Contains(x.Error, tc.why)
+			}); !ok || rec.Rule != "no allow entry" || rec.Name != "allowed.test" || rec.NameFrom != "dns" {
+				t.Errorf("refusal %+v (found %v):\n%s", rec, ok, e.log)
+			}
+		})
+	}
+}

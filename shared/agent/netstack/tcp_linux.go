@@ -100,10 +100,11 @@ func (b *Boundary) relay(f *flow) {
 		closeWrite(f.in)
 	}()
 	var errText string
-	head, name, from, err := sniff(f.in)
-	if name != "" {
+	head, name, kind, err := sniff(f.in)
+	switch {
+	case name != "":
 		b.mu.Lock()
-		f.names, f.nameFrom = []string{name}, from
+		f.names, f.nameFrom = []string{name}, kind
 		d := b.decideLocked(f.target())
 		f.rule = d.Rule
 		b.mu.Unlock()
@@ -111,7 +112,29 @@ func (b *Boundary) relay(f *flow) {
 			f.close()
 			wg.Wait()
 			b.untrack(f)
-			b.refuse(ProtoTCP, f.target(), from, d)
+			b.refuse(ProtoTCP, f.target(), kind, d)
+			return
+		}
+	case kind != "":
+		// TLS or HTTP whose name could not be read: decided on the
+		// address alone, so a name the rules deny cannot ride on an
+		// address that also serves a name they allow.
+		b.mu.Lock()
+		dnsNames := f.names
+		f.names, f.nameFrom = nil, ""
+		d := b.decideLocked(f.target())
+		f.rule = d.Rule
+		b.mu.Unlock()
+		if !d.Allow {
+			f.close()
+			wg.Wait()
+			b.untrack(f)
+			r := Record{Time: b.cfg.Now(), Proto: ProtoTCP, Addr: f.addr.String(), Port: f.port, Rule: d.Rule, Verdict: VerdictDeny,
+				Error: unnamed[kind]}
+			if len(dnsNames) > 0 {
+				r.Name, r.NameFrom = dnsNames[0], "dns"
+			}
+			b.record(r)
 			return
 		}
 	}
@@ -156,6 +179,13 @@ func (b *Boundary) dnsTCP(r *tcp.ForwarderRequest) {
 			return
 		}
 	}
+}
+
+// unnamed says why a connection was decided on its address alone, by
+// what its first bytes looked like.
+var unnamed = map[string]string{
+	"sni":  "no server name could be read from the TLS handshake: decided on the address alone",
+	"host": "no Host could be read from the HTTP request: decided on the address alone",
 }
 
 func first(s []string) string {
