@@ -92,6 +92,13 @@ func Open(h netns.NsHandle, cfg Config) (*Boundary, error) {
 	if e := s.SetTransportProtocolOption(tcp.ProtocolNumber, &mod); e != nil {
 		return fail("receive buffer moderation", e)
 	}
+	// The handlers are set before the NIC exists: packets the
+	// environment already sends are read as soon as it does, and the
+	// stack reads its handlers without a lock.
+	tf := tcp.NewForwarder(s, 0, tcpMaxInFlight, b.tcp)
+	s.SetTransportProtocolHandler(tcp.ProtocolNumber, tf.HandlePacket)
+	uf := udp.NewForwarder(s, b.udp)
+	s.SetTransportProtocolHandler(udp.ProtocolNumber, uf.HandlePacket)
 	if e := s.CreateNIC(nicID, ep); e != nil {
 		return fail("NIC", e)
 	}
@@ -107,10 +114,6 @@ func Open(h netns.NsHandle, cfg Config) (*Boundary, error) {
 		{Destination: header.IPv4EmptySubnet, NIC: nicID},
 		{Destination: header.IPv6EmptySubnet, NIC: nicID},
 	})
-	tf := tcp.NewForwarder(s, 0, tcpMaxInFlight, b.tcp)
-	s.SetTransportProtocolHandler(tcp.ProtocolNumber, tf.HandlePacket)
-	uf := udp.NewForwarder(s, b.udp)
-	s.SetTransportProtocolHandler(udp.ProtocolNumber, uf.HandlePacket)
 	return b, nil
 }
 
