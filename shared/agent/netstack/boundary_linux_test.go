@@ -101,8 +101,8 @@ func needRoot(t *testing.T) {
 }
 
 // newEnv makes a named network namespace (so `ip netns exec` can run
-// programs in it) with a boundary of policy p.
-func newEnv(t testing.TB, p netpolicy.Layers, res fakeResolver) *env {
+// programs in it) with a boundary of policy p; opts change its Config.
+func newEnv(t testing.TB, p netpolicy.Layers, res fakeResolver, opts ...func(*Config)) *env {
 	t.Helper()
 	name := fmt.Sprintf("envlease-nt-%d-%d", os.Getpid(), time.Now().UnixNano()%1e6)
 	var h netns.NsHandle
@@ -138,7 +138,7 @@ func newEnv(t testing.TB, p netpolicy.Layers, res fakeResolver) *env {
 		t.Fatal(err)
 	}
 	log := &records{}
-	b, err := Open(h, Config{
+	cfg := Config{
 		Policy:   p,
 		Resolver: res,
 		Log:      log,
@@ -159,7 +159,11 @@ func newEnv(t testing.TB, p netpolicy.Layers, res fakeResolver) *env {
 			var d net.Dialer
 			return d.DialContext(ctx, network, net.JoinHostPort("127.0.0.1", strconv.Itoa(int(ap.Port()))))
 		},
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	b, err := Open(h, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -415,8 +419,11 @@ func TestBoundaryRuleChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer long.Close()
-	// A loop that connects, sends, reads and closes, until refused.
+	// A loop that connects, sends, reads and closes, until refused. It
+	// says when its first connection went through, so the change comes
+	// after at least one, however slow the machine.
 	refused := make(chan int, 1)
+	connected := make(chan struct{})
 	go func() {
 		for i := 0; ; i++ {
 			c, err := e.dialIn(t, "tcp", target)
@@ -427,9 +434,18 @@ func TestBoundaryRuleChange(t *testing.T) {
 			_, _ = c.Write([]byte("x"))
 			_, _ = io.ReadFull(c, make([]byte, 1))
 			c.Close()
+			if i == 0 {
+				close(connected)
+			}
 		}
 	}()
-	time.Sleep(200 * time.Millisecond)
+	select {
+	case <-connected:
+	case n := <-refused:
+		t.Fatalf("the loop was refused after %d connections, before the change", n)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the loop never connected before the change")
+	}
 	e.b.SetPolicy(deny)
 	select {
 	case n := <-refused:
@@ -447,5 +463,114 @@ func TestBoundaryRuleChange(t *testing.T) {
 		return x.Proto == ProtoTCP && x.Verdict == VerdictDeny && x.Rule == "deny 198.18.0.12" && strings.Contains(x.Error, "rules changed")
 	}); !ok {
 		t.Errorf("no record of the connection the change closed:\n%s", e.log)
+	}
+}
+
+// DNS flows take a place within MaxFlows like any other: with the one
+// place held by a connection, a DNS question is refused, recorded with the
+// bound as its rule, and answered again once the connection ended.
+func TestBoundaryBoundsDNSFlows(t *testing.T) {
+	needRoot(t)
+	tcpPort, _ := serveEcho(t)
+	allow := netpolicy.Layers{netpolicy.MustCompile(netpolicy.ModeRules, netpolicy.Rules{Allow: []string{"198.18.0.0/24", "allowed.test"}})}
+	res := fakeResolver{"allowed.test": {netip.MustParseAddr("198.18.0.10")}}
+	e := newEnv(t, allow, res, func(c *Config) { c.MaxFlows = 1 })
+
+	held, err := e.dialIn(t, "tcp", net.JoinHostPort("198.18.0.12", strconv.Itoa(tcpPort)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The connection has its place once it echoes.
+	if _, err := held.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(held, make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if addrs, err := e.resolver(t).LookupNetIP(ctx, "ip4", "allowed.test"); err == nil {
+		t.Fatalf("a DNS question was answered past the bound: %v", addrs)
+	}
+	if _, ok := e.log.find(func(x Record) bool {
+		return x.Port == 53 && x.Verdict == VerdictDeny && strings.Contains(x.Rule, "1 open connections")
+	}); !ok {
+		t.Errorf("no refusal of the DNS flow at the bound:\n%s", e.log)
+	}
+	held.Close()
+	if _, ok := e.log.find(func(x Record) bool { return x.Proto == ProtoTCP && x.Verdict == VerdictAllow }); !ok {
+		t.Fatalf("the held connection never ended:\n%s", e.log)
+	}
+	// Its place comes back once its copies finished (just after the record).
+	deadline := time.Now().Add(10 * time.Second)
+	for e.b.open.Load() != 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel2()
+	if addrs, err := e.resolver(t).LookupNetIP(ctx2, "ip4", "allowed.test"); err != nil || len(addrs) != 1 {
+		t.Fatalf("after the connection ended: %v %v", addrs, err)
+	}
+}
+
+// TLS or HTTP whose name cannot be read is decided on the address alone:
+// on an address shared by a name the rules allow and one they deny, it is
+// refused (and recorded saying why) unless an entry allows the address.
+func TestBoundaryUnnamedIsDecidedOnAddress(t *testing.T) {
+	needRoot(t)
+	tcpPort, _ := serveEcho(t)
+	shared := netip.MustParseAddr("198.18.0.12")
+	res := fakeResolver{"allowed.test": {shared}, "denied.test": {shared}}
+	p := netpolicy.Layers{netpolicy.MustCompile(netpolicy.ModeRules, netpolicy.Rules{
+		Allow: []string{"allowed.test", "198.18.0.13"},
+		Deny:  []string{"denied.test"},
+	})}
+	e := newEnv(t, p, res)
+	if _, err := e.resolver(t).LookupNetIP(context.Background(), "ip4", "allowed.test"); err != nil {
+		t.Fatal(err)
+	}
+	split, _ := splitRecord(clientHello(t, "denied.test"))
+	h2 := []byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+	// send writes first on a connection to addr and says whether it came
+	// back from the echo server.
+	send := func(t *testing.T, addr string, first []byte) bool {
+		c, err := e.dialIn(t, "tcp", net.JoinHostPort(addr, strconv.Itoa(tcpPort)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := c.Write(first); err != nil {
+			return false
+		}
+		_ = c.SetReadDeadline(time.Now().Add(15 * time.Second))
+		got := make([]byte, len(first))
+		_, err = io.ReadFull(c, got)
+		return err == nil && string(got) == string(first)
+	}
+	for _, tc := range []struct {
+		name  string
+		addr  string
+		first []byte
+		allow bool
+		why   string
+	}{
+		{"a Host the rules allow", "198.18.0.12", []byte("GET / HTTP/1.1\r\nHost: allowed.test\r\n\r\n"), true, ""},
+		{"HTTP/2 with prior knowledge", "198.18.0.12", h2, false, "no Host could be read"},
+		{"a ClientHello split across records", "198.18.0.12", split, false, "no server name could be read"},
+		{"HTTP/2 to an address an entry allows", "198.18.0.13", h2, true, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := send(t, tc.addr, tc.first); got != tc.allow {
+				t.Fatalf("went through: %v, want %v\n%s", got, tc.allow, e.log)
+			}
+			if tc.allow {
+				return
+			}
+			if rec, ok := e.log.find(func(x Record) bool {
+				return x.Proto == ProtoTCP && x.Verdict == VerdictDeny && x.Addr == tc.addr && strings.Contains(x.Error, tc.why)
+			}); !ok || rec.Rule != "no allow entry" || rec.Name != "allowed.test" || rec.NameFrom != "dns" {
+				t.Errorf("refusal %+v (found %v):\n%s", rec, ok, e.log)
+			}
+		})
 	}
 }

@@ -23,12 +23,17 @@ const sniffMax = 16<<10 + 5
 const sniffWait = 3 * time.Second
 
 // sniff reads the first bytes the environment sends on a connection and
-// returns them (they are still to be forwarded) with the name they carry:
-// a TLS ClientHello's server name ("sni") or an HTTP request's Host
-// ("host"). Protocols where the server speaks first never get here before
-// the client has something to send, and what is neither comes back at
-// once, nameless.
-func sniff(c net.Conn) (head []byte, name, from string, err error) {
+// returns them (they are still to be forwarded) with what they are: kind
+// is "sni" when they start a TLS handshake and "host" when they start an
+// HTTP request, and name the server name or Host they carry. A kind with
+// no name (a ClientHello split across records, silence after the first
+// bytes, a request without a Host, HTTP/2 with prior knowledge) is for
+// the caller to decide on the address alone: going ahead under the names
+// the address resolved from would let a name the rules deny through.
+// Protocols where the server speaks first never get here before the
+// client has something to send, and what is neither comes back at once
+// with no kind.
+func sniff(c net.Conn) (head []byte, name, kind string, err error) {
 	buf := make([]byte, 0, 4096)
 	read := func() error {
 		if len(buf) == cap(buf) {
@@ -45,21 +50,37 @@ func sniff(c net.Conn) (head []byte, name, from string, err error) {
 	}
 	_ = c.SetReadDeadline(time.Now().Add(sniffWait))
 	defer c.SetReadDeadline(time.Time{})
+	// more reads on until done says so, or the bound, the wait or an
+	// error stops it (false).
+	more := func(done func() bool) bool {
+		for !done() {
+			if len(buf) >= sniffMax || read() != nil {
+				return false
+			}
+		}
+		return true
+	}
 	switch {
 	case buf[0] == 0x16: // a TLS handshake record
-		for len(buf) < 5 || len(buf) < 5+int(buf[3])<<8|int(buf[4]) {
-			if len(buf) >= sniffMax || read() != nil {
-				return buf, "", "", nil
-			}
+		if !more(func() bool { return len(buf) >= 5 && len(buf) >= 5+(int(buf[3])<<8|int(buf[4])) }) {
+			return buf, "", "sni", nil
 		}
-		if n := serverName(buf); n != "" {
-			return buf, n, "sni", nil
-		}
-	case httpMethod(buf):
-		for !bytes.Contains(buf, []byte("\r\n\r\n")) {
-			if len(buf) >= sniffMax || read() != nil {
-				return buf, "", "", nil
+		return buf, serverName(buf), "sni", nil
+	case requestLineStart(buf):
+		// The request line says whether it is HTTP at all (any method:
+		// one this does not know is HTTP all the same).
+		if !more(func() bool { return bytes.Contains(buf, []byte("\r\n")) || !requestLineStart(buf) }) {
+			if requestLineStart(buf) && bytes.IndexByte(buf, ' ') > 0 {
+				// A method and a space, then silence: treated as HTTP.
+				return buf, "", "host", nil
 			}
+			return buf, "", "", nil
+		}
+		if !isRequestLine(buf) {
+			return buf, "", "", nil
+		}
+		if !more(func() bool { return bytes.Contains(buf, []byte("\r\n\r\n")) }) {
+			return buf, "", "host", nil
 		}
 		if r, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(buf))); err == nil && r.Host != "" {
 			h := r.Host
@@ -68,17 +89,46 @@ func sniff(c net.Conn) (head []byte, name, from string, err error) {
 			}
 			return buf, strings.ToLower(strings.Trim(h, "[]")), "host", nil
 		}
+		return buf, "", "host", nil
 	}
 	return buf, "", "", nil
 }
 
-func httpMethod(b []byte) bool {
-	for _, m := range []string{"GET ", "POST ", "PUT ", "HEAD ", "DELETE ", "OPTIONS ", "PATCH ", "TRACE ", "CONNECT "} {
-		if len(b) >= len(m) && string(b[:len(m)]) == m || len(b) < len(m) && strings.HasPrefix(m, string(b)) {
-			return true
+// maxMethod bounds an HTTP method's length (the longest registered ones
+// have 17 letters).
+const maxMethod = 24
+
+// requestLineStart says whether b can be the start of an HTTP request
+// line: a method (upper-case letters, digits or '-', '_') and, once it
+// came, a space. Where b ends before the space it may still become one.
+func requestLineStart(b []byte) bool {
+	for i, c := range b {
+		switch {
+		case c == ' ':
+			return i > 0
+		case i >= maxMethod:
+			return false
+		case 'A' <= c && c <= 'Z', '0' <= c && c <= '9' && i > 0, c == '-', c == '_':
+		default:
+			return false
 		}
 	}
-	return false
+	return len(b) > 0
+}
+
+// isRequestLine says whether b's first line is an HTTP request line:
+// METHOD SP target SP HTTP/major.minor.
+func isRequestLine(b []byte) bool {
+	line, _, ok := bytes.Cut(b, []byte("\r\n"))
+	if !ok || !requestLineStart(line) {
+		return false
+	}
+	parts := bytes.Split(line, []byte(" "))
+	if len(parts) != 3 || len(parts[1]) == 0 {
+		return false
+	}
+	_, _, ok = http.ParseHTTPVersion(string(parts[2]))
+	return ok
 }
 
 var errSniffed = errors.New("sniffed")

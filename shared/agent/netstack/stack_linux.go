@@ -29,6 +29,10 @@ const nicID tcpip.NICID = 1
 // (SYN received, the node's side still dialing) at once.
 const tcpMaxInFlight = 1024
 
+// flowBuf is the most each TCP flow's receive buffer, and its send
+// buffer, in the stack may hold.
+const flowBuf = 1 << 20
+
 // Probe says whether boundaries can be made here: TUN devices and the
 // agent's rights to make them in a namespace.
 func Probe() error {
@@ -71,12 +75,16 @@ func Open(h netns.NsHandle, cfg Config) (*Boundary, error) {
 	if e := s.SetTransportProtocolOption(tcp.ProtocolNumber, &sack); e != nil {
 		return fail("SACK", e)
 	}
-	// Buffers large enough for a stream to fill a fast link's window.
-	rcv := tcpip.TCPReceiveBufferSizeRangeOption{Min: 4 << 10, Default: 1 << 20, Max: 8 << 20}
+	// Each flow's receive and send buffers are at most flowBuf: enough
+	// for one stream to keep a fast link busy, and small enough that an
+	// environment's MaxFlows flows writing to servers that never read
+	// cannot make the agent hold more than MaxFlows × 2 × flowBuf (8 GiB
+	// at the defaults), memory outside the environment's cgroup.
+	rcv := tcpip.TCPReceiveBufferSizeRangeOption{Min: 4 << 10, Default: flowBuf, Max: flowBuf}
 	if e := s.SetTransportProtocolOption(tcp.ProtocolNumber, &rcv); e != nil {
 		return fail("receive buffer", e)
 	}
-	snd := tcpip.TCPSendBufferSizeRangeOption{Min: 4 << 10, Default: 1 << 20, Max: 8 << 20}
+	snd := tcpip.TCPSendBufferSizeRangeOption{Min: 4 << 10, Default: flowBuf, Max: flowBuf}
 	if e := s.SetTransportProtocolOption(tcp.ProtocolNumber, &snd); e != nil {
 		return fail("send buffer", e)
 	}
@@ -84,6 +92,13 @@ func Open(h netns.NsHandle, cfg Config) (*Boundary, error) {
 	if e := s.SetTransportProtocolOption(tcp.ProtocolNumber, &mod); e != nil {
 		return fail("receive buffer moderation", e)
 	}
+	// The handlers are set before the NIC exists: packets the
+	// environment already sends are read as soon as it does, and the
+	// stack reads its handlers without a lock.
+	tf := tcp.NewForwarder(s, 0, tcpMaxInFlight, b.tcp)
+	s.SetTransportProtocolHandler(tcp.ProtocolNumber, tf.HandlePacket)
+	uf := udp.NewForwarder(s, b.udp)
+	s.SetTransportProtocolHandler(udp.ProtocolNumber, uf.HandlePacket)
 	if e := s.CreateNIC(nicID, ep); e != nil {
 		return fail("NIC", e)
 	}
@@ -99,10 +114,6 @@ func Open(h netns.NsHandle, cfg Config) (*Boundary, error) {
 		{Destination: header.IPv4EmptySubnet, NIC: nicID},
 		{Destination: header.IPv6EmptySubnet, NIC: nicID},
 	})
-	tf := tcp.NewForwarder(s, 0, tcpMaxInFlight, b.tcp)
-	s.SetTransportProtocolHandler(tcp.ProtocolNumber, tf.HandlePacket)
-	uf := udp.NewForwarder(s, b.udp)
-	s.SetTransportProtocolHandler(udp.ProtocolNumber, uf.HandlePacket)
 	return b, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/miekg/dns"
 	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
@@ -27,9 +28,17 @@ func (b *Boundary) tcp(r *tcp.ForwarderRequest) {
 	id := r.ID()
 	addr, port := addrOf(id.LocalAddress), id.LocalPort
 	if port == 53 {
+		// A DNS connection holds a goroutine and a socket of the stack
+		// like any other, so it takes a place within the bound too.
+		if lim, ok := b.admit(); !ok {
+			r.Complete(true)
+			b.refuse(ProtoTCP, netpolicy.Target{Addr: addr, Port: port}, "", lim)
+			return
+		}
 		b.wg.Add(1)
 		go func() {
 			defer b.wg.Done()
+			defer b.release()
 			b.dnsTCP(r)
 		}()
 		return
@@ -91,10 +100,11 @@ func (b *Boundary) relay(f *flow) {
 		closeWrite(f.in)
 	}()
 	var errText string
-	head, name, from, err := sniff(f.in)
-	if name != "" {
+	head, name, kind, err := sniff(f.in)
+	switch {
+	case name != "":
 		b.mu.Lock()
-		f.names, f.nameFrom = []string{name}, from
+		f.names, f.nameFrom = []string{name}, kind
 		d := b.decideLocked(f.target())
 		f.rule = d.Rule
 		b.mu.Unlock()
@@ -102,7 +112,29 @@ func (b *Boundary) relay(f *flow) {
 			f.close()
 			wg.Wait()
 			b.untrack(f)
-			b.refuse(ProtoTCP, f.target(), from, d)
+			b.refuse(ProtoTCP, f.target(), kind, d)
+			return
+		}
+	case kind != "":
+		// TLS or HTTP whose name could not be read: decided on the
+		// address alone, so a name the rules deny cannot ride on an
+		// address that also serves a name they allow.
+		b.mu.Lock()
+		dnsNames := f.names
+		f.names, f.nameFrom = nil, ""
+		d := b.decideLocked(f.target())
+		f.rule = d.Rule
+		b.mu.Unlock()
+		if !d.Allow {
+			f.close()
+			wg.Wait()
+			b.untrack(f)
+			r := Record{Time: b.cfg.Now(), Proto: ProtoTCP, Addr: f.addr.String(), Port: f.port, Rule: d.Rule, Verdict: VerdictDeny,
+				Error: unnamed[kind]}
+			if len(dnsNames) > 0 {
+				r.Name, r.NameFrom = dnsNames[0], "dns"
+			}
+			b.record(r)
 			return
 		}
 	}
@@ -123,7 +155,8 @@ func (b *Boundary) relay(f *flow) {
 }
 
 // dnsTCP answers DNS over TCP (what a resolver falls back to for a large
-// answer) on one connection.
+// answer) on one connection, until it is silent for dnsIdle between
+// questions.
 func (b *Boundary) dnsTCP(r *tcp.ForwarderRequest) {
 	var wq waiter.Queue
 	ep, terr := r.CreateEndpoint(&wq)
@@ -137,6 +170,7 @@ func (b *Boundary) dnsTCP(r *tcp.ForwarderRequest) {
 	defer stop()
 	defer c.Close()
 	for {
+		_ = c.SetReadDeadline(time.Now().Add(dnsIdle))
 		q, err := c.ReadMsg()
 		if err != nil {
 			return
@@ -145,6 +179,13 @@ func (b *Boundary) dnsTCP(r *tcp.ForwarderRequest) {
 			return
 		}
 	}
+}
+
+// unnamed says why a connection was decided on its address alone, by
+// what its first bytes looked like.
+var unnamed = map[string]string{
+	"sni":  "no server name could be read from the TLS handshake: decided on the address alone",
+	"host": "no Host could be read from the HTTP request: decided on the address alone",
 }
 
 func first(s []string) string {

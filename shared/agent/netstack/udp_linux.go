@@ -20,6 +20,10 @@ import (
 // udpIdle ends a UDP flow nothing went through for this long.
 const udpIdle = time.Minute
 
+// dnsIdle ends a DNS flow (UDP, one source port) or connection (TCP) that
+// asked nothing for this long: a resolver asks again on a new one.
+const dnsIdle = 10 * time.Second
+
 // udp takes the first datagram of a flow (source and destination address
 // and port): DNS is answered by the agent, a refused flow's datagrams are
 // dropped, an allowed one gets a socket on the node of its own, kept
@@ -28,14 +32,23 @@ func (b *Boundary) udp(r *udp.ForwarderRequest) {
 	id := r.ID()
 	addr, port := addrOf(id.LocalAddress), id.LocalPort
 	if port == 53 {
+		// Each source port's DNS flow holds a goroutine and an endpoint
+		// until it idles (dnsIdle), so it takes a place within the bound.
+		lim, ok := b.admit()
+		if !ok {
+			b.refuse(ProtoUDP, netpolicy.Target{Addr: addr, Port: port}, "", lim)
+			return
+		}
 		var wq waiter.Queue
 		ep, err := r.CreateEndpoint(&wq)
 		if err != nil {
+			b.release()
 			return
 		}
 		b.wg.Add(1)
 		go func() {
 			defer b.wg.Done()
+			defer b.release()
 			b.dnsUDP(gonet.NewUDPConn(&wq, ep))
 		}()
 		return
@@ -122,7 +135,7 @@ func (b *Boundary) dnsUDP(c *gonet.UDPConn) {
 	defer stop()
 	buf := make([]byte, 64<<10)
 	for {
-		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_ = c.SetReadDeadline(time.Now().Add(dnsIdle))
 		n, err := c.Read(buf)
 		if err != nil {
 			return
