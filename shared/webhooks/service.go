@@ -36,8 +36,9 @@ type Store interface {
 // store.FanOut copes with more, should there be).
 const MaxWebhooks = 20
 
-// maxTypes bounds the types a webhook lists.
-const maxTypes = 32
+// MaxTypes bounds the types a webhook lists: room for every event type and
+// every kind prefix, with some to spare.
+const MaxTypes = 64
 
 // Service holds the webhook rules.
 type Service struct {
@@ -102,8 +103,8 @@ func checkTypes(in []string) ([]string, error) {
 	if len(in) == 0 {
 		return nil, domain.Invalid("types", `types is required: event types, kind prefixes such as "environment.", or "*" for every event`)
 	}
-	if len(in) > maxTypes {
-		return nil, domain.Invalid("types", "at most %d types", maxTypes)
+	if len(in) > MaxTypes {
+		return nil, domain.Invalid("types", "at most %d types", MaxTypes)
 	}
 	kinds := map[string]bool{}
 	for _, t := range domain.EventTypes {
