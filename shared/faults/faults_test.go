@@ -34,6 +34,7 @@ import (
 	"github.com/envlease/envlease/shared/federation"
 	"github.com/envlease/envlease/shared/httpapi"
 	"github.com/envlease/envlease/shared/keys"
+	"github.com/envlease/envlease/shared/netpolicy"
 	"github.com/envlease/envlease/shared/nodes"
 	"github.com/envlease/envlease/shared/openapi"
 	"github.com/envlease/envlease/shared/openapi/check"
@@ -193,6 +194,16 @@ func newStack(t *testing.T) *stack {
 	// below see each request's own calls only.
 	for _, tok := range []string{apitest.AliceToken, apitest.BobToken} {
 		st.must(http.MethodGet, "/v1/quotas", tok, nil, 200)
+	}
+	// A template behind a network boundary with rules, for the network
+	// routes (the shared fixture has none).
+	if err := e.Store.PutTemplate(context.Background(), "acme", domain.Template{
+		Name: "netbox", Command: []string{"sleep", "3600"}, Runtime: domain.RuntimeProcess, Pools: []string{"local"},
+		Timeouts: domain.Timeouts{Idle: domain.Duration(30 * time.Minute), Hard: domain.Duration(6 * time.Hour)}, Quota: domain.Quota{MaxLeases: 100},
+		Network: domain.NetworkRules,
+		NetworkRules: &netpolicy.Rules{Allow: []string{"example.com"}},
+	}.Normalized()); err != nil {
+		t.Fatal(err)
 	}
 	st.nodeToken = st.must(http.MethodPost, "/v1/nodes/credentials", apitest.AliceToken,
 		map[string]any{"pool": "local", "name": "faults"}, 201)["token"].(string)
@@ -519,7 +530,7 @@ func endpoints(sbx string, key string) []endpoint {
 			return request{method: "POST", path: "/v1/artifacts/" + s.artifact(true) + "/links", token: apitest.BobToken,
 				body: map[string]any{"expires": "1h"}}
 		}},
-	}, append(issuerEndpoints(), checkpointEndpoints()...)...)
+	}, append(append(issuerEndpoints(), checkpointEndpoints()...), networkAndPreviewEndpoints()...)...)
 }
 
 // deleteReported deletes the environment of a report's answer ({environment}).
@@ -532,6 +543,71 @@ func deleteHeartbeatEnvs(s *stack, res *apitest.Response) {
 	}
 }
 
+// readyOnEndpoint leases an environment of template, claimed by a new node
+// that serves an endpoint (on the loopback, so it serves previews too) and
+// reported ready with the web export.
+func (s *stack) readyOnEndpoint(template string) (node, env string) {
+	s.T.Helper()
+	body := map[string]any{"tunnelURL": "ws://127.0.0.1:1/tunnel"}
+	for k, v := range registerBody {
+		body[k] = v
+	}
+	node = s.must(http.MethodPost, "/v1/nodes", s.nodeToken, body, 201)["node"].(map[string]any)["id"].(string)
+	env = s.must(http.MethodPost, "/v1/environments", apitest.BobToken, map[string]any{"template": template}, 201)["environment"].(map[string]any)["id"].(string)
+	if got := s.must(http.MethodPost, "/v1/nodes/"+node+"/claim?wait=0s", s.nodeToken, nil, 200)["environment"].(map[string]any)["id"]; got != env {
+		s.T.Fatalf("node %s claimed %v, want %s", node, got, env)
+	}
+	report := map[string]any{"state": "ready"}
+	if template == "shell" {
+		report["exports"] = []map[string]any{{"service": "web", "target": "127.0.0.1:8080"}}
+	}
+	s.must(http.MethodPost, "/v1/nodes/"+node+"/environments/"+env+"/report", s.nodeToken, report, 200)
+	return node, env
+}
+
+// networkAndPreviewEndpoints are the routes of a ready environment's
+// network rules, network log and refusals, and its preview links. Each
+// prepares an environment of its own and deletes it afterwards.
+func networkAndPreviewEndpoints() []endpoint {
+	var env string
+	deleteEnv := func(s *stack, _ *apitest.Response) {
+		s.must(http.MethodDelete, "/v1/environments/"+env, apitest.BobToken, nil, 200)
+	}
+	preview := func(s *stack) string {
+		return s.must(http.MethodPost, "/v1/environments/"+env+"/previews", apitest.BobToken, map[string]any{"export": "web"}, 201)["id"].(string)
+	}
+	return []endpoint{
+		{name: "PATCH /v1/environments/{id}/network", status: 200, cleanup: deleteEnv, prepare: func(s *stack) request {
+			_, env = s.readyOnEndpoint("netbox")
+			return request{method: http.MethodPatch, path: "/v1/environments/" + env + "/network", token: apitest.BobToken,
+				body: map[string]any{"deny": []string{"*.example.com"}}}
+		}},
+		{name: "GET /v1/environments/{id}/network-log", status: 200, cleanup: deleteEnv, prepare: func(s *stack) request {
+			_, env = s.readyOnEndpoint("netbox")
+			return request{method: http.MethodGet, path: "/v1/environments/" + env + "/network-log", token: apitest.BobToken}
+		}},
+		{name: "POST /v1/nodes/{id}/environments/{env}/network-refused", status: 204, cleanup: deleteEnv, prepare: func(s *stack) request {
+			var node string
+			node, env = s.readyOnEndpoint("netbox")
+			return request{method: http.MethodPost, path: "/v1/nodes/" + node + "/environments/" + env + "/network-refused", token: s.nodeToken,
+				body: map[string]any{"count": 1, "refusals": []map[string]any{{"time": "2026-03-14T09:05:01Z", "proto": "tcp", "addr": "203.0.113.9", "port": 443, "rule": "no allow entry"}}}}
+		}},
+		{name: "POST /v1/environments/{id}/previews", status: 201, cleanup: deleteEnv, prepare: func(s *stack) request {
+			_, env = s.readyOnEndpoint("shell")
+			return request{method: http.MethodPost, path: "/v1/environments/" + env + "/previews", token: apitest.BobToken, body: map[string]any{"export": "web"}}
+		}},
+		{name: "GET /v1/environments/{id}/previews", status: 200, cleanup: deleteEnv, prepare: func(s *stack) request {
+			_, env = s.readyOnEndpoint("shell")
+			preview(s)
+			return request{method: http.MethodGet, path: "/v1/environments/" + env + "/previews", token: apitest.BobToken}
+		}},
+		{name: "DELETE /v1/environments/{id}/previews/{preview}", status: 204, cleanup: deleteEnv, prepare: func(s *stack) request {
+			_, env = s.readyOnEndpoint("shell")
+			return request{method: http.MethodDelete, path: "/v1/environments/" + env + "/previews/" + preview(s), token: apitest.BobToken}
+		}},
+	}
+}
+
 // tunnelEndpoint asks for a tunnel to a ready environment with an export, on
 // a node that serves tunnels; it reads and writes nothing else, so a retry
 // after a fault is the same request.
@@ -540,17 +616,7 @@ func tunnelEndpoint() endpoint {
 	return endpoint{
 		name: "POST /v1/environments/{id}/tunnel", status: 200,
 		prepare: func(s *stack) request {
-			body := map[string]any{"tunnelURL": "ws://127.0.0.1:1/tunnel"}
-			for k, v := range registerBody {
-				body[k] = v
-			}
-			node := s.must(http.MethodPost, "/v1/nodes", s.nodeToken, body, 201)["node"].(map[string]any)["id"].(string)
-			env = s.must(http.MethodPost, "/v1/environments", apitest.BobToken, map[string]any{"template": "shell"}, 201)["environment"].(map[string]any)["id"].(string)
-			if got := s.must(http.MethodPost, "/v1/nodes/"+node+"/claim?wait=0s", s.nodeToken, nil, 200)["environment"].(map[string]any)["id"]; got != env {
-				s.T.Fatalf("node %s claimed %v, want %s", node, got, env)
-			}
-			s.must(http.MethodPost, "/v1/nodes/"+node+"/environments/"+env+"/report", s.nodeToken,
-				map[string]any{"state": "ready", "exports": []map[string]any{{"service": "web", "target": "127.0.0.1:8080"}}}, 200)
+			_, env = s.readyOnEndpoint("shell")
 			return request{method: http.MethodPost, path: "/v1/environments/" + env + "/tunnel", token: apitest.BobToken}
 		},
 		cleanup: func(s *stack, _ *apitest.Response) {
