@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/envlease/envlease/shared/auth"
 	"github.com/envlease/envlease/shared/domain"
 	"github.com/envlease/envlease/shared/httpapi"
 	"github.com/envlease/envlease/shared/preview"
@@ -59,6 +60,12 @@ type PreviewLink struct {
 	URL string `json:"url"`
 }
 
+// PreviewHeir is what a preview link carries of its maker: it opens an
+// export of an environment the maker was just checked to reach
+// (environments:lease, its restrictions), so it acts with that scope, and
+// ends no later than its maker.
+var PreviewHeir = auth.Heir{What: "a preview link", ActsWith: []string{domain.ScopeEnvLease}, RestrictionsChecked: true}
+
 // CreatePreview makes a link to one export of a ready environment, after
 // writing its environment.preview event. It costs the environment's read,
 // the node's, the update of the environment's record and the event's write.
@@ -96,12 +103,19 @@ func (s *Service) CreatePreview(ctx context.Context, p domain.Principal, id stri
 		if err != nil {
 			return PreviewLink{}, err
 		}
-		// A preview ends with the environment, and never outlives the
-		// credential that made it.
+		// A preview ends with the environment, and never outlives or
+		// outranks the credential that made it (auth.Inherit). Any token
+		// that expires caps it, limited or not: the link is a bearer
+		// secret, and one made by a console sign-in should end with it.
 		exp := now.Add(ttl)
 		if e.Expires.Before(exp) {
 			exp = e.Expires
 		}
+		lim, err := auth.Inherit(p, PreviewHeir, auth.Limits{Expires: &exp})
+		if err != nil {
+			return PreviewLink{}, err
+		}
+		exp = *lim.Expires
 		if p.Expires != nil && p.Expires.Before(exp) {
 			exp = *p.Expires
 		}
