@@ -156,7 +156,7 @@ func (s *Service) CreatePreview(ctx context.Context, p domain.Principal, id stri
 }
 
 // ListPreviews returns an environment's previews, newest first, with the
-// URLs of those that still open.
+// URLs of those that still open and are the caller's own to see again.
 func (s *Service) ListPreviews(ctx context.Context, p domain.Principal, id string) ([]PreviewLink, error) {
 	e, err := s.getActing(ctx, p, id)
 	if err != nil {
@@ -167,7 +167,7 @@ func (s *Service) ListPreviews(ctx context.Context, p domain.Principal, id strin
 	out := make([]PreviewLink, 0, len(kept))
 	var signer func(domain.Preview) (PreviewLink, error)
 	for _, pv := range kept {
-		if !pv.Live(now) || e.State != domain.StateReady {
+		if !pv.Live(now) || e.State != domain.StateReady || !mayShowLink(p, pv) {
 			out = append(out, PreviewLink{Preview: pv})
 			continue
 		}
@@ -191,6 +191,18 @@ func (s *Service) ListPreviews(ctx context.Context, p domain.Principal, id strin
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Created.After(out[j].Created) })
 	return out, nil
+}
+
+// mayShowLink says whether a listing may sign pv's link again for p. A
+// link is a bearer secret that acts until it expires, so listing it is
+// making it anew: only its creator sees it again, and only when it does
+// not outlive the caller's own token, or a short-lived token (an exchanged
+// CI token, a teammate's) would collect longer links than it could make.
+func mayShowLink(p domain.Principal, pv domain.Preview) bool {
+	if pv.CreatedBy == "" || pv.CreatedBy != createdBy(p) {
+		return false
+	}
+	return p.Expires == nil || !pv.Expires.After(*p.Expires)
 }
 
 // RevokePreview ends a preview: the node hears of it with its next
