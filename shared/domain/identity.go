@@ -159,6 +159,9 @@ type ConsoleCode struct {
 	KeyHash string
 	Created time.Time
 	Expires time.Time
+	// TokenExpires bounds the console token the code buys: its maker's
+	// expiry as auth.Inherit carried it, nil when the maker has none.
+	TokenExpires *time.Time
 }
 
 // ConsoleCodeSpent is the refusal of a console code that is unknown, used or

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/envlease/envlease/shared/auth"
 	"github.com/envlease/envlease/shared/domain"
 	"github.com/envlease/envlease/shared/httpapi"
 	"github.com/envlease/envlease/shared/preview"
@@ -59,6 +60,12 @@ type PreviewLink struct {
 	URL string `json:"url"`
 }
 
+// PreviewHeir is what a preview link carries of its maker: it opens an
+// export of an environment the maker was just checked to reach
+// (environments:lease, its restrictions), so it acts with that scope, and
+// ends no later than its maker.
+var PreviewHeir = auth.Heir{What: "a preview link", ActsWith: []string{domain.ScopeEnvLease}, RestrictionsChecked: true}
+
 // CreatePreview makes a link to one export of a ready environment, after
 // writing its environment.preview event. It costs the environment's read,
 // the node's, the update of the environment's record and the event's write.
@@ -96,12 +103,19 @@ func (s *Service) CreatePreview(ctx context.Context, p domain.Principal, id stri
 		if err != nil {
 			return PreviewLink{}, err
 		}
-		// A preview ends with the environment, and never outlives the
-		// credential that made it.
+		// A preview ends with the environment, and never outlives or
+		// outranks the credential that made it (auth.Inherit). Any token
+		// that expires caps it, limited or not: the link is a bearer
+		// secret, and one made by a console sign-in should end with it.
 		exp := now.Add(ttl)
 		if e.Expires.Before(exp) {
 			exp = e.Expires
 		}
+		lim, err := auth.Inherit(p, PreviewHeir, auth.Limits{Expires: &exp})
+		if err != nil {
+			return PreviewLink{}, err
+		}
+		exp = *lim.Expires
 		if p.Expires != nil && p.Expires.Before(exp) {
 			exp = *p.Expires
 		}
@@ -142,7 +156,7 @@ func (s *Service) CreatePreview(ctx context.Context, p domain.Principal, id stri
 }
 
 // ListPreviews returns an environment's previews, newest first, with the
-// URLs of those that still open.
+// URLs of those that still open and are the caller's own to see again.
 func (s *Service) ListPreviews(ctx context.Context, p domain.Principal, id string) ([]PreviewLink, error) {
 	e, err := s.getActing(ctx, p, id)
 	if err != nil {
@@ -153,7 +167,7 @@ func (s *Service) ListPreviews(ctx context.Context, p domain.Principal, id strin
 	out := make([]PreviewLink, 0, len(kept))
 	var signer func(domain.Preview) (PreviewLink, error)
 	for _, pv := range kept {
-		if !pv.Live(now) || e.State != domain.StateReady {
+		if !pv.Live(now) || e.State != domain.StateReady || !mayShowLink(p, pv) {
 			out = append(out, PreviewLink{Preview: pv})
 			continue
 		}
@@ -177,6 +191,18 @@ func (s *Service) ListPreviews(ctx context.Context, p domain.Principal, id strin
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Created.After(out[j].Created) })
 	return out, nil
+}
+
+// mayShowLink says whether a listing may sign pv's link again for p. A
+// link is a bearer secret that acts until it expires, so listing it is
+// making it anew: only its creator sees it again, and only when it does
+// not outlive the caller's own token, or a short-lived token (an exchanged
+// CI token, a teammate's) would collect longer links than it could make.
+func mayShowLink(p domain.Principal, pv domain.Preview) bool {
+	if pv.CreatedBy == "" || pv.CreatedBy != createdBy(p) {
+		return false
+	}
+	return p.Expires == nil || !pv.Expires.After(*p.Expires)
 }
 
 // RevokePreview ends a preview: the node hears of it with its next

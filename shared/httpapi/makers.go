@@ -10,14 +10,15 @@ import "maps"
 // this table or routeNotMakers, and drives each maker with scoped,
 // restricted and expiring tokens.
 var routeMakers = map[string]string{
-	"POST /v1/tokens":                   "a CLI token",
-	"POST /v1/keys":                     "an organization key",
-	"POST /v1/console/codes":            "a console sign-in code",
-	"POST /v1/issuers":                  "a trusted issuer",
-	"POST /v1/nodes/credentials":        "a node credential",
-	"POST /v1/webhooks":                 "a webhook",
-	"POST /v1/artifacts/{id}/links":     "a download link",
-	"POST /v1/environments/{id}/tunnel": "a tunnel ticket",
+	"POST /v1/tokens":                     "a CLI token",
+	"POST /v1/keys":                       "an organization key",
+	"POST /v1/console/codes":              "a console sign-in code",
+	"POST /v1/issuers":                    "a trusted issuer",
+	"POST /v1/nodes/credentials":          "a node credential",
+	"POST /v1/webhooks":                   "a webhook",
+	"POST /v1/artifacts/{id}/links":       "a download link",
+	"POST /v1/environments/{id}/tunnel":   "a tunnel ticket",
+	"POST /v1/environments/{id}/previews": "a preview link, a bearer URL that opens an export until it expires",
 }
 
 // routeNotMakers are the other write routes a token may call, each with why
@@ -35,6 +36,7 @@ var routeNotMakers = map[string]string{
 	"PUT /v1/usage/settings":                             "an organization setting, which grants nothing",
 	"PUT /v1/budgets/{id}":                               "a budget, which grants nothing",
 	"POST /v1/webhooks/{id}/deliveries/{delivery}/retry": "queues a delivery again to an existing webhook",
+	"PATCH /v1/environments/{id}/network":                "changes the network rules of an environment, which grant nothing to anyone",
 }
 
 // MakerTable is a copy of routeMakers, for the docs and tests.

@@ -64,6 +64,9 @@ func TestEveryMakerInherits(t *testing.T) {
 type makerWorld struct {
 	*apitest.Env
 	t *testing.T
+	// ready is the environment readyEnvironment made, which every case
+	// shares: the shell template's quota allows two at once.
+	ready string
 }
 
 // makerCase drives one maker route: request builds its path and body (with
@@ -130,6 +133,14 @@ var makerCases = map[string]makerCase{
 	"POST /v1/environments/{id}/tunnel": {
 		request: func(w *makerWorld) (string, any) { return "/v1/environments/" + w.readyEnvironment() + "/tunnel", nil },
 		expires: field("expires"), scoped: 200, restricted: 200,
+	},
+	"POST /v1/environments/{id}/previews": {
+		// A preview link opens an export to whoever holds it: it asks for
+		// a day, and gets no more than its maker has left.
+		request: func(w *makerWorld) (string, any) {
+			return "/v1/environments/" + w.readyEnvironment() + "/previews", map[string]any{"expires": "24h"}
+		},
+		expires: field("expires"), scoped: 201, restricted: 201,
 	},
 }
 
@@ -256,10 +267,13 @@ func (w *makerWorld) sealedArtifact() string {
 }
 
 // readyEnvironment leases a shell environment with bob's token and makes it
-// ready on a node that serves tunnels.
+// ready on a node that serves tunnels, once.
 func (w *makerWorld) readyEnvironment() string {
 	t := w.t
 	t.Helper()
+	if w.ready != "" {
+		return w.ready
+	}
 	cr := w.Do(http.MethodPost, "/v1/nodes/credentials", apitest.AliceToken, map[string]any{"pool": "local", "name": "rack"})
 	cred, _ := cr.Map(t)["token"].(string)
 	reg := w.Do(http.MethodPost, "/v1/nodes", cred, map[string]any{"name": "n1", "address": "127.0.0.1", "capacity": 4,
@@ -279,5 +293,6 @@ func (w *makerWorld) readyEnvironment() string {
 	if r := w.Do(http.MethodPost, "/v1/nodes/"+node+"/environments/"+id+"/report", cred, ready); r.Status != http.StatusOK {
 		t.Fatalf("ready: %d %s", r.Status, r.Body)
 	}
+	w.ready = id
 	return id
 }

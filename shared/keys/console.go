@@ -57,15 +57,18 @@ func (s *Service) CreateConsoleCode(ctx context.Context, p domain.Principal) (Co
 	}
 	// The console token a code buys has every right of the person: a
 	// scoped or restricted token asking for one would step out of its
-	// limits (auth.Inherit refuses it).
-	if _, err := auth.Inherit(p, ConsoleHeir, auth.Limits{}); err != nil {
+	// limits (auth.Inherit refuses it). What it lets the code carry, an
+	// expiry, goes on the code, so the token it buys never outlives its
+	// maker even if the refusal above is ever relaxed.
+	lim, err := auth.Inherit(p, ConsoleHeir, auth.Limits{})
+	if err != nil {
 		return ConsoleCode{}, err
 	}
 	now := s.clock.Now()
 	code, _, hash := auth.NewToken(PrefixConsoleCode)
 	c := domain.ConsoleCode{
 		Hash: hash, OrgID: p.OrgID, UserID: p.UserID, Role: p.Role, KeyHash: p.KeyHash,
-		Created: now, Expires: now.Add(ConsoleCodeLifetime),
+		Created: now, Expires: now.Add(ConsoleCodeLifetime), TokenExpires: lim.Expires,
 	}
 	if err := s.store.PutConsoleCode(ctx, c); err != nil {
 		return ConsoleCode{}, err
@@ -114,6 +117,17 @@ func (s *Service) exchange(ctx context.Context, code string) (Issued, error) {
 	}
 	p := domain.Principal{OrgID: c.OrgID, UserID: c.UserID, Role: c.Role, Credential: domain.CredentialCLI}
 	expires := now.Add(ConsoleTokenLifetime).UTC()
+	// The console token ends no later than the token that asked for the
+	// code (auth.Inherit put its expiry on the code); one that has ended
+	// buys nothing.
+	if c.TokenExpires != nil {
+		if !now.Before(*c.TokenExpires) {
+			return Issued{}, domain.ConsoleCodeSpent()
+		}
+		if c.TokenExpires.Before(expires) {
+			expires = c.TokenExpires.UTC()
+		}
+	}
 	token, k := NewKey(p, ConsoleTokenName, "console", auth.PrefixCLI, domain.APIKey{
 		Credential: domain.CredentialCLI, UserID: c.UserID, Role: c.Role,
 		Owner: domain.Owner{Kind: "user", ID: c.UserID}, Expires: &expires,

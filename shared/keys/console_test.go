@@ -1,6 +1,7 @@
 package keys_test
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"sync"
@@ -8,6 +9,8 @@ import (
 	"time"
 
 	"github.com/envlease/envlease/shared/apitest"
+	"github.com/envlease/envlease/shared/auth"
+	"github.com/envlease/envlease/shared/domain"
 	"github.com/envlease/envlease/shared/keys"
 )
 
@@ -235,6 +238,60 @@ func TestConsoleCodeRefusedToLimitedTokens(t *testing.T) {
 			res.JSON(t, &tok)
 			if res := e.Do(http.MethodPost, "/v1/console/codes", tok.Token, nil); res.Status != http.StatusForbidden {
 				t.Fatalf("a %s token asked for a code: %d %s", tc.name, res.Status, res.Body)
+			}
+		})
+	}
+}
+
+// The console token a code buys ends no later than the token that asked for
+// it: an expiring token is refused a code outright, and a code that carries
+// its maker's expiry (auth.Inherit's answer, stored on the code) buys a
+// token capped by it, or nothing once it has passed.
+func TestConsoleTokenNeverOutlivesItsMaker(t *testing.T) {
+	e := newEnv(t)
+	res := e.Do(http.MethodPost, "/v1/tokens", apitest.BobToken, map[string]any{"name": "short", "expiresIn": "10m"})
+	var tok struct {
+		Token string `json:"token"`
+	}
+	res.JSON(t, &tok)
+	if res.Status != http.StatusCreated {
+		t.Fatalf("token: %d %s", res.Status, res.Body)
+	}
+	if res := e.Do(http.MethodPost, "/v1/console/codes", tok.Token, nil); res.Status != http.StatusForbidden {
+		t.Fatalf("a 10-minute token asked for a code: %d %s", res.Status, res.Body)
+	}
+	now := e.Clock.Now()
+	for _, c := range []struct {
+		name   string
+		maker  time.Time
+		status int
+	}{
+		{"maker expires in 10m", now.Add(10 * time.Minute), http.StatusCreated},
+		{"maker has expired", now.Add(-time.Second), http.StatusUnauthorized},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			code, _, hash := auth.NewToken(keys.PrefixConsoleCode)
+			maker := c.maker.UTC()
+			if err := e.Store.PutConsoleCode(context.Background(), domain.ConsoleCode{Hash: hash, OrgID: "acme", UserID: "bob",
+				Role: domain.RoleMember, KeyHash: auth.HashToken(apitest.BobToken), Created: now,
+				Expires: now.Add(keys.ConsoleCodeLifetime), TokenExpires: &maker}); err != nil {
+				t.Fatal(err)
+			}
+			res := e.Do(http.MethodPost, "/v1/console/sessions", "", map[string]any{"code": code})
+			if res.Status != c.status {
+				t.Fatalf("exchange: %d %s, want %d", res.Status, res.Body, c.status)
+			}
+			if c.status != http.StatusCreated {
+				return
+			}
+			var out struct {
+				APIKey struct {
+					Expires time.Time `json:"expires"`
+				} `json:"apiKey"`
+			}
+			res.JSON(t, &out)
+			if !out.APIKey.Expires.Equal(maker) {
+				t.Fatalf("console token expires at %s, its maker at %s", out.APIKey.Expires, maker)
 			}
 		})
 	}

@@ -126,6 +126,11 @@ func poolHost(rt route) string {
 	return strings.TrimPrefix(rt.env, envPrefix) + ".env:" + port
 }
 
+// maxCookies bounds the cookies of the proxy's name a request has checked:
+// each costs a signature check, and a page can plant many. Those past it
+// are ignored, not refused.
+const maxCookies = 8
+
 // ServeHTTP checks the request's token (in the query, first) or cookie and
 // proxies it, or answers the refusal page.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -134,45 +139,47 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuse(w)
 		return
 	}
-	tok, inQuery := queryToken(r)
-	var cookies []string
-	if !inQuery {
-		// Another host under the same domain may have set a cookie of the
-		// same name for the whole domain (an app in another environment):
-		// any one of them that is valid for this host opens it.
-		for _, c := range r.Cookies() {
-			if c.Name == Cookie && c.Value != "" {
-				cookies = append(cookies, c.Value)
-			}
+	if tok, inQuery := queryToken(r); inQuery {
+		c, _, err := h.check(tok, r.Host, env)
+		if err != nil {
+			h.cfg.Log.Info("preview refused", "host", r.Host, "remote", r.RemoteAddr, "reason", err.Error())
+			refuse(w)
+			return
 		}
-		if len(cookies) > 0 {
-			tok = cookies[0]
-		}
-	}
-	if tok == "" {
-		if h.cfg.Public != nil {
-			if target, ok := h.cfg.Public(env, export); ok {
-				h.serve(w, r, route{env: env, target: target})
-				return
-			}
-		}
-		refuse(w)
-		return
-	}
-	c, target, err := h.check(tok, r.Host, env)
-	for i := 1; err != nil && i < len(cookies) && i < 8; i++ {
-		c, target, err = h.check(cookies[i], r.Host, env)
-	}
-	if err != nil {
-		h.cfg.Log.Info("preview refused", "host", r.Host, "remote", r.RemoteAddr, "reason", err.Error())
-		refuse(w)
-		return
-	}
-	if inQuery {
 		h.trade(w, r, tok, c)
 		return
 	}
-	h.serve(w, r, route{env: env, target: target})
+	// Another host under the same domain may have set a cookie of the
+	// same name for the whole domain (an app in another environment, or
+	// one planted to lock this host): any one that is valid for this host
+	// opens it, and when none is the request is one without a token, which
+	// a public export still serves.
+	var reason error
+	seen := 0
+	for _, ck := range r.Cookies() {
+		if ck.Name != Cookie || ck.Value == "" {
+			continue
+		}
+		if seen++; seen > maxCookies {
+			break
+		}
+		_, target, err := h.check(ck.Value, r.Host, env)
+		if err == nil {
+			h.serve(w, r, route{env: env, target: target})
+			return
+		}
+		reason = err
+	}
+	if h.cfg.Public != nil {
+		if target, ok := h.cfg.Public(env, export); ok {
+			h.serve(w, r, route{env: env, target: target})
+			return
+		}
+	}
+	if reason != nil {
+		h.cfg.Log.Info("preview refused", "host", r.Host, "remote", r.RemoteAddr, "reason", reason.Error())
+	}
+	refuse(w)
 }
 
 // check verifies a token for host and env and returns its claims and the
@@ -240,13 +247,10 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, rt route) {
 	h.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), routeKey{}, rt)))
 }
 
-// remote is the browser's address: the first X-Forwarded-For hop when a
-// load balancer is in front, else the connection's.
+// remote is the browser's address: the connection's peer. X-Forwarded-For
+// is the client's to write, so it is not believed: the node has no setting
+// that says a proxy it trusts stands in front of it.
 func remote(r *http.Request) string {
-	if f := r.Header.Get("X-Forwarded-For"); f != "" {
-		first, _, _ := strings.Cut(f, ",")
-		return strings.TrimSpace(first)
-	}
 	if h, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
 		return h
 	}

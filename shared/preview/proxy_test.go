@@ -85,6 +85,7 @@ type node struct {
 	revoked  atomic.Bool
 	activity atomic.Int64
 	opened   atomic.Int64
+	from     atomic.Value // the Remote of the last opening
 	url      string
 	port     string
 }
@@ -109,7 +110,7 @@ func newNode(t *testing.T) *node {
 		},
 		Revoked:  func(e, p string) bool { return n.revoked.Load() && p == "pv_1" },
 		Activity: func(string) { n.activity.Add(1) },
-		Opened:   func(preview.Opened) { n.opened.Add(1) },
+		Opened:   func(o preview.Opened) { n.opened.Add(1); n.from.Store(o.Remote) },
 		Log:      slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Public: func(e, x string) (string, bool) {
 			return n.target, e == env && x == "open"
@@ -354,5 +355,87 @@ func TestHostNames(t *testing.T) {
 	}
 	if _, err := preview.Label("Web", env); err == nil {
 		t.Error("an export with capitals has no label")
+	}
+}
+
+// An opening's address is the connection's peer: a client's own
+// X-Forwarded-For is not believed.
+func TestOpenedFromIsThePeer(t *testing.T) {
+	n := newNode(t)
+	req, err := http.NewRequest(http.MethodGet, n.link("web", "/", n.token(t, "web", time.Now().Add(time.Hour), nil)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-Forwarded-For", "203.0.113.9, 198.51.100.1")
+	c := n.client(t)
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	res, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusFound || n.opened.Load() != 1 {
+		t.Fatalf("opening: %d, %d openings", res.StatusCode, n.opened.Load())
+	}
+	if from, _ := n.from.Load().(string); from != "127.0.0.1" {
+		t.Fatalf("opened from %q, want the peer 127.0.0.1", from)
+	}
+}
+
+// Cookies of the proxy's name that do not open this host (another app's
+// domain-wide cookie, or one planted to lock it) block neither a public
+// export nor a valid cookie or link; past a bound they are ignored, not
+// refused.
+func TestStrayCookiesBlockNothing(t *testing.T) {
+	n := newNode(t)
+	hour := time.Now().Add(time.Hour)
+	valid := n.token(t, "web", hour, nil)
+	other := n.token(t, "api", hour, nil) // valid, for another host
+	stray := func(k int) []string {
+		out := make([]string, k)
+		for i := range out {
+			out[i] = other
+			if i%2 == 1 {
+				out[i] = "garbage"
+			}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name    string
+		export  string
+		token   string // in the query
+		cookies []string
+		want    int
+	}{
+		{"public export, a stray cookie", "open", "", stray(1), http.StatusOK},
+		{"public export, many stray cookies", "open", "", stray(40), http.StatusOK},
+		{"a valid cookie after stray ones", "web", "", append(stray(3), valid), http.StatusOK},
+		{"a valid link with stray cookies", "web", valid, stray(3), http.StatusFound},
+		{"only stray cookies, not public", "web", "", stray(40), http.StatusForbidden},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := http.NewRequest(http.MethodGet, n.link(tc.export, "/", tc.token), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, v := range tc.cookies {
+				req.AddCookie(&http.Cookie{Name: preview.Cookie, Value: v})
+			}
+			c := &http.Client{Transport: n.client(t).Transport,
+				CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+			res, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode != tc.want {
+				t.Fatalf("%d %q, want %d", res.StatusCode, b, tc.want)
+			}
+			if tc.want == http.StatusOK && strings.Contains(string(b), preview.Cookie) {
+				t.Fatalf("the app saw the proxy's cookie: %q", b)
+			}
+		})
 	}
 }

@@ -22,7 +22,9 @@ type consoleCodeItem struct {
 	KeyHash string    `dynamodbav:"keyHash"`
 	Created time.Time `dynamodbav:"created"`
 	Expires time.Time `dynamodbav:"expires"`
-	TTL     int64     `dynamodbav:"ttl"`
+	// TokenExpires caps the console token's expiry (its maker's).
+	TokenExpires *time.Time `dynamodbav:"tokenExpires,omitempty"`
+	TTL          int64      `dynamodbav:"ttl"`
 }
 
 func consoleCodePK(hash string) string { return "CONSOLECODE#" + hash }
@@ -33,7 +35,7 @@ const consoleCodeSK = "CODE"
 func (s *Store) PutConsoleCode(ctx context.Context, c domain.ConsoleCode) error {
 	return s.putNew(ctx, "put console code", consoleCodeItem{
 		PK: consoleCodePK(c.Hash), SK: consoleCodeSK, OrgID: c.OrgID, UserID: c.UserID, Role: string(c.Role),
-		KeyHash: c.KeyHash, Created: c.Created, Expires: c.Expires, TTL: c.Expires.Unix(),
+		KeyHash: c.KeyHash, Created: c.Created, Expires: c.Expires, TokenExpires: c.TokenExpires, TTL: c.Expires.Unix(),
 	}, "a console code with this hash already exists")
 }
 
@@ -44,10 +46,15 @@ func (s *Store) GetConsoleCode(ctx context.Context, hash string) (domain.Console
 	if err != nil {
 		return domain.ConsoleCode{}, err
 	}
-	return domain.ConsoleCode{
+	c := domain.ConsoleCode{
 		Hash: hash, OrgID: it.OrgID, UserID: it.UserID, Role: domain.Role(it.Role), KeyHash: it.KeyHash,
 		Created: it.Created.UTC(), Expires: it.Expires.UTC(),
-	}, nil
+	}
+	if it.TokenExpires != nil {
+		at := it.TokenExpires.UTC()
+		c.TokenExpires = &at
+	}
+	return c, nil
 }
 
 // ExchangeConsoleCode spends a sign-in code and stores the console token k

@@ -57,16 +57,25 @@ export function previewsPanel(id) {
         select);
     });
     parts.push(...makers);
-    const live = (previews || []).filter((p) => p.url);
+    // The service shows a link again only to whoever made it, and only when
+    // it ends no later than this sign-in: the others are listed, to revoke.
+    const live = (previews || []).filter((p) => !p.revoked && new Date(p.expires) > new Date());
     parts.push(live.length
       ? table(['Export', 'Expires', 'Link', ''], live.map((p) => {
         const copied = h('span', { role: 'status', class: 'hint' });
+        const revokeButton = h('button', { type: 'button', class: 'danger', text: 'Revoke', onclick: () => revoke(p) });
+        if (!p.url) {
+          return h('tr', { 'data-preview': p.id },
+            h('td', { text: p.export }),
+            h('td', {}, timeEl(p.expires)),
+            h('td', { class: 'muted', text: `Link hidden: it is shown only to its maker (${p.createdBy}), on a sign-in that lasts as long as it` }),
+            h('td', {}, h('div', { class: 'actions' }, revokeButton)));
+        }
         return h('tr', { 'data-preview': p.id },
           h('td', { text: p.export }),
           h('td', {}, timeEl(p.expires)),
           h('td', {}, h('a', { href: p.url, target: '_blank', rel: 'noopener noreferrer', text: `Open ${p.host}` })),
-          h('td', {}, h('div', { class: 'actions' }, copyButton(p.url, copied, 'Copy link'),
-            h('button', { type: 'button', class: 'danger', text: 'Revoke', onclick: () => revoke(p) }), copied)));
+          h('td', {}, h('div', { class: 'actions' }, copyButton(p.url, copied, 'Copy link'), revokeButton, copied)));
       }))
       : h('p', { class: 'muted', text: previews ? 'No open preview links.' : 'Loading…' }));
     parts.push(status);
