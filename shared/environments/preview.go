@@ -155,6 +155,16 @@ func (s *Service) CreatePreview(ctx context.Context, p domain.Principal, id stri
 	}
 }
 
+// noPreviewNode says the environment has no node that serves its previews
+// now (gone, inactive, without an endpoint): its links are listed empty.
+func noPreviewNode(err error) bool {
+	switch domain.ErrorCode(err) {
+	case domain.CodeConflict, domain.CodeNotFound, domain.CodeGone:
+		return true
+	}
+	return false
+}
+
 // ListPreviews returns an environment's previews, newest first, with the
 // URLs of those that still open and are the caller's own to see again.
 func (s *Service) ListPreviews(ctx context.Context, p domain.Principal, id string) ([]PreviewLink, error) {
@@ -173,7 +183,13 @@ func (s *Service) ListPreviews(ctx context.Context, p domain.Principal, id strin
 		}
 		if signer == nil {
 			signer = func(domain.Preview) (PreviewLink, error) { return PreviewLink{}, nil }
-			if n, err := s.previewNode(ctx, p, e); err == nil {
+			n, err := s.previewNode(ctx, p, e)
+			if err != nil && !noPreviewNode(err) {
+				// The store did not answer: a listing without the links
+				// would look as if they no longer open.
+				return nil, err
+			}
+			if err == nil {
 				if base, err := s.previewBase(n); err == nil {
 					signer = func(pv domain.Preview) (PreviewLink, error) {
 						x, _ := pickExport(e, pv.Export)
