@@ -200,7 +200,7 @@ func newStack(t *testing.T) *stack {
 	if err := e.Store.PutTemplate(context.Background(), "acme", domain.Template{
 		Name: "netbox", Command: []string{"sleep", "3600"}, Runtime: domain.RuntimeProcess, Pools: []string{"local"},
 		Timeouts: domain.Timeouts{Idle: domain.Duration(30 * time.Minute), Hard: domain.Duration(6 * time.Hour)}, Quota: domain.Quota{MaxLeases: 100},
-		Network: domain.NetworkRules,
+		Network:      domain.NetworkRules,
 		NetworkRules: &netpolicy.Rules{Allow: []string{"example.com"}},
 	}.Normalized()); err != nil {
 		t.Fatal(err)
