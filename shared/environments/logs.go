@@ -109,6 +109,14 @@ func (s *Service) keptLog(ctx context.Context, p domain.Principal, e domain.Envi
 }
 
 func (s *Service) liveLog(ctx context.Context, p domain.Principal, e domain.Environment) (LiveLog, error) {
+	return s.liveOnNode(ctx, p, e, "live logs", tunnel.LogsURL, ticket.OpenLogs)
+}
+
+// liveOnNode is where a live log of the environment is read on its node
+// (what: "live logs", "network logs"): the node's endpoint (url of its
+// tunnel URL) and a ticket that opens only that (open), valid
+// LogTicketTTL.
+func (s *Service) liveOnNode(ctx context.Context, p domain.Principal, e domain.Environment, what string, url func(string) string, open string) (LiveLog, error) {
 	n, err := s.store.GetNode(ctx, p.OrgID, e.Node)
 	if err != nil && domain.ErrorCode(err) != domain.CodeNotFound {
 		return LiveLog{}, err
@@ -116,12 +124,12 @@ func (s *Service) liveLog(ctx context.Context, p domain.Principal, e domain.Envi
 	if err != nil || n.State != domain.NodeActive {
 		return LiveLog{}, domain.Errorf(domain.CodeConflict, "the node that runs environment %s is no longer active; the environment is about to fail", e.ID)
 	}
-	u := tunnel.LogsURL(n.TunnelURL)
+	u := url(n.TunnelURL)
 	if u == "" || len(n.TunnelKey) == 0 {
-		return LiveLog{}, domain.Errorf(domain.CodeConflict, "node %s, which runs environment %s, serves no live logs: its agent registered without an endpoint (an older agent, or one started with -no-tunnel)", n.ID, e.ID)
+		return LiveLog{}, domain.Errorf(domain.CodeConflict, "node %s, which runs environment %s, serves no %s: its agent registered without an endpoint (an older agent, or one started with -no-tunnel)", n.ID, e.ID, what)
 	}
 	exp := s.clock.Now().Add(LogTicketTTL).Truncate(time.Second).UTC()
-	t, err := ticket.Sign(n.TunnelKey, ticket.Claims{Org: p.OrgID, Env: e.ID, Node: n.ID, Open: ticket.OpenLogs, Exp: exp.Unix()})
+	t, err := ticket.Sign(n.TunnelKey, ticket.Claims{Org: p.OrgID, Env: e.ID, Node: n.ID, Open: open, Exp: exp.Unix()})
 	if err != nil {
 		return LiveLog{}, domain.Internal(err)
 	}

@@ -3,7 +3,6 @@ package environments
 import (
 	"context"
 	"net/http"
-	"time"
 
 	"github.com/envlease/envlease/shared/domain"
 	"github.com/envlease/envlease/shared/httpapi"
@@ -113,23 +112,11 @@ func (s *Service) NetworkLog(ctx context.Context, p domain.Principal, id string)
 	case e.State == domain.StatePending || (e.State.Live() && e.Node == ""):
 		return Logs{}, domain.Errorf(domain.CodeConflict, "environment %s is pending: its network log begins once a node claims it; ask again shortly", e.ID)
 	case e.State.Live():
-		n, err := s.store.GetNode(ctx, p.OrgID, e.Node)
-		if err != nil && domain.ErrorCode(err) != domain.CodeNotFound {
+		live, err := s.liveOnNode(ctx, p, e, "network logs", tunnel.NetLogURL, ticket.OpenNetLog)
+		if err != nil {
 			return Logs{}, err
 		}
-		if err != nil || n.State != domain.NodeActive {
-			return Logs{}, domain.Errorf(domain.CodeConflict, "the node that runs environment %s is no longer active; the environment is about to fail", e.ID)
-		}
-		u := tunnel.NetLogURL(n.TunnelURL)
-		if u == "" || len(n.TunnelKey) == 0 {
-			return Logs{}, domain.Errorf(domain.CodeConflict, "node %s, which runs environment %s, serves no live logs: its agent registered without an endpoint", n.ID, e.ID)
-		}
-		exp := s.clock.Now().Add(LogTicketTTL).Truncate(time.Second).UTC()
-		t, err := ticket.Sign(n.TunnelKey, ticket.Claims{Org: p.OrgID, Env: e.ID, Node: n.ID, Open: ticket.OpenNetLog, Exp: exp.Unix()})
-		if err != nil {
-			return Logs{}, domain.Internal(err)
-		}
-		out.Live = &LiveLog{URL: u, Ticket: t, Expires: exp}
+		out.Live = &live
 		return out, nil
 	}
 	if e.NetworkLog == "" {
