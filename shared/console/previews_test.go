@@ -40,11 +40,15 @@ func TestConsolePreviewLinks(t *testing.T) {
 	b := newBrowser(t)
 	b.signInByLink(t, stack.URL, clienttest.BobToken)
 	b.do(t, "the environment", chromedp.Navigate(stack.URL+"/#/environments/"+id))
-	b.do(t, "make a link", chromedp.Click(chromedp.CSS("#env-previews button[data-make-preview]")))
+	// The panel draws itself again once its previews are read: wait for
+	// that, then click in the page, so the click never lands on a button
+	// the panel has just replaced.
+	b.until(t, "the previews read", `(document.getElementById('env-previews')?.textContent || '').includes('No open preview links.')`)
+	eval[bool](t, b, `(() => { document.querySelector('#env-previews button[data-make-preview]').click(); return true; })()`)
 	b.until(t, "the link listed", `document.querySelector('#env-previews [data-preview] a[href*="envlease_preview="]') !== null`)
 	b.shot(t, "environment-previews")
 	link := eval[string](t, b, `document.querySelector('#env-previews [data-preview] a').href`)
-	b.do(t, "revoke it", chromedp.Click(chromedp.CSS("#env-previews [data-preview] button.danger")))
+	eval[bool](t, b, `(() => { document.querySelector('#env-previews [data-preview] button.danger').click(); return true; })()`)
 	b.until(t, "the link gone", `document.querySelector('#env-previews [data-preview]') === null`)
 
 	// The revoked link shows the node's refusal, once the node has heard.
