@@ -3,6 +3,7 @@ package console_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -27,6 +28,23 @@ func TestConsoleUsageGroupsCostAndBudgets(t *testing.T) {
 	apiCall(t, stack.URL, clienttest.BobToken, "POST", "/v1/environments", map[string]any{
 		"template": "sleeper", "labels": map[string]string{"team": "red"},
 	}, nil)
+	// Usage counts whole seconds: the page has a row for team red once the
+	// environment has run one (within the lease's second it has none).
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		var u struct {
+			Usage []struct {
+				Group   string `json:"group"`
+				Seconds int64  `json:"seconds"`
+			} `json:"usage"`
+		}
+		apiCall(t, stack.URL, clienttest.BobToken, "GET", "/v1/usage?by=label:team", nil, &u)
+		if len(u.Usage) > 0 && u.Usage[0].Seconds > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no usage of team red's environment after a minute: %+v", u)
+		}
+	}
 
 	b := newBrowser(t)
 	b.signInByLink(t, stack.URL, clienttest.BobToken)
