@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -153,15 +155,33 @@ func execCommand() int {
 			return fail("", err)
 		}
 	}
-	if addressSpace != nil {
-		// Lowering a limit needs no privilege, so the user may set it.
-		if err := syscall.Setrlimit(unix.RLIMIT_AS, addressSpace); err != nil {
-			warns = append(warns, fmt.Sprintf("limit %d: %v", unix.RLIMIT_AS, err))
-		}
+	// Everything the exec needs is made now: once the address space is
+	// limited, this Go program (whose runtime may already hold more than
+	// the limit) must not allocate, or its runtime dies (exit 2) before
+	// the command starts.
+	path, err := syscall.BytePtrFromString(cfg.Path)
+	if err != nil {
+		return fail("", err)
+	}
+	argv, err := syscall.SlicePtrFromStrings(cfg.Args)
+	if err != nil {
+		return fail("", err)
+	}
+	envv, err := syscall.SlicePtrFromStrings(cfg.Env)
+	if err != nil {
+		return fail("", err)
 	}
 	// Started: a reader whose copy of the reports outlives the exec (the
 	// nsenter that is the parent of an exec's command) learns it here.
 	say(report{Warnings: warns, Started: true})
-	err := syscall.Exec(cfg.Path, cfg.Args, cfg.Env)
-	return fail("", err)
+	if addressSpace != nil {
+		// No collection runs (it could map memory) between the limit and
+		// the exec. Lowering a limit needs no privilege, so the user may
+		// set it, and it cannot fail for a lower value.
+		debug.SetGCPercent(-1)
+		_ = syscall.Setrlimit(unix.RLIMIT_AS, addressSpace)
+	}
+	_, _, errno := syscall.RawSyscall(syscall.SYS_EXECVE, uintptr(unsafe.Pointer(path)),
+		uintptr(unsafe.Pointer(&argv[0])), uintptr(unsafe.Pointer(&envv[0])))
+	return fail("", errno)
 }
