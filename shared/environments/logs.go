@@ -54,10 +54,33 @@ type KeptLog struct {
 	Expires  *time.Time `json:"expires,omitempty"`
 }
 
+// logKind is one log an environment has on its node and keeps when it
+// ends: its log, or its network log.
+type logKind struct {
+	name    string                          // "log", "network log"
+	url     func(tunnelURL string) string   // the node's endpoint that serves it live
+	open    string                          // the ticket's kind
+	kept    func(domain.Environment) string // the artifact that keeps it
+	noneWhy string                          // why an ended environment may have none
+}
+
+var (
+	envLog = logKind{name: "log", url: tunnel.LogsURL, open: ticket.OpenLogs,
+		kept: func(e domain.Environment) string { return e.Log }, noneWhy: "its agent keeps none"}
+	envNetLog = logKind{name: "network log", url: tunnel.NetLogURL, open: ticket.OpenNetLog,
+		kept:    func(e domain.Environment) string { return e.NetworkLog },
+		noneWhy: "its template's network is not open or rules"}
+)
+
 // Logs says where to read an environment's log: live on its node while it
 // runs (one read of the environment and one of its node), the kept
 // artifact once it ended.
 func (s *Service) Logs(ctx context.Context, p domain.Principal, id string) (Logs, error) {
+	return s.whereLog(ctx, p, id, envLog)
+}
+
+// whereLog says where an environment's log of kind k is.
+func (s *Service) whereLog(ctx context.Context, p domain.Principal, id string, k logKind) (Logs, error) {
 	e, err := s.getActing(ctx, p, id)
 	if err != nil {
 		return Logs{}, err
@@ -65,18 +88,18 @@ func (s *Service) Logs(ctx context.Context, p domain.Principal, id string) (Logs
 	out := Logs{Environment: e.ID, State: e.State}
 	switch {
 	case e.State == domain.StatePending || (e.State.Live() && e.Node == ""):
-		return Logs{}, domain.Errorf(domain.CodeConflict, "environment %s is pending: its log begins once a node claims it; ask again shortly", e.ID)
+		return Logs{}, domain.Errorf(domain.CodeConflict, "environment %s is pending: its %s begins once a node claims it; ask again shortly", e.ID, k.name)
 	case e.State.Live():
-		live, err := s.liveLog(ctx, p, e)
+		live, err := s.liveOnNode(ctx, p, e, "live "+k.name+"s", k.url, k.open)
 		if err != nil {
 			return Logs{}, err
 		}
 		out.Live = &live
 		return out, nil
-	case e.Log == "":
-		return Logs{}, domain.Errorf(domain.CodeConflict, "environment %s is %s and its node kept no log of it (its agent keeps none, or the upload failed or is under way; ask again shortly)", e.ID, e.State)
+	case k.kept(e) == "":
+		return Logs{}, domain.Errorf(domain.CodeConflict, "environment %s is %s and its node kept no %s of it (%s, or the upload failed or is under way; ask again shortly)", e.ID, e.State, k.name, k.noneWhy)
 	}
-	kept, err := s.keptLog(ctx, p, e, "log", e.Log)
+	kept, err := s.keptLog(ctx, p, e, k.name, k.kept(e))
 	if err != nil {
 		return Logs{}, err
 	}
@@ -106,10 +129,6 @@ func (s *Service) keptLog(ctx context.Context, p domain.Principal, e domain.Envi
 		kept.URL, kept.Expires = l.URL, &l.Expires
 	}
 	return kept, nil
-}
-
-func (s *Service) liveLog(ctx context.Context, p domain.Principal, e domain.Environment) (LiveLog, error) {
-	return s.liveOnNode(ctx, p, e, "live logs", tunnel.LogsURL, ticket.OpenLogs)
 }
 
 // liveOnNode is where a live log of the environment is read on its node

@@ -6,8 +6,6 @@ import (
 
 	"github.com/envlease/envlease/shared/domain"
 	"github.com/envlease/envlease/shared/httpapi"
-	"github.com/envlease/envlease/shared/tunnel"
-	"github.com/envlease/envlease/shared/tunnel/ticket"
 )
 
 // networkRoutes are an environment's network: its log of connections.
@@ -103,31 +101,7 @@ func (s *Service) handleSetNetwork(w http.ResponseWriter, r *http.Request, p dom
 // node while it runs, the kept artifact once it ended. Each line is one
 // JSON record (docs/nodes.md, "Network boundary").
 func (s *Service) NetworkLog(ctx context.Context, p domain.Principal, id string) (Logs, error) {
-	e, err := s.getActing(ctx, p, id)
-	if err != nil {
-		return Logs{}, err
-	}
-	out := Logs{Environment: e.ID, State: e.State}
-	switch {
-	case e.State == domain.StatePending || (e.State.Live() && e.Node == ""):
-		return Logs{}, domain.Errorf(domain.CodeConflict, "environment %s is pending: its network log begins once a node claims it; ask again shortly", e.ID)
-	case e.State.Live():
-		live, err := s.liveOnNode(ctx, p, e, "network logs", tunnel.NetLogURL, ticket.OpenNetLog)
-		if err != nil {
-			return Logs{}, err
-		}
-		out.Live = &live
-		return out, nil
-	}
-	if e.NetworkLog == "" {
-		return Logs{}, domain.Errorf(domain.CodeConflict, "environment %s is %s and its node kept no network log of it (its template's network is not open or rules, or the upload failed or is under way; ask again shortly)", e.ID, e.State)
-	}
-	kept, err := s.keptLog(ctx, p, e, "network log", e.NetworkLog)
-	if err != nil {
-		return Logs{}, err
-	}
-	out.Kept = kept
-	return out, nil
+	return s.whereLog(ctx, p, id, envNetLog)
 }
 
 func (s *Service) handleNetworkLog(w http.ResponseWriter, r *http.Request, p domain.Principal) error {
