@@ -98,6 +98,13 @@ func (a *Agent) keepLog(ctx context.Context, node, id string) {
 	l := a.logs.byEnv[id]
 	delete(a.logs.byEnv, id)
 	a.logs.mu.Unlock()
+	a.keepRing(ctx, node, id, l, "")
+}
+
+// keepRing ends a log of environment id (kind "" its log, "network" its
+// network log), uploads it as the environment's artifact and removes it
+// from the node; failing to keep it is logged.
+func (a *Agent) keepRing(ctx context.Context, node, id string, l *envlog.Log, kind string) {
 	if l == nil {
 		return
 	}
@@ -105,8 +112,8 @@ func (a *Agent) keepLog(ctx context.Context, node, id string) {
 	l.Close()
 	ctx, cancel := context.WithTimeout(ctx, keepLogTimeout)
 	defer cancel()
-	if err := a.uploadLog(ctx, node, id, l, ""); err != nil {
-		a.log.Warn("the environment's log was not kept", "environment", id, "err", err)
+	if err := a.uploadLog(ctx, node, id, l, kind); err != nil {
+		a.log.Warn("an environment's log was not kept", "environment", id, "kind", kind, "err", err)
 	}
 }
 

@@ -204,16 +204,7 @@ func (a *Agent) keepNetLog(ctx context.Context, node, id string) {
 	l := a.boundaries.logs[id]
 	delete(a.boundaries.logs, id)
 	a.boundaries.mu.Unlock()
-	if l == nil {
-		return
-	}
-	defer l.Remove()
-	l.Close()
-	ctx, cancel := context.WithTimeout(ctx, keepLogTimeout)
-	defer cancel()
-	if err := a.uploadLog(ctx, node, id, l, "network"); err != nil {
-		a.log.Warn("the environment's network log was not kept", "environment", id, "err", err)
-	}
+	a.keepRing(ctx, node, id, l, "network")
 }
 
 // networkPushed applies an environment's new own layer (pushed by the
