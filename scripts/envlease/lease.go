@@ -236,9 +236,14 @@ func (a *app) waitReady(ctx context.Context, c *client.Client, env domain.Enviro
 // leaseAndForward prints the ready environment, then forwards its exports
 // until Ctrl-C, which ends forwarding, not the lease.
 func (a *app) leaseAndForward(ctx context.Context, s *session, env domain.Environment) error {
+	forwarding := len(env.Exports) > 0 && env.Sandbox != ""
 	if a.json() {
-		if err := a.printJSON(client.Leased{Environment: env}); err != nil {
-			return err
+		// One object on standard output, as every -o json prints: when
+		// its exports are forwarded, it is printed once they are.
+		if !forwarding {
+			if err := a.printJSON(client.Leased{Environment: env}); err != nil {
+				return err
+			}
 		}
 	} else if a.quiet {
 		fmt.Fprintln(a.stdout, env.ID)
@@ -252,7 +257,9 @@ func (a *app) leaseAndForward(ctx context.Context, s *session, env domain.Enviro
 	if env.Sandbox == "" {
 		return fmt.Errorf("%s was leased without a sandbox, so its exports have no address on this machine: lease without --no-sandbox", env.ID)
 	}
-	err := tunnel.Forward(ctx, s.client, env.ID, a.forwardEvent(env.ID), tunnel.Options{})
+	err := tunnel.Forward(ctx, s.client, env.ID, a.forwardEvent(func([]domain.EnvExport) error {
+		return a.printJSON(client.Leased{Environment: env})
+	}), tunnel.Options{})
 	if errors.Is(err, context.Canceled) {
 		a.say("Stopped forwarding; %s runs on ('envlease rm %s' deletes it).", env.ID, env.ID)
 		return nil

@@ -24,7 +24,8 @@ func TestLeaseForwardAndHowToReach(t *testing.T) {
 
 	lf := u.start("lease", "--template", "shell", "--forward", "-o", "json")
 	var leased client.Leased
-	if err := json.NewDecoder(lf.stdout).Decode(&leased); err != nil {
+	dec := json.NewDecoder(lf.stdout)
+	if err := dec.Decode(&leased); err != nil {
 		<-lf.done
 		t.Fatalf("lease --forward -o json: %v\nstderr: %s", err, lf.stderr.String())
 	}
@@ -43,6 +44,10 @@ func TestLeaseForwardAndHowToReach(t *testing.T) {
 		t.Fatalf("lease --forward after Ctrl-C: exit %d\n%s", code, lf.stderr.String())
 	}
 	contains(t, "lease --forward's stderr", lf.stderr.String(), "Stopped forwarding; "+env.ID+" runs on")
+	// -o json prints one object, as every command does.
+	if rest, _ := io.ReadAll(io.MultiReader(dec.Buffered(), lf.stdout)); strings.TrimSpace(string(rest)) != "" {
+		t.Fatalf("lease --forward -o json printed more than one object; after the first: %q", rest)
+	}
 	var got domain.Environment
 	u.json(&got, "get", env.ID)
 	if got.State != domain.StateReady {

@@ -32,7 +32,10 @@ that drops is redialled while the listeners stay open. It runs until Ctrl-C (exi
 			if err != nil {
 				return err
 			}
-			return tunnel.Forward(ctx, s.client, got[0], a.forwardEvent(got[0]), tunnel.Options{})
+			env := got[0]
+			return tunnel.Forward(ctx, s.client, env, a.forwardEvent(func(exports []domain.EnvExport) error {
+				return a.printJSON(forwardedJSON{Environment: env, Exports: exports})
+			}), tunnel.Options{})
 		}),
 	}
 	c.GroupID = "env"
@@ -46,8 +49,9 @@ type forwardedJSON struct {
 }
 
 // forwardEvent tells people what the tunnel does, on standard error, and
-// scripts what is forwarded, on standard output.
-func (a *app) forwardEvent(env string) func(tunnel.Event) {
+// scripts what is forwarded, on standard output: with -o json, asJSON prints
+// the one object of the command once every listener is open.
+func (a *app) forwardEvent(asJSON func(exports []domain.EnvExport) error) func(tunnel.Event) {
 	started := false // Forward calls this one event at a time
 	return func(e tunnel.Event) {
 		switch e.Kind {
@@ -56,7 +60,7 @@ func (a *app) forwardEvent(env string) func(tunnel.Event) {
 		case tunnel.Forwarding:
 			started = true
 			if a.json() {
-				_ = a.printJSON(forwardedJSON{Environment: env, Exports: e.Exports})
+				_ = asJSON(e.Exports)
 			}
 			a.say("Forwarding; press Ctrl-C to stop.")
 		case tunnel.Retrying:
