@@ -107,12 +107,21 @@ func (a *app) shellCommand() *cobra.Command {
 environment, in a pseudo-terminal, as 'envlease exec -t ID -- sh' does: the local
 terminal is put in raw mode, so Ctrl-C, Ctrl-Z and the like reach the shell inside
 rather than envlease, and window size changes are carried. envlease exits with the
-shell's exit code.`,
-		Example:           "  envlease shell env_19cec2a0e00p4k7w1m9z3c5b",
+shell's exit code.
+
+When standard input is not a terminal (a pipe or a file), there is no
+pseudo-terminal, as with ssh: the shell reads its commands from standard input
+and ends when it ends.`,
+		Example:           "  envlease shell env_19cec2a0e00p4k7w1m9z3c5b\n  echo 'uname -a' | envlease shell env_19cec2a0e00p4k7w1m9z3c5b",
 		Args:              args(1),
 		ValidArgsFunction: a.completeEnvironments,
 		RunE: a.runE(func(ctx context.Context, _ *cobra.Command, got []string) error {
-			return a.execIn(ctx, got[0], shellCommand, true, false)
+			// A pseudo-terminal would turn the input's end into nothing
+			// the shell sees (EOF is a character only at a line's start
+			// in canonical mode), so a piped script never ended.
+			f, ok := a.stdin.(*os.File)
+			tty := ok && term.IsTerminal(int(f.Fd()))
+			return a.execIn(ctx, got[0], shellCommand, tty, false)
 		}),
 	}
 }

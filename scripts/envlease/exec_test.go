@@ -92,6 +92,15 @@ func TestExec(t *testing.T) {
 			t.Errorf("event %s", raw)
 		}
 	}
+
+	// shell with piped input reads its commands from it and ends with it,
+	// as ssh does, rather than waiting in a pseudo-terminal for ever.
+	if r := u.run("echo piped-$((2+3))\nexit 4\n", "shell", id); r.code != 4 || r.stdout != "piped-5\n" {
+		t.Fatalf("shell with piped input: exit %d, %q, %q", r.code, r.stdout, r.stderr)
+	}
+	if r := u.run("", "shell", id); r.code != 0 {
+		t.Fatalf("shell with empty input: exit %d, %q, %q", r.code, r.stdout, r.stderr)
+	}
 }
 
 // envlease shell opens a shell in a terminal that the test drives as a
