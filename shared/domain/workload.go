@@ -42,30 +42,30 @@ func (i TemplateIdentity) LifetimeOrDefault() time.Duration {
 // Validate checks the audiences and the lifetime; a 422 names the entry.
 func (i TemplateIdentity) Validate(template string) error {
 	if len(i.Audiences) == 0 {
-		return Invalid("identity.audiences", "identity of %s: at least one audience", template)
+		return Invalid("identity.audiences", "identity.audiences of %s: at least one audience", template)
 	}
 	if len(i.Audiences) > MaxIdentityAudiences {
-		return Invalid("identity.audiences", "identity of %s: at most %d audiences, it has %d", template, MaxIdentityAudiences, len(i.Audiences))
+		return Invalid("identity.audiences", "identity.audiences of %s: at most %d audiences, it has %d", template, MaxIdentityAudiences, len(i.Audiences))
 	}
 	folders := map[string]string{}
 	for n, a := range i.Audiences {
 		field := fmt.Sprintf("identity.audiences[%d]", n)
 		if a == "" || len(a) > MaxIdentityAudience || !utf8.ValidString(a) || strings.TrimSpace(a) != a {
-			return Invalid(field, "identity of %s: audience %q must be 1-%d bytes of UTF-8 without surrounding spaces", template, a, MaxIdentityAudience)
+			return Invalid(field, "%s of %s: audience %q must be 1-%d bytes of UTF-8 without surrounding spaces", field, template, a, MaxIdentityAudience)
 		}
 		for _, r := range a {
 			if unicode.IsControl(r) || unicode.IsSpace(r) {
-				return Invalid(field, "identity of %s: audience %q has a space or a control character", template, a)
+				return Invalid(field, "%s of %s: audience %q has a space or a control character", field, template, a)
 			}
 		}
 		f := AudienceFolder(a)
 		if other, ok := folders[f]; ok {
-			return Invalid(field, "identity of %s: audiences %q and %q would share the folder %s", template, other, a, f)
+			return Invalid(field, "%s of %s: audiences %q and %q would share the token folder %s", field, template, other, a, f)
 		}
 		folders[f] = a
 	}
 	if i.Lifetime != 0 && (i.Lifetime.Std() < MinIdentityLifetime || i.Lifetime.Std() > MaxIdentityLifetime) {
-		return Invalid("identity.lifetime", "identity of %s: lifetime %s must be from %s to %s", template, i.Lifetime,
+		return Invalid("identity.lifetime", "identity.lifetime of %s: %s must be from %s to %s", template, i.Lifetime,
 			Duration(MinIdentityLifetime), Duration(MaxIdentityLifetime))
 	}
 	return nil
