@@ -31,6 +31,12 @@ const (
 	ctxConsoleOrigins = "envlease:consoleOrigins"
 	// The domain preview links are named under (docs/previews.md).
 	ctxPreviewDomain = "envlease:previewDomain"
+	// The environments' OIDC issuer, https://... (docs/identity.md); the
+	// API's own endpoint when absent.
+	ctxIssuerURL = "envlease:issuerUrl"
+	// Subjects (org:<org>:template:<t>:project:<p>, comma separated or a
+	// list) each given a role that trusts the issuer (NewWorkloadRole).
+	ctxWorkloadRoles = "envlease:workloadRoles"
 	// SAM finds each function's code through aws:asset:path metadata, which
 	// CDK writes only with this context set. The CDK CLI sets it (and
 	// reserves aws: keys in cdk.json); newApp sets it for direct runs.
@@ -92,6 +98,14 @@ func newApp(opts appOptions) (awscdk.App, *EnvleaseStack, error) {
 		LogLevel:      contextString(app, ctxLogLevel, "info"),
 		AlarmEmail:    contextString(app, ctxAlarmEmail, ""),
 		PreviewDomain: contextString(app, ctxPreviewDomain, ""),
+		IssuerURL:     contextString(app, ctxIssuerURL, ""),
+	}
+	subjects, err := contextStrings(app, ctxWorkloadRoles)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, sub := range subjects {
+		props.WorkloadRoles = append(props.WorkloadRoles, WorkloadRoleProps{Subject: sub})
 	}
 	if props.ConsoleOrigins, err = contextStrings(app, ctxConsoleOrigins); err != nil {
 		return nil, nil, err

@@ -99,6 +99,10 @@ type Group struct {
 	// the stack leaves them out with the context flag
 	// envlease:reservedConcurrency=false (accounts still at a small quota).
 	ReservedConcurrency int
+	// SignsIdentity functions sign environments' identity tokens: they
+	// get IDENTITY_KMS_KEY and ISSUER_URL, and kms:Sign and
+	// kms:GetPublicKey on the identity key alone (identity.go).
+	SignsIdentity bool
 	// Throttle limits the group's routes on the API stage (nil: the stage's
 	// default limit), so one kind of traffic (nodes, people) cannot use up
 	// another's share of the account's API Gateway quota.
@@ -244,6 +248,16 @@ var Groups = []Group{
 		MemoryMB: apiMemoryMB, Timeout: 58 * time.Second, SignsLinks: true,
 		Table:               readWrite(batchGetItem, updateItem, putItem, getItem, query, conditionCheckItem, deleteItem),
 		ReservedConcurrency: nodeSocketReserved},
+	// The environments' OIDC issuer (docs/identity.md): its discovery
+	// document and keys, the claims of an environment's identity, and the
+	// tokens a node fetches for an environment it runs. The one function
+	// that may sign with the identity key; it reads a node and an
+	// environment.
+	{Name: "identity", Description: "the environments' OIDC issuer: discovery, keys, claims, and nodes' tokens",
+		Routes: []Route{{Path: "/.well-known", Proxy: true}, {Path: "/v1/environments/{id}/identity"},
+			{Path: "/v1/nodes/{id}/environments/{env}/identity"}},
+		MemoryMB: apiMemoryMB, Timeout: apiTimeout, SignsIdentity: true,
+		Table: readOnly(getItem)},
 	// Events are read only: the writes that record them are the other groups'.
 	{Name: "events", Description: "an organization's events",
 		Routes:   []Route{{Path: "/v1/events"}},

@@ -116,7 +116,8 @@ func startLambdas(t *testing.T, s *synthesized) *lambdaStack {
 		s3P := ls.rec.S3Proxy(g.Name, "linksigner", ls.s3.Endpoint)
 		smP := ls.rec.SecretsManager(g.Name, string(secret))
 		mgP := ls.rec.Management(g.Name)
-		for _, srv := range []*httptest.Server{dynP, s3P, smP, mgP} {
+		kmsP := ls.rec.KMS(g.Name)
+		for _, srv := range []*httptest.Server{dynP, s3P, smP, mgP, kmsP} {
 			t.Cleanup(srv.Close)
 		}
 		s3Host := strings.TrimPrefix(s3P.URL, "http://")
@@ -133,6 +134,7 @@ func startLambdas(t *testing.T, s *synthesized) *lambdaStack {
 				"AWS::S3::Bucket.DomainName":         s3Host,
 				"AWS::S3::Bucket.Arn":                "arn:aws:s3:::" + ls.s3.Bucket,
 				"AWS::DynamoDB::Table.Arn":           "arn:aws:dynamodb:" + localRegion + ":" + localAccount + ":table/" + ls.dyn.Table,
+				"AWS::KMS::Key.Arn":                  "arn:aws:kms:" + localRegion + ":" + localAccount + ":key/identity",
 			},
 		}
 		taskRoot := t.TempDir()
@@ -153,6 +155,7 @@ func startLambdas(t *testing.T, s *synthesized) *lambdaStack {
 			"AWS_ENDPOINT_URL_DYNAMODB="+dynP.URL,
 			"AWS_ENDPOINT_URL_S3="+s3P.URL,
 			"AWS_ENDPOINT_URL_SECRETS_MANAGER="+smP.URL,
+			"AWS_ENDPOINT_URL_KMS="+kmsP.URL,
 		)
 		fn := &lambdatest.Function{
 			Name: g.Name, Spec: spec, Bootstrap: filepath.Join(built.Dirs[g.Name], "bootstrap"), Env: env,
@@ -371,6 +374,10 @@ func (ls *lambdaStack) routes(ctx context.Context, t *testing.T) {
 	get("/v1/nothing-here", 404)
 	get("/v1/templates", 200)
 	get("/v1/environments/env_000000000000000000000000", 404)
+	// The issuer's documents; the key set is read from KMS.
+	get("/.well-known/openid-configuration", 200)
+	get("/.well-known/jwks.json", 200)
+	get("/v1/environments/env_000000000000000000000000/identity", 404)
 	ls.consoleSignIn(ctx, t)
 	ls.revokeConnectedNode(ctx, t)
 	ls.deleteWebhooks(ctx, t)

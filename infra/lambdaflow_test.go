@@ -153,7 +153,7 @@ func serviceRecorded(action string) bool {
 	if contains(streamReadActions, action) || contains(streamListActions, action) {
 		return false
 	}
-	for _, p := range []string{"dynamodb:", "s3:", "secretsmanager:", "execute-api:"} {
+	for _, p := range []string{"dynamodb:", "s3:", "secretsmanager:", "execute-api:", "kms:"} {
 		if strings.HasPrefix(action, p) {
 			return true
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awseventstargets"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
@@ -62,6 +63,12 @@ type EnvleaseStackProps struct {
 	// for accounts whose Lambda concurrency quota is still too small to hold
 	// them (new accounts start far below 1,000).
 	NoReservedConcurrency bool
+	// IssuerURL is the environments' OIDC issuer (https://..., the API's
+	// custom domain); empty: the HTTP API's own endpoint (docs/identity.md).
+	IssuerURL string
+	// WorkloadRoles are roles that environments assume with their
+	// identity (NewWorkloadRole), for an IssuerURL; none by default.
+	WorkloadRoles []WorkloadRoleProps
 	// ConsoleOrigins are further origins (https://console.example.com) the
 	// web console is served from, such as custom domains of the API; the
 	// API's own endpoint is always allowed.
@@ -79,6 +86,8 @@ type EnvleaseStack struct {
 	DLQ        awssqs.Queue
 	LinkSecret awssecretsmanager.Secret
 	AlarmTopic awssns.Topic
+	// IdentityKey signs environments' identity tokens (identity.go).
+	IdentityKey awskms.Key
 }
 
 // accessLogFormat is the HTTP API's access log line: one JSON object per
@@ -128,6 +137,9 @@ func NewEnvleaseStack(scope constructs.Construct, id string, props *EnvleaseStac
 	if err := checkPreviewDomain(props.PreviewDomain); err != nil {
 		return nil, fmt.Errorf("stack %s: preview domain: %w", id, err)
 	}
+	if err := checkIssuerURL(props.IssuerURL); err != nil {
+		return nil, fmt.Errorf("stack %s: %w", id, err)
+	}
 	logLevel := props.LogLevel
 	if logLevel == "" {
 		logLevel = "info"
@@ -141,12 +153,22 @@ func NewEnvleaseStack(scope constructs.Construct, id string, props *EnvleaseStac
 	s.LinkSecret = newLinkSigner(stack, s.Bucket)
 	s.DLQ = newDeadLetterQueue(stack)
 	s.AlarmTopic = newAlarmTopic(stack, props.AlarmEmail)
+	s.IdentityKey = newIdentityKey(stack)
 
 	for _, g := range props.Groups {
 		s.Functions[g.Name] = s.newFunction(g, props.AssetDirs[g.Name], logLevel, props.PreviewDomain, props.Tracing, props.SAMLocal, !props.NoReservedConcurrency)
 	}
 	s.Api = s.newHTTPAPI(props.Groups, props.ThrottleRate, props.ThrottleBurst)
 	s.NodeSocket = s.newNodeSocket(props.Groups)
+	s.wireIdentity(props.Groups, props.IssuerURL)
+	for i, w := range props.WorkloadRoles {
+		if w.IssuerURL == "" {
+			w.IssuerURL = props.IssuerURL
+		}
+		if _, err := NewWorkloadRole(stack, fmt.Sprintf("WorkloadRole%d", i+1), w); err != nil {
+			return nil, fmt.Errorf("stack %s: %w", id, err)
+		}
+	}
 	allowConsole(s.Bucket, s.Api, props.ConsoleOrigins)
 	for _, g := range props.Groups {
 		if g.IsJob() {

@@ -47,7 +47,9 @@ type deps struct {
 	// s3Endpoint is where presigned URLs point: the console may connect there.
 	s3Endpoint string
 	baseURL    string
-	sweep      time.Duration
+	// issuer is the identity issuer's URL (-issuer; the base URL when empty).
+	issuer string
+	sweep  time.Duration
 	// fixture is the loaded configuration: the node agent serves its pools.
 	fixture fixture.File
 	// agents is options.agents.
@@ -82,6 +84,7 @@ func main() {
 	allowLocalOIDC := flag.Bool("oidc-allow-local", false, "accept trusted OIDC issuers on loopback addresses and plain http (an identity provider on this machine); never in AWS")
 	containers := flag.Bool("containers", true, "offer the demo's container templates (box, warmbox) when the agent is root and the pinned runc is built (the first start builds it)")
 	capacity := flag.Int("capacity", defaultCapacity, "how many environments each local node agent runs at once (a crowd of parallel jobs wants more)")
+	issuer := flag.String("issuer", "", "the URL of the environments' identity issuer (docs/identity.md): a public HTTPS address that reaches this server, for a cloud to fetch its keys (default: the API's own address)")
 	dynamo := flag.String("dynamo", "minidyn", "the local DynamoDB: minidyn (in-process, starts at once) or local (Amazon's DynamoDB Local; needs Java, strict like DynamoDB)")
 	flag.Parse()
 
@@ -93,7 +96,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	opts := options{addr: *addr, fixture: *fixturePath, dataDir: *dataDir, dynamo: *dynamo, sweep: *sweep, out: os.Stdout, progress: os.Stderr,
-		webhooks: *hooks, allowLocalHooks: *allowLocal, allowLocalIssuers: *allowLocalOIDC, containers: *containers, capacity: *capacity, logFile: *logFile}
+		webhooks: *hooks, allowLocalHooks: *allowLocal, allowLocalIssuers: *allowLocalOIDC, containers: *containers, capacity: *capacity, logFile: *logFile, issuer: *issuer}
 	err = run(ctx, opts, log)
 	closeLog()
 	if err != nil {
@@ -123,6 +126,8 @@ type options struct {
 	out, progress io.Writer
 	// logFile is -log-file, for the banner to name.
 	logFile string
+	// issuer is -issuer.
+	issuer string
 	// ready, when set, is called with the base URL once the API serves.
 	ready func(baseURL string)
 	// wrap, when set, wraps the API's handler: the end-to-end tests check
@@ -196,7 +201,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 
 	d := deps{
 		ctx: ctx, store: st, clock: clk, log: log, s3: be.s3, bucket: be.bucket, s3Endpoint: be.s3Endpoint,
-		baseURL: "http://" + ln.Addr().String(), sweep: sweep, fixture: file,
+		baseURL: "http://" + ln.Addr().String(), issuer: o.issuer, sweep: sweep, fixture: file,
 		webhooks: o.webhooks, allowLocalHooks: o.allowLocalHooks, allowLocalIssuers: o.allowLocalIssuers, agents: o.agents,
 		capacity: cmp.Or(o.capacity, defaultCapacity),
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/envlease/envlease/shared/events"
 	"github.com/envlease/envlease/shared/federation"
 	"github.com/envlease/envlease/shared/httpapi"
+	"github.com/envlease/envlease/shared/identity"
 	"github.com/envlease/envlease/shared/keys"
 	"github.com/envlease/envlease/shared/nodes"
 	"github.com/envlease/envlease/shared/openapi"
@@ -41,6 +42,7 @@ func routes(d deps) [][]httpapi.Route {
 	}
 	keySvc := keys.NewService(d.store, d.clock, keys.WithConnectionCloser(nodes.NewRevocations(d.store, closer, nodeSvc, d.log)))
 	templateSvc := templates.NewService(d.store)
+	envSvc := environments.NewService(d.store, d.clock, environments.WithOfferer(d.offerer), environments.WithStopper(d.stopper), environments.WithLinks(artifactSvc), environments.WithChanges(d.store))
 	return [][]httpapi.Route{
 		keys.TokenRoutes(keySvc),
 		keys.KeyRoutes(keySvc),
@@ -48,7 +50,8 @@ func routes(d deps) [][]httpapi.Route {
 		templates.Routes(templateSvc),
 		templates.QuotaRoutes(templateSvc),
 		sandboxes.Routes(sandboxes.NewService(d.store, d.clock)),
-		environments.Routes(environments.NewService(d.store, d.clock, environments.WithOfferer(d.offerer), environments.WithStopper(d.stopper), environments.WithLinks(artifactSvc), environments.WithChanges(d.store))),
+		environments.Routes(envSvc),
+		identity.Routes(identityService(d, nodeSvc, envSvc)),
 		openapi.Routes(),
 		usage.Routes(usage.NewService(d.store, d.clock)),
 		budgets.Routes(budgets.NewService(d.store, d.clock)),
@@ -58,6 +61,17 @@ func routes(d deps) [][]httpapi.Route {
 		webhooks.Routes(webhooks.NewService(d.store, d.clock, webhooks.Guard{AllowLocal: d.allowLocalHooks})),
 		federation.Routes(federationService(d)),
 	}
+}
+
+// identityService is the environments' OIDC issuer: its keys are kept in
+// the table (a restarted dev server on the same data signs with the same
+// key), its URL is -issuer or the server's own.
+func identityService(d deps, nodeSvc *nodes.Service, envSvc *environments.Service) *identity.Service {
+	url := d.issuer
+	if url == "" {
+		url = d.baseURL
+	}
+	return identity.NewService(identity.NewIssuer(url, identity.NewLocal(d.store, d.clock), d.clock), nodeSvc, envSvc)
 }
 
 // federationService is the CI token exchange; issuers' documents are

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/envlease/envlease/shared/agent/runtimes"
 	"github.com/envlease/envlease/shared/domain"
@@ -73,9 +74,13 @@ func (a *Agent) runEnv(ctx context.Context, node string, r *runningEnv, c *nodes
 	var (
 		h        runtimes.Handle
 		restored *domain.Restored
+		// refresh is when the identity's tokens are fetched again (zero
+		// without an identity).
+		refresh time.Time
 	)
-	// A warm environment started before its files could arrive.
-	if c.Snapshot == nil && len(c.Shares) == 0 {
+	// A warm environment started before its files could arrive (an
+	// identity's token files among them: its command must find them there).
+	if c.Snapshot == nil && len(c.Shares) == 0 && c.Environment.Identity == nil {
 		h = a.warm.take(c.Template)
 	}
 	warm := h != nil
@@ -90,7 +95,7 @@ func (a *Agent) runEnv(ctx context.Context, node string, r *runningEnv, c *nodes
 	} else {
 		a.openLog(r.id)
 		a.logf(r.id, "claimed by node %s: template %s (runtime %s)", node, c.Template.Name, rt.Name())
-		h, restored, err = a.prepare(ctx, rt, r.id, c)
+		h, restored, refresh, err = a.prepare(ctx, rt, node, r.id, c)
 		if err != nil {
 			a.fail(ctx, node, r.id, err, log)
 			return
@@ -116,7 +121,13 @@ func (a *Agent) runEnv(ctx context.Context, node string, r *runningEnv, c *nodes
 		id := filepath.Base(h.Files().Root)
 		h.Remove()
 		a.logf(r.id, "a port of the template was taken before the command bound it: starting again on other ports")
-		h2, perr := rt.Prepare(ctx, runtimes.Env{ID: id, Template: withAnyPorts(c.Template), Org: a.organization(), Output: a.logOutput(r.id)})
+		h2, perr := rt.Prepare(ctx, runtimes.Env{ID: id, Template: withAnyPorts(c.Template), Org: a.organization(), Output: a.logOutput(r.id),
+			Paths: identityPaths(c.Environment.Identity)})
+		if perr == nil && c.Environment.Identity != nil {
+			if refresh, perr = a.writeIdentity(ctx, node, r.id, h2.Files()); perr != nil {
+				h2.Remove()
+			}
+		}
 		if perr == nil {
 			if perr = h2.Start(ctx); perr != nil {
 				h2.Remove()
@@ -165,6 +176,9 @@ func (a *Agent) runEnv(ctx context.Context, node string, r *runningEnv, c *nodes
 	if r.started != nil {
 		r.started() // and the warm pool may refill
 	}
+	if !refresh.IsZero() {
+		go a.keepIdentity(ctx, node, r.id, h.Files(), refresh, r.stop, h.Done(), log)
+	}
 
 	select {
 	case <-h.Done():
@@ -188,11 +202,13 @@ func (a *Agent) runEnv(ctx context.Context, node string, r *runningEnv, c *nodes
 // runtime prepares it (downloading an image artifact through the agent if
 // it must), the agent restores the snapshot and unpacks the shares into its files within one archive
 // budget, and the runtime starts it. On failure nothing of it is left.
-func (a *Agent) prepare(ctx context.Context, rt runtimes.Runtime, id string, c *nodes.Claimed) (runtimes.Handle, *domain.Restored, error) {
-	h, err := rt.Prepare(ctx, runtimes.Env{ID: id, Template: c.Template, Org: a.organization(), ImageArtifact: a.imageArtifact(c), Output: a.logOutput(id)})
+func (a *Agent) prepare(ctx context.Context, rt runtimes.Runtime, node, id string, c *nodes.Claimed) (runtimes.Handle, *domain.Restored, time.Time, error) {
+	h, err := rt.Prepare(ctx, runtimes.Env{ID: id, Template: c.Template, Org: a.organization(), ImageArtifact: a.imageArtifact(c), Output: a.logOutput(id),
+		Paths: identityPaths(c.Environment.Identity)})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, time.Time{}, err
 	}
+	var refresh time.Time
 	var restored *domain.Restored
 	files := h.Files()
 	budget := a.budget()
@@ -202,14 +218,17 @@ func (a *Agent) prepare(ctx context.Context, rt runtimes.Runtime, id string, c *
 	if err == nil {
 		err = a.unpackShares(ctx, c.Shares, files, budget)
 	}
+	if err == nil && c.Environment.Identity != nil {
+		refresh, err = a.writeIdentity(ctx, node, id, files)
+	}
 	if err == nil {
 		err = h.Start(ctx)
 	}
 	if err != nil {
 		h.Remove()
-		return nil, nil, err
+		return nil, nil, time.Time{}, err
 	}
-	return h, restored, nil
+	return h, restored, refresh, nil
 }
 
 // runtimeFor is the runtime of the node that runs t, or why none does.

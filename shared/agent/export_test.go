@@ -44,3 +44,9 @@ func AllowEgressTo(addrs ...netip.AddrPort) func(*Config) {
 
 // KeptReader exposes keptReader to the external tests.
 var KeptReader = keptReader
+
+// WriteToken exposes writeToken to the external tests.
+var WriteToken = writeToken
+
+// IdentityPaths exposes identityPaths to the external tests.
+var IdentityPaths = identityPaths

@@ -10,6 +10,7 @@ import (
 	"github.com/envlease/envlease/shared/events"
 	"github.com/envlease/envlease/shared/federation"
 	"github.com/envlease/envlease/shared/httpapi"
+	"github.com/envlease/envlease/shared/identity"
 	"github.com/envlease/envlease/shared/keys"
 	"github.com/envlease/envlease/shared/nodes"
 	"github.com/envlease/envlease/shared/sandboxes"
@@ -27,10 +28,12 @@ func AllRoutes(e *Env, blobs *blob.Store) [][]httpapi.Route {
 	// (there are no node protocol connections to close here).
 	keySvc := keys.NewService(e.Store, e.Clock, keys.WithConnectionCloser(nodes.NewRevocations(e.Store, nil, nodeSvc, e.Log)))
 	tplSvc := templates.NewService(e.Store)
+	envSvc := environments.NewService(e.Store, e.Clock, environments.WithLinks(artifactSvc))
 	return [][]httpapi.Route{
 		keys.TokenRoutes(keySvc), keys.KeyRoutes(keySvc),
 		sandboxes.Routes(sandboxes.NewService(e.Store, e.Clock)),
-		environments.Routes(environments.NewService(e.Store, e.Clock, environments.WithLinks(artifactSvc))),
+		environments.Routes(envSvc),
+		identity.Routes(identity.NewService(identity.NewIssuer(IssuerURL, identity.NewLocal(e.Store, e.Clock), e.Clock), nodeSvc, envSvc)),
 		templates.Routes(tplSvc), templates.QuotaRoutes(tplSvc),
 		artifacts.Routes(artifactSvc),
 		usage.Routes(usage.NewService(e.Store, e.Clock)),
@@ -41,6 +44,10 @@ func AllRoutes(e *Env, blobs *blob.Store) [][]httpapi.Route {
 		federation.Routes(NewFederation(e)),
 	}
 }
+
+// IssuerURL is the identity issuer of AllRoutes: a test that verifies
+// tokens serves the issuer at its own URL instead.
+const IssuerURL = "https://envlease.test"
 
 // NewFederation is the token exchange over e's store and clock, allowed to
 // fetch from loopback issuers (a test's local issuer), as a local stack is.

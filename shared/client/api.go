@@ -411,3 +411,26 @@ func pageParams(v url.Values, limit int, cursor string) {
 // seg escapes an id for use as one path segment, so an id can never reach
 // another route.
 func seg(id string) string { return url.PathEscape(id) }
+
+// EnvironmentIdentity is what an environment's identity tokens say
+// (GET /v1/environments/{id}/identity): never a token.
+type EnvironmentIdentity struct {
+	Issuer   string          `json:"issuer"`
+	Lifetime domain.Duration `json:"lifetime"`
+	Tokens   []IdentityToken `json:"tokens"`
+}
+
+// IdentityToken is one audience's token, described: its file inside the
+// environment and the claims a token issued now carries.
+type IdentityToken struct {
+	Audience string         `json:"audience"`
+	Path     string         `json:"path"`
+	Claims   map[string]any `json:"claims"`
+}
+
+// GetEnvironmentIdentity reads the claims of an environment's identity.
+func (c *Client) GetEnvironmentIdentity(ctx context.Context, id string) (EnvironmentIdentity, error) {
+	var out EnvironmentIdentity
+	_, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/environments/" + seg(id) + "/identity", retry: true}, &out)
+	return out, err
+}

@@ -32,6 +32,7 @@ import (
 	"github.com/envlease/envlease/shared/federation"
 	"github.com/envlease/envlease/shared/fixture"
 	"github.com/envlease/envlease/shared/httpapi"
+	"github.com/envlease/envlease/shared/identity"
 	"github.com/envlease/envlease/shared/keys"
 	"github.com/envlease/envlease/shared/nodes"
 	"github.com/envlease/envlease/shared/openapi"
@@ -140,10 +141,16 @@ func Start(t testing.TB, opts ...Option) *Stack {
 	// Revoking a node credential ends its nodes, as the keys function does.
 	keySvc := keys.NewService(st, clk, keys.WithConnectionCloser(nodes.NewRevocations(st, nil, nodeSvc, log)))
 	tplSvc := templates.NewService(st)
+	envSvc := environments.NewService(st, clk, environments.WithLinks(artifactSvc), environments.WithChanges(st))
+	// The server's address is known before it serves: it is the identity
+	// issuer's URL, as the dev server's own address is.
+	srv := httptest.NewUnstartedServer(nil)
+	issuer := identity.NewIssuer("http://"+srv.Listener.Addr().String(), identity.NewLocal(st, clk), clk)
 	h := httpapi.New(httpapi.Config{Logger: log, Auth: auth.New(st, clk, log)},
 		keys.TokenRoutes(keySvc), keys.KeyRoutes(keySvc),
 		sandboxes.Routes(sandboxes.NewService(st, clk)),
-		environments.Routes(environments.NewService(st, clk, environments.WithLinks(artifactSvc), environments.WithChanges(st))),
+		environments.Routes(envSvc),
+		identity.Routes(identity.NewService(issuer, nodeSvc, envSvc)),
 		templates.Routes(tplSvc), templates.QuotaRoutes(tplSvc),
 		artifacts.Routes(artifactSvc),
 		usage.Routes(usage.NewService(st, clk)),
@@ -160,13 +167,14 @@ func Start(t testing.TB, opts ...Option) *Stack {
 	// The console's files are not the API: the API description does not
 	// hold them, so only API answers are checked against it.
 	checked := apitest.CheckedHandler(t, h)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if console.Serves(r.URL.Path) {
 			h.ServeHTTP(w, r)
 			return
 		}
 		checked.ServeHTTP(w, r)
-	}))
+	})
+	srv.Start()
 	if err := devstack.AllowBrowserOrigin(ctx, s3.Client(ctx), s3.Bucket, srv.URL); err != nil {
 		cancel()
 		srv.Close()

@@ -127,6 +127,9 @@ type Environment struct {
 	// Checkpoint is added to the spec's record: the latest checkpoint asked
 	// of it (POST /v1/environments/{id}/checkpoints); absent if none.
 	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
+	// Identity is its template's identity at lease (audiences, lifetime):
+	// the tokens its node fetches for it (docs/identity.md); absent for none.
+	Identity *TemplateIdentity `json:"identity,omitempty"`
 
 	OrgID string `json:"-"`
 	// Ports are the sandbox listen ports this environment holds; the stop

@@ -39,6 +39,9 @@ type Template struct {
 	// shells inside the template's environments (envlease exec, shell);
 	// absent or true allows them. See ExecAllowed.
 	Exec *bool `json:"exec,omitempty"`
+	// Identity, when set, gives its environments OIDC tokens envlease signs
+	// (workload.go, docs/identity.md).
+	Identity *TemplateIdentity `json:"identity,omitempty"`
 }
 
 // Export is a service a template exposes.
@@ -179,6 +182,11 @@ func (t Template) ValidateLimits() error {
 	}
 	if len(t.Shares) > MaxTemplateShares {
 		return Invalid("shares", "a template has at most %d shares, %s has %d", MaxTemplateShares, t.Name, len(t.Shares))
+	}
+	if t.Identity != nil {
+		if err := t.Identity.Validate(t.Name); err != nil {
+			return err
+		}
 	}
 	return nil
 }

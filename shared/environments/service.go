@@ -446,6 +446,7 @@ func (s *Service) newEnvironment(ctx context.Context, p domain.Principal, req Le
 		State: domain.StatePending, Version: 1, Sandbox: req.Sandbox, Pool: pool, Labels: req.Labels, Project: req.Project,
 		CreatedBy: p.Actor(), Created: now, Expires: expires, IdleUntil: idleUntil, Idle: idle, Hard: hard,
 		Shares: shares, Snapshot: req.Snapshot, Needs: domain.NeedsOf(t), Network: network,
+		Identity: t.Identity,
 	}
 	services := make([]string, 0, len(t.Exports))
 	for svc := range t.Exports {

@@ -33,6 +33,7 @@ import (
 	"github.com/envlease/envlease/shared/events"
 	"github.com/envlease/envlease/shared/federation"
 	"github.com/envlease/envlease/shared/httpapi"
+	"github.com/envlease/envlease/shared/identity"
 	"github.com/envlease/envlease/shared/keys"
 	"github.com/envlease/envlease/shared/netpolicy"
 	"github.com/envlease/envlease/shared/nodes"
@@ -173,20 +174,23 @@ func newStack(t *testing.T) *stack {
 	tplSvc := templates.NewService(e.Store)
 	// Nodes keep logs and checkpoints as artifacts (and sign snapshot links) through it.
 	artSvc := artifacts.NewService(e.Store, blobs, e.Clock, artifacts.Options{PartSize: blob.MinPartSize})
+	// No template cache: every lease reads its template, one more call to fail.
+	envSvc := environments.NewService(e.Store, e.Clock, environments.WithTemplateTTL(0), environments.WithLinks(artSvc))
+	nodeSvc := nodes.NewService(e.Store, artSvc, e.Clock, nodes.Options{})
 	e.Handler = httpapi.New(httpapi.Config{Logger: e.Log, Auth: e.Auth},
 		keys.TokenRoutes(keySvc), keys.KeyRoutes(keySvc),
 		sandboxes.Routes(sandboxes.NewService(e.Store, e.Clock)),
-		// No template cache: every lease reads its template, one more call to fail.
-		environments.Routes(environments.NewService(e.Store, e.Clock, environments.WithTemplateTTL(0), environments.WithLinks(artSvc))),
+		environments.Routes(envSvc),
 		templates.Routes(tplSvc), templates.QuotaRoutes(tplSvc),
 		artifacts.Routes(artSvc),
 		usage.Routes(usage.NewService(e.Store, e.Clock)),
 		budgets.Routes(budgets.NewService(e.Store, e.Clock)),
 		// The admin's node operations and the node agent's own calls.
-		nodes.Routes(nodes.NewService(e.Store, artSvc, e.Clock, nodes.Options{})),
+		nodes.Routes(nodeSvc),
 		events.Routes(events.NewService(e.Store, e.Clock)),
 		webhooks.Routes(webhooks.NewService(e.Store, e.Clock, webhooks.Guard{})),
 		federation.Routes(apitest.NewFederation(e)),
+		identity.Routes(identity.NewService(identity.NewIssuer(apitest.IssuerURL, identity.NewLocal(e.Store, e.Clock), e.Clock), nodeSvc, envSvc)),
 		openapi.Routes(),
 	)
 	// lastUsed is written at most once a minute per key, and a failure of that
@@ -202,6 +206,14 @@ func newStack(t *testing.T) *stack {
 		Timeouts: domain.Timeouts{Idle: domain.Duration(30 * time.Minute), Hard: domain.Duration(6 * time.Hour)}, Quota: domain.Quota{MaxLeases: 100},
 		Network:      domain.NetworkRules,
 		NetworkRules: &netpolicy.Rules{Allow: []string{"example.com"}},
+	}.Normalized()); err != nil {
+		t.Fatal(err)
+	}
+	// A template with an identity, for the identity routes.
+	if err := e.Store.PutTemplate(context.Background(), "acme", domain.Template{
+		Name: "idbox", Command: []string{"sleep", "3600"}, Runtime: domain.RuntimeProcess, Pools: []string{"local"},
+		Timeouts: domain.Timeouts{Idle: domain.Duration(30 * time.Minute), Hard: domain.Duration(6 * time.Hour)}, Quota: domain.Quota{MaxLeases: 100},
+		Identity: &domain.TemplateIdentity{Audiences: []string{domain.AWSAudience}},
 	}.Normalized()); err != nil {
 		t.Fatal(err)
 	}
@@ -530,7 +542,7 @@ func endpoints(sbx string, key string) []endpoint {
 			return request{method: "POST", path: "/v1/artifacts/" + s.artifact(true) + "/links", token: apitest.BobToken,
 				body: map[string]any{"expires": "1h"}}
 		}},
-	}, append(append(issuerEndpoints(), checkpointEndpoints()...), networkAndPreviewEndpoints()...)...)
+	}, append(append(append(issuerEndpoints(), checkpointEndpoints()...), networkAndPreviewEndpoints()...), identityEndpoints()...)...)
 }
 
 // deleteReported deletes the environment of a report's answer ({environment}).

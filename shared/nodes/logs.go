@@ -162,3 +162,17 @@ func (s *Service) handleLogComplete(w http.ResponseWriter, r *http.Request, p do
 	httpapi.WriteJSON(w, http.StatusOK, map[string]any{"artifact": a})
 	return nil
 }
+
+// RunningEnvironment is an environment the calling node runs now
+// (starting or ready): what it may fetch an identity's tokens for
+// (identity.Service).
+func (s *Service) RunningEnvironment(ctx context.Context, p domain.Principal, nodeID, envID string) (domain.Environment, error) {
+	_, e, err := s.nodeEnv(ctx, p, nodeID, envID)
+	if err != nil {
+		return e, err
+	}
+	if e.State != domain.StateStarting && e.State != domain.StateReady {
+		return domain.Environment{}, domain.Errorf(domain.CodeConflict, "environment %s is %s: only a running environment has tokens", e.ID, e.State)
+	}
+	return e, nil
+}

@@ -81,6 +81,8 @@ type envItem struct {
 	Checkpoint string `dynamodbav:"checkpoint,omitempty"`
 	// Previews are domain.Environment.Previews as JSON (preview.go).
 	Previews string `dynamodbav:"previews,omitempty"`
+	// Identity is domain.Environment.Identity as JSON, written only whole.
+	Identity string `dynamodbav:"identity,omitempty"`
 	// TTL lets DynamoDB delete a stopped or failed record once it has been
 	// kept domain.EnvRecordKept; readers compare it to now (Purged), as TTL
 	// deletes late.
@@ -228,6 +230,7 @@ func (s *Store) newEnvItem(e domain.Environment) envItem {
 	it.Checkpoint = checkpointText(e.Checkpoint)
 	it.Network = networkText(e.Network)
 	it.Previews = previewsText(e.Previews)
+	it.Identity = identityText(e.Identity)
 	return it
 }
 
@@ -255,6 +258,7 @@ func (it envItem) domain() domain.Environment {
 	e.Checkpoint = checkpointOf(it.Checkpoint)
 	e.Network = networkOf(it.Network)
 	e.Previews = previewsOf(it.Previews)
+	e.Identity = identityOf(it.Identity)
 	e.Normalize()
 	return e
 }
@@ -664,4 +668,24 @@ func networkOf(s string) *domain.EnvNetwork {
 		return nil
 	}
 	return &n
+}
+
+// identityText is an environment's identity as stored: JSON, "" for none.
+func identityText(i *domain.TemplateIdentity) string {
+	if i == nil {
+		return ""
+	}
+	b, _ := json.Marshal(i) // strings and a duration always marshal
+	return string(b)
+}
+
+func identityOf(s string) *domain.TemplateIdentity {
+	if s == "" {
+		return nil
+	}
+	var i domain.TemplateIdentity
+	if json.Unmarshal([]byte(s), &i) != nil {
+		return nil
+	}
+	return &i
 }

@@ -10,6 +10,7 @@
 //	ORG#<org>          QUOTA#<template>         maxLeases and the running count
 //	TOKEN#<sha256>     TOKEN                    key record, found by hash; GSI1 ORG#<org>#KEYS / KEY#<id>
 //	ADDR#<ip>          ADDR                     recent failed attempts and block
+//	ISSUER             KEYS                     the local issuer's signing keys (identitykeys.go; none on AWS, where KMS signs)
 package store
 
 import (

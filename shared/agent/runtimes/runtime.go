@@ -11,6 +11,8 @@ import (
 	"context"
 	"io"
 	"net"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/envlease/envlease/shared/domain"
@@ -48,6 +50,31 @@ type Env struct {
 	// Output, when set, gets the command's stdout and stderr as they come
 	// (see Output, Note); nil for none.
 	Output io.Writer
+	// Paths are environment variables that name files inside the
+	// environment, by their absolute path as a container sees them (an
+	// identity's token files: ENVLEASE_IDENTITY_TOKEN_FILE...). A runtime
+	// whose environments see the node's filesystem (process) puts their
+	// folder before each (TemplateWithPaths). The template's env wins.
+	Paths map[string]string
+}
+
+// TemplateWithPaths is e's template with e.Paths added to its env, each
+// under root ("" for a container's own root), unless the template sets
+// the variable itself.
+func (e Env) TemplateWithPaths(root string) domain.Template {
+	t := e.Template
+	if len(e.Paths) == 0 {
+		return t
+	}
+	env := make(map[string]string, len(t.Env)+len(e.Paths))
+	for k, v := range e.Paths {
+		env[k] = filepath.Join(root, v)
+	}
+	for k, v := range t.Env {
+		env[k] = v
+	}
+	t.Env = env
+	return t
 }
 
 // ImageArtifact is an image archive the agent can download.
@@ -74,6 +101,11 @@ type Files struct {
 	// container's init): a checkpoint neither packs nor restores them.
 	Reserved []string
 }
+
+// IdentityReserved is the folder of an identity's token files
+// (domain.IdentityPath) relative to Root: a checkpoint never packs it, so
+// a token never leaves its environment in one.
+var IdentityReserved = strings.TrimPrefix(domain.IdentityPath, "/")
 
 // Owner is a user and group of the node.
 type Owner struct{ UID, GID int }

@@ -166,7 +166,7 @@ func (r *Runtime) image(ctx context.Context, e runtimes.Env) (*image.Rootfs, err
 // proxy in it), and creates the container: its process waits for Start,
 // while the agent puts shares and a snapshot into its root filesystem.
 func (r *Runtime) Prepare(ctx context.Context, e runtimes.Env) (_ runtimes.Handle, err error) {
-	t := e.Template
+	t := e.TemplateWithPaths("/")
 	rf, err := r.image(ctx, e)
 	if err != nil {
 		return nil, fmt.Errorf("image: %w", err)
@@ -323,7 +323,7 @@ type handle struct {
 
 func (h *handle) Files() runtimes.Files {
 	return runtimes.Files{Root: filepath.Join(h.ctr.Dir, "rootfs"), Home: h.home, Owner: &runtimes.Owner{UID: h.uid, GID: h.gid},
-		Reserved: []string{strings.TrimPrefix(ctrinit.Dir, "/")}}
+		Reserved: []string{strings.TrimPrefix(ctrinit.Dir, "/"), runtimes.IdentityReserved}}
 }
 
 func (h *handle) Start(ctx context.Context) error {

@@ -73,7 +73,7 @@ func (rt *Runtime) Prepare(ctx context.Context, e runtimes.Env) (runtimes.Handle
 	if err != nil {
 		return nil, err
 	}
-	h := &handle{rt: rt, t: e.Template, b: b, out: runtimes.Output(e)}
+	h := &handle{rt: rt, t: e.TemplateWithPaths(b.Root), b: b, out: runtimes.Output(e)}
 	if e.Template.BuildCache && rt.cfg.BuildCache != nil {
 		o := buildcache.Owner{UID: os.Geteuid(), GID: os.Getegid()}
 		if bo := b.Owner(); bo != nil {
@@ -103,7 +103,7 @@ type handle struct {
 }
 
 func (h *handle) Files() runtimes.Files {
-	return runtimes.Files{Root: h.b.Root, Owner: h.b.Owner(), Reserved: []string{confine.TmpName}}
+	return runtimes.Files{Root: h.b.Root, Owner: h.b.Owner(), Reserved: []string{confine.TmpName, runtimes.IdentityReserved}}
 }
 
 func (h *handle) Start(context.Context) error {
