@@ -41,6 +41,8 @@ type runningEnv struct {
 	startOnce sync.Once
 	// previews are what its preview links need on this node (preview_endpoint.go).
 	previews previewState
+	// m is what the node measures of it: activity and metrics (activity.go).
+	m *measured
 }
 
 func (r *runningEnv) requestStop(report bool) {
