@@ -21,10 +21,10 @@ type Template struct {
 	Timeouts    Timeouts          `json:"timeouts"`
 	// Idle is added to the spec's record: what counts as activity, which
 	// keeps its environments from idling (idle.go); absent for the default.
-	Idle *Idle `json:"idle,omitempty"`
-	Warm        int               `json:"warm"`
-	Platforms   []string          `json:"platforms"`
-	BuildCache  bool              `json:"buildCache"`
+	Idle       *Idle    `json:"idle,omitempty"`
+	Warm       int      `json:"warm"`
+	Platforms  []string `json:"platforms"`
+	BuildCache bool     `json:"buildCache"`
 	// Network is NetworkNone (also when empty), NetworkOpen, NetworkRules
 	// or NetworkEgress (network.go).
 	Network string `json:"network"`

@@ -101,4 +101,3 @@ func TestComputingIsNotIdle(t *testing.T) {
 		})
 	}
 }
-

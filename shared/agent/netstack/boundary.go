@@ -101,7 +101,7 @@ type Boundary struct {
 	// doneSent and doneReceived are the bytes of the flows that ended
 	// (Bytes).
 	doneSent, doneReceived int64
-	closed bool
+	closed                 bool
 
 	ctx    context.Context
 	cancel context.CancelFunc
