@@ -174,7 +174,8 @@ func (a *Agent) runEnv(ctx context.Context, node string, r *runningEnv, c *nodes
 		case <-r.stop: // it was being stopped anyway
 			a.finish(ctx, node, r, h, log)
 		default:
-			a.fail(ctx, node, r.id, h.Err(), log)
+			err := h.Err()
+			a.failAs(ctx, node, r.id, err, domain.StopReasonOf(errText(err), domain.StopExited), log)
 		}
 	case <-r.stop:
 		a.finish(ctx, node, r, h, log)
@@ -245,9 +246,23 @@ func (a *Agent) finish(ctx context.Context, node string, r *runningEnv, h runtim
 }
 
 func (a *Agent) fail(ctx context.Context, node, id string, err error, log *slog.Logger) {
-	log.Warn("failed", "err", err)
+	a.failAs(ctx, node, id, err, domain.StopReasonOf(errText(err), domain.StopFailed), log)
+}
+
+// failAs is fail with the reason the report gives (domain.NodeStopReasons):
+// exited when the command ended on its own, out_of_memory or out_of_disk
+// when its error says so, failed otherwise.
+func (a *Agent) failAs(ctx context.Context, node, id string, err error, reason string, log *slog.Logger) {
+	log.Warn("failed", "err", err, "reason", reason)
 	a.noteFailure(id, err)
 	a.keepLog(ctx, node, id)
 	a.keepNetLog(ctx, node, id)
-	a.report(ctx, node, id, nodes.Report{State: domain.StateFailed, Error: err.Error()})
+	a.report(ctx, node, id, nodes.Report{State: domain.StateFailed, Error: errText(err), Reason: reason})
+}
+
+func errText(err error) string {
+	if err == nil {
+		return "ended"
+	}
+	return err.Error()
 }

@@ -76,16 +76,21 @@ type Linker interface {
 	LinkFor(ctx context.Context, a domain.Artifact, ttl time.Duration) (domain.Link, error)
 }
 
-// Stop reasons a node's side records (beside domain's deleted, idle, expired).
+// Stop reasons a node's side records, of domain's one vocabulary
+// (domain.StopReasons).
 const (
-	// StopFailed: the node reported the environment failed.
-	StopFailed = "failed"
-	// StopByNode: the node reported it stopped while it was live.
-	StopByNode = "node"
+	// StopFailed: the node reported the environment failed without saying
+	// why more precisely (Report.Reason).
+	StopFailed = domain.StopFailed
+	// StopByNode: the node reported it stopped while it was live: its
+	// command ended.
+	StopByNode = domain.StopExited
 	// StopLost: its node stopped heartbeating.
-	StopLost = "lost"
+	StopLost = domain.StopNodeLost
 	// StopLeft: its node deregistered.
-	StopLeft = "left"
+	StopLeft = domain.StopNodeLeft
+	// StopRevoked: its node's credential was revoked.
+	StopRevoked = domain.StopNodeRevoked
 )
 
 // ErrorNodeLost is the error of an environment whose node was lost.
@@ -659,6 +664,11 @@ type Report struct {
 	Restored *domain.Restored `json:"restored"`
 	// Error says why, with failed.
 	Error string `json:"error"`
+	// Reason is the node's word for an end, with stopped or failed: one of
+	// domain.NodeStopReasons (exited, out_of_memory, out_of_disk,
+	// failed). Absent: failed says failed unless the error names
+	// out_of_memory or out_of_disk, stopped says exited.
+	Reason string `json:"reason,omitempty"`
 }
 
 // ReportState applies a node's report about an environment it runs. The
@@ -679,6 +689,9 @@ func (s *Service) ReportState(ctx context.Context, p domain.Principal, nodeID, e
 	}
 	if r.State != domain.StateReady && (len(r.Exports) > 0 || r.Restored != nil) {
 		return domain.Environment{}, domain.Invalid("state", "exports and restored are reported with ready only")
+	}
+	if r.Reason != "" && (!slices.Contains(domain.NodeStopReasons, r.Reason) || (r.State != domain.StateStopped && r.State != domain.StateFailed)) {
+		return domain.Environment{}, domain.Invalid("reason", "reason is one of %v, with stopped or failed", domain.NodeStopReasons)
 	}
 	if r.State != domain.StateFailed && r.Error != "" {
 		return domain.Environment{}, domain.Invalid("error", "error is reported with failed only")
@@ -721,7 +734,10 @@ func (s *Service) ReportState(ctx context.Context, p domain.Principal, nodeID, e
 		case (r.State == domain.StateStopped || r.State == domain.StateFailed) && e.State.Live() && e.State != domain.StatePending:
 			reason := StopByNode
 			if r.State == domain.StateFailed {
-				e.Error, reason = msg, StopFailed
+				e.Error, reason = msg, domain.StopReasonOf(msg, StopFailed)
+			}
+			if r.Reason != "" {
+				reason = r.Reason
 			}
 			after, done, err = s.store.StopEnvironment(ctx, e, r.State, reason, s.clock.Now())
 			if err != nil {
