@@ -208,3 +208,26 @@ func (a *Agent) boundaryBytes(id string) (sent, received int64) {
 	}
 	return e.b.Bytes()
 }
+
+// history is the coarse metrics history of environment id, for its end's
+// report; nil when none was sampled.
+func (a *Agent) history(id string) []domain.MetricSample {
+	r := a.env(id)
+	if r == nil || r.m == nil {
+		return nil
+	}
+	h := r.m.series.History()
+	if len(h) == 0 {
+		return nil
+	}
+	return h
+}
+
+// envSeries is the metrics series of an environment the agent runs.
+func (a *Agent) envSeries(id string) (*samples.Series, bool) {
+	r := a.env(id)
+	if r == nil || r.m == nil {
+		return nil, false
+	}
+	return r.m.series, true
+}

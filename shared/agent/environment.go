@@ -241,7 +241,7 @@ func (a *Agent) finish(ctx context.Context, node string, r *runningEnv, h runtim
 	a.keepLog(ctx, node, r.id)
 	a.keepNetLog(ctx, node, r.id)
 	if r.report.Load() {
-		a.report(ctx, node, r.id, nodes.Report{State: domain.StateStopped})
+		a.report(ctx, node, r.id, nodes.Report{State: domain.StateStopped, Metrics: a.history(r.id)})
 	}
 }
 
@@ -257,7 +257,7 @@ func (a *Agent) failAs(ctx context.Context, node, id string, err error, reason s
 	a.noteFailure(id, err)
 	a.keepLog(ctx, node, id)
 	a.keepNetLog(ctx, node, id)
-	a.report(ctx, node, id, nodes.Report{State: domain.StateFailed, Error: errText(err), Reason: reason})
+	a.report(ctx, node, id, nodes.Report{State: domain.StateFailed, Error: errText(err), Reason: reason, Metrics: a.history(id)})
 }
 
 func errText(err error) string {

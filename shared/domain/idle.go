@@ -119,6 +119,10 @@ func ActiveEvery(idle time.Duration) time.Duration {
 // MinActiveEvery bounds how often an environment is reported active.
 const MinActiveEvery = 5 * time.Second
 
+// MaxMetricHistory bounds the coarse metrics history kept with an ended
+// environment: its whole life in at most this many points.
+const MaxMetricHistory = 121
+
 // MetricSample is what an environment used over a few seconds, as its node
 // measured it (GET /v1/environments/{id}/metrics; docs/environments.md,
 // "Metrics").

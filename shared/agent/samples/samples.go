@@ -116,4 +116,6 @@ func (s *Series) History() []domain.MetricSample {
 }
 
 // MaxHistory is the most points History gives.
-const MaxHistory = maxHistory + 1
+const MaxHistory = domain.MaxMetricHistory
+
+var _ = [1]int{}[MaxHistory-(maxHistory+1)] // History's bound is the service's
