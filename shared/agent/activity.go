@@ -44,8 +44,8 @@ type measured struct {
 	lastSeen string // the usage's source, for the log once
 }
 
-func newMeasured(c *nodes.Claimed) *measured {
-	return &measured{act: activity.New(c.Template.Idle, time.Duration(c.Environment.Idle)), series: samples.New()}
+func newMeasured(c *nodes.Claimed, now time.Time) *measured {
+	return &measured{act: activity.New(c.Template.Idle, time.Duration(c.Environment.Idle), now), series: samples.New()}
 }
 
 // activeEnvs are the environments to report active in this heartbeat.

@@ -141,8 +141,16 @@ func (a *Agent) runEnv(ctx context.Context, node string, r *runningEnv, c *nodes
 		h.Stop(a.cfg.Grace)
 		return
 	default:
+		// A command that ended before it was ready exited; anything else
+		// kept it from being ready.
+		reason := domain.StopFailed
+		select {
+		case <-h.Done():
+			reason = domain.StopExited
+		default:
+		}
 		h.Stop(a.cfg.Grace)
-		a.fail(ctx, node, r.id, err, log)
+		a.failAs(ctx, node, r.id, err, domain.StopReasonOf(errText(err), reason), log)
 		return
 	}
 	ports := h.Ports()

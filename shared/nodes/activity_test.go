@@ -50,11 +50,11 @@ func TestComputingIsNotIdle(t *testing.T) {
 			if r := e.report(tok, node, id, map[string]any{"state": "ready"}); r.Status != 200 {
 				t.Fatalf("ready: %d %s", r.Status, r.Body)
 			}
-			tr := activity.New(c.Template.Idle, time.Duration(c.Environment.Idle))
+			tr := activity.New(c.Template.Idle, time.Duration(c.Environment.Idle), e.Clock.Now())
 			cpu, reports := 0.0, 0
 			start := e.Clock.Now()
 			var stoppedAt time.Time
-			for e.Clock.Now().Sub(start) < 4*time.Minute && stoppedAt.IsZero() {
+			for e.Clock.Now().Sub(start) < 6*time.Minute && stoppedAt.IsZero() {
 				e.Clock.Advance(5 * time.Second)
 				now := e.Clock.Now()
 				if now.Sub(start) <= 2*time.Minute {
@@ -88,8 +88,8 @@ func TestComputingIsNotIdle(t *testing.T) {
 			}
 			// Computing until 2 min, idle from then (the CPU window of 1 min
 			// still sees work until about 3 min), stopped a minute after the
-			// last report.
-			if ran <= 2*time.Minute || ran > 4*time.Minute {
+			// last report (at 3 min: a report every 15 s).
+			if ran <= 2*time.Minute || ran > 4*time.Minute+5*time.Second {
 				t.Fatalf("counting CPU, it was stopped after %s (reports %d)", ran, reports)
 			}
 			// A quarter of the 1-minute timeout: a report every 15 s while

@@ -24,8 +24,9 @@ type Tracker struct {
 	mu sync.Mutex
 	// pending: activity came since the last report.
 	pending bool
-	// reported is when the environment was last reported active (zero:
-	// never).
+	// reported is when the environment was last reported active, or
+	// started: its lease set its idle deadline a whole timeout ahead, so
+	// the first report is due a quarter of it after the start.
 	reported time.Time
 	// execs counts the exec sessions and shells open now.
 	execs int
@@ -47,9 +48,10 @@ type cpuSample struct {
 }
 
 // New tracks an environment of a template with idle policy idle (nil: the
-// default) and idle timeout timeout.
-func New(idle *domain.Idle, timeout time.Duration) *Tracker {
-	return &Tracker{idle: idle, every: domain.ActiveEvery(timeout), last: map[string]time.Time{}}
+// default) and idle timeout timeout, from its start (its claim, a moment
+// after its lease moved its idle deadline; zero: report at once).
+func New(idle *domain.Idle, timeout time.Duration, start time.Time) *Tracker {
+	return &Tracker{idle: idle, every: domain.ActiveEvery(timeout), reported: start, last: map[string]time.Time{}}
 }
 
 // Counts says whether kind keeps this environment from idling.
@@ -148,7 +150,7 @@ func (t *Tracker) Due(now time.Time) bool {
 	defer t.mu.Unlock()
 	active := t.pending || (t.execs > 0 && t.idle.Counts(domain.ActivityExec)) ||
 		(t.busyCPU && t.idle.Counts(domain.ActivityCPU))
-	if !active || (!t.reported.IsZero() && now.Sub(t.reported) < t.every) {
+	if !active || now.Sub(t.reported) < t.every {
 		return false
 	}
 	t.pending = false
@@ -161,7 +163,7 @@ func (t *Tracker) Due(now time.Time) bool {
 func (t *Tracker) Unreport() {
 	t.mu.Lock()
 	t.pending = true
-	t.reported = time.Time{}
+	t.reported = t.reported.Add(-t.every)
 	t.mu.Unlock()
 }
 

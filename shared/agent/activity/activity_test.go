@@ -39,7 +39,7 @@ func TestTrackerKinds(t *testing.T) {
 		}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tr := New(tc.idle, 4*time.Minute)
+			tr := New(tc.idle, 4*time.Minute, time.Time{})
 			tc.feed(tr, t0)
 			if got := tr.Due(t0); got != tc.want {
 				t.Fatalf("due %v, want %v", got, tc.want)
@@ -51,7 +51,7 @@ func TestTrackerKinds(t *testing.T) {
 // Reports are spaced by a quarter of the idle timeout while activity goes
 // on, and stop when it stops; a lost report is made again.
 func TestTrackerSpacesItsReports(t *testing.T) {
-	tr := New(nil, 4*time.Minute) // reports at most every minute
+	tr := New(nil, 4*time.Minute, t0.Add(-time.Minute)) // reports at most every minute
 	reports := 0
 	for s := 0; s <= 600; s += 5 {
 		at := t0.Add(time.Duration(s) * time.Second)
@@ -90,5 +90,18 @@ func TestIdleValidate(t *testing.T) {
 	ok := &domain.Idle{Activity: domain.ActivityKinds, CPU: &domain.IdleCPU{Above: 50, Window: domain.Duration(time.Minute)}}
 	if err := ok.Validate(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The lease moved the idle deadline a whole timeout ahead: the first report
+// is a quarter of it after the start, however busy the environment is.
+func TestTrackerFirstReportAfterAQuarter(t *testing.T) {
+	tr := New(nil, 4*time.Minute, t0)
+	tr.Note(domain.ActivityTunnel, t0)
+	if tr.Due(t0.Add(59 * time.Second)) {
+		t.Fatal("reported before a quarter of the timeout")
+	}
+	if !tr.Due(t0.Add(time.Minute)) {
+		t.Fatal("not reported after a quarter of the timeout")
 	}
 }
