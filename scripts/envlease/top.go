@@ -9,7 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/envlease/envlease/shared/bytesize"
 	"github.com/envlease/envlease/shared/client"
 	"github.com/envlease/envlease/shared/domain"
 )
@@ -99,10 +98,10 @@ const topHeader = "TIME                  CPU%     MEMORY       DISK     NET IN  
 func topLine(x domain.MetricSample) string {
 	disk := "-"
 	if x.Disk != nil {
-		disk = bytesize.Format(uint64(max(*x.Disk, 0)))
+		disk = size(*x.Disk)
 	}
 	return fmt.Sprintf("%-20s %6.1f %10s %10s %8s/s %8s/s %6d", x.Time.UTC().Format("2006-01-02T15:04:05Z"), x.CPU,
-		bytesize.Format(uint64(max(x.Memory, 0))), disk, bytesize.Format(uint64(x.NetIn)), bytesize.Format(uint64(x.NetOut)), x.Processes)
+		size(x.Memory), disk, size(int64(x.NetIn)), size(int64(x.NetOut)), x.Processes)
 }
 
 // drawTop redraws the terminal: the latest sample and, for CPU and

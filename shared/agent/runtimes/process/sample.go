@@ -22,19 +22,28 @@ func (h *handle) Sample(context.Context) (runtimes.Usage, error) {
 		return runtimes.Usage{}, errors.New("not started")
 	}
 	disk := h.b.Disk.Used()
+	var cg runtimes.Usage
+	var cgErr error = errors.New("no cgroup")
 	if h.b.Cgroup != "" {
-		u, err := cgroupUsage(h.b.Cgroup)
-		if err == nil {
-			u.DiskBytes = disk
-			return u, nil
+		cg, cgErr = cgroupUsage(h.b.Cgroup)
+		if cgErr == nil && cg.MemoryBytes >= 0 && cg.Processes >= 0 {
+			cg.DiskBytes = disk
+			return cg, nil
 		}
 	}
 	t, err := procstat.Tree("/proc", h.p.cmd.Process.Pid)
 	if err != nil {
 		return runtimes.Usage{}, err
 	}
-	return runtimes.Usage{CPUSeconds: t.CPUSeconds, MemoryBytes: t.RSSBytes, Processes: t.Processes, DiskBytes: disk,
-		Source: "/proc (process tree)"}, nil
+	u := runtimes.Usage{CPUSeconds: t.CPUSeconds, MemoryBytes: t.RSSBytes, Processes: t.Processes, DiskBytes: disk,
+		Source: "/proc (process tree)"}
+	if cgErr == nil {
+		// A cgroup v2 tree without the memory and pids controllers
+		// enabled (a hybrid host) still counts CPU, exec sessions'
+		// included.
+		u.CPUSeconds, u.Source = cg.CPUSeconds, "cgroup v2 (cpu.stat), /proc (memory, processes)"
+	}
+	return u, nil
 }
 
 // cgroupUsage reads a cgroup v2 folder: cpu.stat's usage_usec,
@@ -50,6 +59,8 @@ func cgroupUsage(dir string) (runtimes.Usage, error) {
 		return u, errors.New("cpu.stat has no usage_usec")
 	}
 	u.CPUSeconds = float64(usec) / 1e6
+	// -1: the controller is not enabled for the cgroup.
+	u.MemoryBytes, u.Processes = -1, -1
 	if b, err := os.ReadFile(filepath.Join(dir, "memory.current")); err == nil {
 		u.MemoryBytes, _ = strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
 		if ms, err := os.ReadFile(filepath.Join(dir, "memory.stat")); err == nil {
