@@ -1,9 +1,10 @@
-// One environment: every field, exports, shares, its error, its log, touch and delete.
+// One environment: every field, exports, shares, its error, its metrics, its log, touch and delete.
 import { h, labels, timeEl, left, table } from './dom.js';
 import { get, post, del, enc } from './api.js';
 import { errorBox, guard } from './ui.js';
 import { logPanel } from './envlog.js';
 import { previewsPanel } from './previews.js';
+import { metricsPanel } from './envmetrics.js';
 
 const REFRESH_MS = 2000;
 
@@ -13,6 +14,7 @@ export function renderDetail(root, id) {
   let env = null;
   const log = logPanel();
   const previews = previewsPanel(id);
+  const metrics = metricsPanel();
 
   const draw = () => {
     const e = env;
@@ -48,6 +50,8 @@ export function renderDetail(root, id) {
         h('td', { text: s.name }), h('td', { text: s.direction }), h('td', { text: s.envPath }), h('td', { text: s.localPath }),
         h('td', { text: s.files.length }), h('td', { text: s.artifact || '—' }))))
       : h('p', { class: 'muted', text: 'None.' }));
+    metrics.update(e);
+    parts.push(metrics.panel);
     log.update(e);
     parts.push(log.panel);
     body.replaceChildren(...parts);
