@@ -13,10 +13,10 @@ const H = 48;
 
 const mib = (n) => `${(n / 1048576).toFixed(1)} MiB`;
 
-// sparkline draws values scaled to their peak (a flat line at the bottom
-// when all are 0).
-const sparkline = (name, values) => {
-  const peak = Math.max(...values, 0);
+// sparkline draws values scaled to their peak, or to floor when the peak
+// is lower (CPU to at least one CPU, so an idle one draws flat).
+const sparkline = (name, values, floor) => {
+  const peak = Math.max(...values, floor);
   const step = values.length > 1 ? W / (values.length - 1) : 0;
   const points = values.map((v, i) => `${(i * step).toFixed(1)},${(H - 2 - (peak > 0 ? (v / peak) * (H - 4) : 0)).toFixed(1)}`).join(' ');
   return svg('svg', { class: 'sparkline', width: W, height: H, viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': name },
@@ -24,9 +24,9 @@ const sparkline = (name, values) => {
 };
 
 const series = [
-  ['cpu', 'CPU', (x) => x.cpu, (v) => `${v.toFixed(1)} %`],
-  ['memory', 'Memory', (x) => x.memory, mib],
-  ['processes', 'Processes', (x) => x.processes, (v) => `${v}`],
+  ['cpu', 'CPU', (x) => x.cpu, (v) => `${v.toFixed(1)} %`, 100],
+  ['memory', 'Memory', (x) => x.memory, mib, 0],
+  ['processes', 'Processes', (x) => x.processes, (v) => `${v}`, 0],
 ];
 
 export function metricsPanel() {
@@ -46,9 +46,9 @@ export function metricsPanel() {
       const to = new Date(m.history[m.history.length - 1].time);
       show(
         h('p', { class: 'muted', text: `Its whole life, ${m.history.length} points from ${from.toISOString()} to ${to.toISOString()} (each an average; memory and processes at their peak).` }),
-        h('dl', { class: 'fields metrics' }, series.map(([key, name, pick, fmt]) => {
+        h('dl', { class: 'fields metrics' }, series.map(([key, name, pick, fmt, floor]) => {
           const values = m.history.map(pick);
-          return [h('dt', { text: name }), h('dd', {}, sparkline(key, values), h('span', { class: 'muted', text: ` peak ${fmt(Math.max(...values))}, last ${fmt(values[values.length - 1])}` }))];
+          return [h('dt', { text: name }), h('dd', {}, sparkline(key, values, floor), h('span', { class: 'muted', text: ` peak ${fmt(Math.max(...values))}, last ${fmt(values[values.length - 1])}` }))];
         })));
     } catch (err) {
       shownFor = '';
