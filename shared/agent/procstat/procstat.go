@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 )
 
 // Usage is what a process tree uses.
@@ -38,26 +40,70 @@ type stat struct {
 // ErrNoProcess says the tree's root is gone.
 var ErrNoProcess = errors.New("procstat: no such process")
 
-// Tree reads the tree of processes rooted at pid, in proc (normally /proc).
-func Tree(proc string, pid int) (Usage, error) {
+// Snapshot is every process of a /proc at one moment.
+type Snapshot struct {
+	all      map[int]stat
+	children map[int][]int
+}
+
+// Read reads every process of proc (normally /proc): one pass for all the
+// trees a sampling round asks about (Cached).
+func Read(proc string) (*Snapshot, error) {
 	ents, err := os.ReadDir(proc)
 	if err != nil {
-		return Usage{}, err
+		return nil, err
 	}
-	all := map[int]stat{}
-	children := map[int][]int{}
+	s := &Snapshot{all: map[int]stat{}, children: map[int][]int{}}
 	for _, e := range ents {
 		p, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		s, err := readStat(filepath.Join(proc, e.Name(), "stat"))
+		st, err := readStat(filepath.Join(proc, e.Name(), "stat"))
 		if err != nil {
 			continue // gone since the listing
 		}
-		all[p] = s
-		children[s.ppid] = append(children[s.ppid], p)
+		s.all[p] = st
+		s.children[st.ppid] = append(s.children[st.ppid], p)
 	}
+	return s, nil
+}
+
+var cache struct {
+	sync.Mutex
+	at   time.Time
+	snap *Snapshot
+}
+
+// Cached is Read of /proc, shared by the calls of the next maxAge: the
+// agent samples every environment in a round, and /proc is read once per
+// round rather than once per environment.
+func Cached(maxAge time.Duration) (*Snapshot, error) {
+	cache.Lock()
+	defer cache.Unlock()
+	if cache.snap != nil && time.Since(cache.at) < maxAge {
+		return cache.snap, nil
+	}
+	s, err := Read("/proc")
+	if err != nil {
+		return nil, err
+	}
+	cache.snap, cache.at = s, time.Now()
+	return s, nil
+}
+
+// Tree reads the tree of processes rooted at pid, in proc (normally /proc).
+func Tree(proc string, pid int) (Usage, error) {
+	s, err := Read(proc)
+	if err != nil {
+		return Usage{}, err
+	}
+	return s.Tree(pid)
+}
+
+// Tree is the usage of the tree of processes rooted at pid.
+func (s *Snapshot) Tree(pid int) (Usage, error) {
+	all, children := s.all, s.children
 	if _, ok := all[pid]; !ok {
 		return Usage{}, ErrNoProcess
 	}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/envlease/envlease/shared/agent/procstat"
 	"github.com/envlease/envlease/shared/agent/runtimes"
@@ -31,7 +32,12 @@ func (h *handle) Sample(context.Context) (runtimes.Usage, error) {
 			return cg, nil
 		}
 	}
-	t, err := procstat.Tree("/proc", h.p.cmd.Process.Pid)
+	// One read of /proc serves every environment of a sampling round.
+	snap, err := procstat.Cached(time.Second)
+	if err != nil {
+		return runtimes.Usage{}, err
+	}
+	t, err := snap.Tree(h.p.cmd.Process.Pid)
 	if err != nil {
 		return runtimes.Usage{}, err
 	}
