@@ -67,11 +67,22 @@ every state with --all. At most --limit are shown (0: all of them).`,
 				return a.printJSON(map[string]any{"environments": envs})
 			}
 			now := time.Now()
-			t := newTable(a.stdout, "ID", "NAME", "TEMPLATE", "STATE", "CREATED", "IDLE UNTIL", "EXPORTS")
+			// A listing that may hold ended environments says why each
+			// ended (domain.StopReasons).
+			ended := all || (state != "live" && !domain.State(state).Live())
+			cols := []string{"ID", "NAME", "TEMPLATE", "STATE", "CREATED", "IDLE UNTIL", "EXPORTS"}
+			if ended {
+				cols = []string{"ID", "NAME", "TEMPLATE", "STATE", "REASON", "CREATED", "IDLE UNTIL", "EXPORTS"}
+			}
+			t := newTable(a.stdout, cols...)
 			for _, e := range envs {
 				idle := "-"
 				if e.State.Live() {
 					idle = ago(e.IdleUntil, now)
+				}
+				if ended {
+					t.row(e.ID, e.Name, e.Template, string(e.State), orDash(e.StopReason), ago(e.Created, now), idle, orDash(exports(e.Exports)))
+					continue
 				}
 				t.row(e.ID, e.Name, e.Template, string(e.State), ago(e.Created, now), idle, orDash(exports(e.Exports)))
 			}

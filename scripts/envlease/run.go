@@ -412,6 +412,10 @@ func endedWhy(e domain.Environment) string {
 		return fmt.Sprintf("it was idle for %s", e.Idle)
 	case domain.StopDeleted:
 		return "it was deleted"
+	case domain.StopBudget:
+		return "a hard budget it counts against was spent"
+	case domain.StopNodeLost, domain.StopNodeLeft, domain.StopNodeRevoked:
+		return fmt.Sprintf("its node was lost (%s)", e.StopReason)
 	}
 	if e.Error != "" {
 		return fmt.Sprintf("it %s: %s", e.State, e.Error)

@@ -222,6 +222,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	warmDone := make(chan struct{})
 	go func() { defer close(warmDone); a.warm.run(ctx) }()
 	defer func() { cancel(); <-warmDone }()
+	sampleDone := make(chan struct{})
+	go func() { defer close(sampleDone); a.sampleLoop(ctx) }()
+	defer func() { cancel(); <-sampleDone }()
 	for {
 		err := a.session(ctx)
 		if ctx.Err() != nil {

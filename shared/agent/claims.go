@@ -71,7 +71,7 @@ func (a *Agent) waitEnvs() {
 
 // start records a claimed environment and runs it in its own goroutine.
 func (a *Agent) start(ctx context.Context, node string, c *nodes.Claimed) {
-	r := &runningEnv{id: c.Environment.ID, env: c.Environment, stop: make(chan struct{})}
+	r := &runningEnv{id: c.Environment.ID, env: c.Environment, stop: make(chan struct{}), m: newMeasured(c, a.now())}
 	a.mu.Lock()
 	a.envs[r.id] = r
 	a.mu.Unlock()

@@ -47,6 +47,12 @@ type Config struct {
 	// TransportHTTP. SocketURL overrides the WebSocket's URL the
 	// registration gives.
 	Transport, SocketURL string
+	// SampleEvery is how often the agent samples each environment's use
+	// (metrics and CPU activity; default DefaultSampleEvery).
+	SampleEvery time.Duration
+	// Now is the agent's clock for activity and metrics (default
+	// time.Now); tests set a fake one.
+	Now func() time.Time
 	// NoWarm turns warm environments off.
 	NoWarm bool
 	// Runc is the runc binary the container runtime drives (default: runc

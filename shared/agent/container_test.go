@@ -206,8 +206,8 @@ exec sleep 3600`
 	})
 
 	hog := s.lease(t, "hog")
-	if env := s.waitLong(t, hog, domain.StateFailed); !strings.Contains(env.Error, "out of memory") {
-		t.Errorf("over its memory limit: failed with %q, want out of memory", env.Error)
+	if env := s.waitLong(t, hog, domain.StateFailed); !strings.Contains(env.Error, "out of memory") || env.StopReason != domain.StopOutOfMemory {
+		t.Errorf("over its memory limit: failed with %q (%s), want out of memory (out_of_memory)", env.Error, env.StopReason)
 	}
 
 	id := s.lease(t, "bomb")

@@ -42,6 +42,8 @@ type runningEnv struct {
 	startOnce sync.Once
 	// previews are what its preview links need on this node (preview_endpoint.go).
 	previews previewState
+	// m is what the node measures of it: activity and metrics (activity.go).
+	m *measured
 }
 
 func (r *runningEnv) requestStop(report bool) {
@@ -150,8 +152,16 @@ func (a *Agent) runEnv(ctx context.Context, node string, r *runningEnv, c *nodes
 		h.Stop(a.cfg.Grace)
 		return
 	default:
+		// A command that ended before it was ready exited; anything else
+		// kept it from being ready.
+		reason := domain.StopFailed
+		select {
+		case <-h.Done():
+			reason = domain.StopExited
+		default:
+		}
 		h.Stop(a.cfg.Grace)
-		a.fail(ctx, node, r.id, err, log)
+		a.failAs(ctx, node, r.id, err, domain.StopReasonOf(errText(err), reason), log)
 		return
 	}
 	ports := h.Ports()
@@ -186,7 +196,8 @@ func (a *Agent) runEnv(ctx context.Context, node string, r *runningEnv, c *nodes
 		case <-r.stop: // it was being stopped anyway
 			a.finish(ctx, node, r, h, log)
 		default:
-			a.fail(ctx, node, r.id, h.Err(), log)
+			err := h.Err()
+			a.failAs(ctx, node, r.id, err, domain.StopReasonOf(errText(err), domain.StopExited), log)
 		}
 	case <-r.stop:
 		a.finish(ctx, node, r, h, log)
@@ -257,14 +268,28 @@ func (a *Agent) finish(ctx context.Context, node string, r *runningEnv, h runtim
 	a.keepLog(ctx, node, r.id)
 	a.keepNetLog(ctx, node, r.id)
 	if r.report.Load() {
-		a.report(ctx, node, r.id, nodes.Report{State: domain.StateStopped})
+		a.report(ctx, node, r.id, nodes.Report{State: domain.StateStopped, Metrics: a.history(r.id)})
 	}
 }
 
 func (a *Agent) fail(ctx context.Context, node, id string, err error, log *slog.Logger) {
-	log.Warn("failed", "err", err)
+	a.failAs(ctx, node, id, err, domain.StopReasonOf(errText(err), domain.StopFailed), log)
+}
+
+// failAs is fail with the reason the report gives (domain.NodeStopReasons):
+// exited when the command ended on its own, out_of_memory or out_of_disk
+// when its error says so, failed otherwise.
+func (a *Agent) failAs(ctx context.Context, node, id string, err error, reason string, log *slog.Logger) {
+	log.Warn("failed", "err", err, "reason", reason)
 	a.noteFailure(id, err)
 	a.keepLog(ctx, node, id)
 	a.keepNetLog(ctx, node, id)
-	a.report(ctx, node, id, nodes.Report{State: domain.StateFailed, Error: err.Error()})
+	a.report(ctx, node, id, nodes.Report{State: domain.StateFailed, Error: errText(err), Reason: reason, Metrics: a.history(id)})
+}
+
+func errText(err error) string {
+	if err == nil {
+		return "ended"
+	}
+	return err.Error()
 }

@@ -59,7 +59,17 @@ func (a *Agent) startExec(ctx context.Context, c ticket.Claims, req execsession.
 		return nil, err
 	}
 	var once sync.Once
-	return execProcess{p: p, ended: func() { once.Do(func() { r.execs.Add(-1) }) }}, nil
+	if r.m != nil {
+		r.m.act.ExecOpened(a.now())
+	}
+	return execProcess{p: p, ended: func() {
+		once.Do(func() {
+			r.execs.Add(-1)
+			if r.m != nil {
+				r.m.act.ExecClosed(a.now())
+			}
+		})
+	}}, nil
 }
 
 // execProcess is a runtime's ExecProcess as a session serves it; ended

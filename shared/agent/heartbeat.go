@@ -25,9 +25,11 @@ func (a *Agent) heartbeats(ctx context.Context, node string, interval time.Durat
 		inFlight := a.claiming.Load() > 0
 		ids := a.ids()
 		opened := a.previewsOpened()
-		beat, err := a.api.Heartbeat(ctx, node, ids, a.previewsActive(), opened)
+		active := a.activeEnvs()
+		beat, err := a.api.Heartbeat(ctx, node, ids, active, opened)
 		if err != nil {
 			a.previewsReopen(opened)
+			a.unreport(active)
 		}
 		if statusOf(err) == http.StatusGone || statusOf(err) == http.StatusNotFound {
 			return errLost

@@ -257,6 +257,7 @@ func (a *Agent) endpoint(t *tunnels) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(tunnel.LogsPath, NewLogsHandler(LogsConfig{Identity: t.identity, Logs: a.envLog, Log: a.log}))
 	mux.Handle(tunnel.NetLogPath, NewLogsHandler(LogsConfig{Identity: t.identity, Logs: a.netLog, Log: a.log, Open: ticket.OpenNetLog}))
+	mux.Handle(tunnel.MetricsPath, NewMetricsHandler(MetricsConfig{Identity: t.identity, Series: a.envSeries, Every: a.cfg.SampleEvery, Log: a.log}))
 	mux.Handle("/", t.h)
 	return a.previewsFirst(t, mux)
 }

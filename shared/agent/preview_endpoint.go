@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/envlease/envlease/shared/domain"
@@ -14,14 +13,11 @@ import (
 
 // previewState is what an environment's preview links need on the node:
 // the previews the control plane says are revoked (each heartbeat answer
-// names them, until their tokens would have expired anyway) and whether a
-// request went through one since the last heartbeat.
+// names them, until their tokens would have expired anyway) and its public
+// exports. Their requests are activity (activity.go).
 type previewState struct {
 	mu      sync.Mutex
 	revoked []string
-	active  atomic.Bool
-	// reported is when the node last said it was busy (Unix nanoseconds).
-	reported atomic.Int64
 	// public are the targets of the exports its template makes public,
 	// by export name: their preview hosts open without a token.
 	public map[string]string
@@ -73,7 +69,7 @@ func (a *Agent) previewsFirst(t *tunnels, next http.Handler) http.Handler {
 			return preview.Identity{Org: id.Org, Node: id.Node, Key: id.Key}, ok
 		},
 		Targets: a.readyTargets,
-		Dial:    a.dialTarget,
+		Dial:    a.dialCounted(domain.ActivityPreview),
 		Revoked: func(env, id string) bool {
 			r := a.env(env)
 			return r == nil || r.previews.isRevoked(id)
@@ -89,11 +85,7 @@ func (a *Agent) previewsFirst(t *tunnels, next http.Handler) http.Handler {
 			ts, ready := a.readyTargets(env)
 			return target, ok && ready && slices.Contains(ts, target)
 		},
-		Activity: func(env string) {
-			if r := a.env(env); r != nil {
-				r.previews.active.Store(true)
-			}
-		},
+		Activity: func(env string) { a.note(env, domain.ActivityPreview) },
 		Opened: func(o preview.Opened) {
 			a.log.Info("preview opened", "environment", o.Claims.Env, "preview", o.Claims.Preview,
 				"host", o.Claims.Host, "remote", o.Remote, "userAgent", o.UserAgent)
@@ -121,26 +113,6 @@ func (a *Agent) previewsRevoked(m nodes.Message) {
 	if r := a.env(m.Environment); r != nil {
 		r.previews.setRevoked(m.Previews)
 	}
-}
-
-// previewsActive are the environments whose preview links carried requests
-// since they were last reported, each at most every nodes.ActiveEvery: the
-// service moves their idle deadlines, as a touch would. A beat that fails
-// loses its report; the environment's next request makes another.
-func (a *Agent) previewsActive() []string {
-	now := time.Now().UnixNano()
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	var out []string
-	for id, r := range a.envs {
-		p := &r.previews
-		if p.active.Load() && now-p.reported.Load() >= int64(nodes.ActiveEvery) {
-			p.active.Store(false)
-			p.reported.Store(now)
-			out = append(out, id)
-		}
-	}
-	return out
 }
 
 // maxOpenedKept bounds the openings kept for the next heartbeats; past it

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/envlease/envlease/shared/agent"
 	"github.com/envlease/envlease/shared/apitest"
 	"github.com/envlease/envlease/shared/domain"
 	"github.com/envlease/envlease/shared/environments"
@@ -35,7 +36,11 @@ func TestAgentServesPreviews(t *testing.T) {
 
 func servesPreviews(t *testing.T, s *stack) {
 	s.Clock.Set(time.Now())
-	s.runAgent(t, time.Second)
+	// The agent measures activity on the stack's clock: a node reports an
+	// environment active at most every quarter of its idle timeout, the
+	// first a quarter after its start (docs/environments.md, "When an
+	// environment is idle").
+	s.runAgentWith(t, t.TempDir(), time.Second, func(c *agent.Config) { c.Now = s.Clock.Now })
 	// A idles after 30 minutes of its hour, so a touch has room to move.
 	r := s.Do("POST", "/v1/environments", apitest.BobToken, map[string]any{"template": "web", "idle": "30m"})
 	if r.Status != http.StatusCreated {
@@ -46,9 +51,10 @@ func servesPreviews(t *testing.T, s *stack) {
 	a, b := la0.Environment.ID, s.lease(t, "web")
 	leased := s.wait(t, a, domain.StateReady)
 	s.wait(t, b, domain.StateReady)
-	// Later, by the service's clock: what the preview carries must move the
-	// idle deadline past the one the lease set.
-	s.Clock.Advance(5 * time.Minute)
+	// Later, by the service's clock, and past a quarter of the idle
+	// timeout: what the preview carries must move the idle deadline past
+	// the one the lease set.
+	s.Clock.Advance(8 * time.Minute)
 
 	make := func(id string) environments.PreviewLink {
 		t.Helper()

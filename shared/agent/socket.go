@@ -305,7 +305,7 @@ func (a *Agent) serveSocket(ctx context.Context, node string, sock *socketClient
 		short := a.noRoom() != nil
 		full := len(ids) >= a.cfg.Capacity || short
 		m := nodes.Message{Type: nodes.MsgHeartbeat, Node: node, Changed: changed, Running: len(ids), Deadline: deadline,
-			Active: a.previewsActive(), Opened: a.previewsOpened()}
+			Active: a.activeEnvs(), Opened: a.previewsOpened()}
 		if lastFull == nil || *lastFull != full {
 			m.Full = &full
 		}
@@ -335,6 +335,9 @@ func (a *Agent) serveSocket(ctx context.Context, node string, sock *socketClient
 		}
 		pinged = time.Now()
 		r, err := sock.call(ctx, m)
+		if err != nil {
+			a.unreport(m.Active)
+		}
 		if s := statusOf(err); s == http.StatusGone || s == http.StatusNotFound {
 			return errLost
 		}

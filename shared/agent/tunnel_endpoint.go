@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/envlease/envlease/shared/agent/confine"
+	"github.com/envlease/envlease/shared/domain"
 	"github.com/envlease/envlease/shared/nodes"
 	"github.com/envlease/envlease/shared/tunnel"
 	"github.com/envlease/envlease/shared/tunnel/ticket"
@@ -58,7 +59,7 @@ func (a *Agent) startTunnels() error {
 		u = "ws://" + net.JoinHostPort(a.cfg.Address, strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)) + tunnel.Path
 	}
 	t := &tunnels{url: u}
-	t.h = NewTunnelHandler(TunnelConfig{Identity: t.identity, Targets: a.readyTargets, DialEnv: a.dialTarget, Log: a.log,
+	t.h = NewTunnelHandler(TunnelConfig{Identity: t.identity, Targets: a.readyTargets, DialEnv: a.dialCounted(domain.ActivityTunnel), Log: a.log,
 		Opens: map[string]OpenFunc{ticket.OpenExec: a.serveExec}})
 	t.srv = &http.Server{
 		Handler: a.endpoint(t), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute,

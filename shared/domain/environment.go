@@ -46,13 +46,38 @@ func (s State) Valid() bool {
 	return false
 }
 
-// Reasons an environment stopped, recorded in stopReason.
+// Reasons an environment left the live states, recorded in stopReason: one
+// vocabulary for stopped, failed (and paused) environments alike, the same
+// in the API, the CLI, the console and the events (docs/environments.md,
+// "Why it ended"; reasons.go maps the values stored before it).
 const (
+	// StopDeleted: deleted through the API (or the CLI, the console).
 	StopDeleted = "deleted"
-	StopIdle    = "idle"
-	StopHard    = "hard"
+	// StopIdle: nothing its template counts as activity happened for its
+	// idle timeout (its idleUntil passed).
+	StopIdle = "idle"
+	// StopExpired: its hard timeout (expires) passed.
+	StopExpired = "expired"
+	// StopHard is StopExpired, by the timeout's name.
+	StopHard = StopExpired
 	// StopBudget: a hard budget of its scope was spent (budgets.Run).
 	StopBudget = "budget"
+	// StopExited: its command ended on its own (stopped when it exited
+	// 0, failed otherwise; error says how).
+	StopExited = "exited"
+	// StopOutOfMemory: it was killed at its memory limit.
+	StopOutOfMemory = "out_of_memory"
+	// StopOutOfDisk: it ended with its disk full (resources.disk).
+	StopOutOfDisk = "out_of_disk"
+	// StopFailed: its node could not start or keep it (an image, a
+	// snapshot, a share, a port, a template gone; error says which).
+	StopFailed = "failed"
+	// StopNodeLost: its node stopped heartbeating.
+	StopNodeLost = "node_lost"
+	// StopNodeLeft: its node left the pool (deregistered).
+	StopNodeLeft = "node_left"
+	// StopNodeRevoked: its node's credential was revoked.
+	StopNodeRevoked = "node_revoked"
 )
 
 // EnvExport is a service of an environment and where the sandbox reaches it.

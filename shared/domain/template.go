@@ -19,9 +19,12 @@ type Template struct {
 	Runtime     string            `json:"runtime"`
 	Restart     string            `json:"restart"`
 	Timeouts    Timeouts          `json:"timeouts"`
-	Warm        int               `json:"warm"`
-	Platforms   []string          `json:"platforms"`
-	BuildCache  bool              `json:"buildCache"`
+	// Idle is added to the spec's record: what counts as activity, which
+	// keeps its environments from idling (idle.go); absent for the default.
+	Idle       *Idle    `json:"idle,omitempty"`
+	Warm       int      `json:"warm"`
+	Platforms  []string `json:"platforms"`
+	BuildCache bool     `json:"buildCache"`
 	// Network is NetworkNone (also when empty), NetworkOpen, NetworkRules
 	// or NetworkEgress (network.go).
 	Network string `json:"network"`
@@ -163,6 +166,9 @@ func (t Template) Egress() bool { return t.Network == NetworkEgress }
 // inside DynamoDB's limits, and that its network is one there is.
 func (t Template) ValidateLimits() error {
 	if err := t.validateNetwork(); err != nil {
+		return err
+	}
+	if err := t.Idle.Validate(); err != nil {
 		return err
 	}
 	for _, r := range []struct{ field, size string }{{"resources.memory", t.Resources.Memory}, {"resources.disk", t.Resources.Disk}} {

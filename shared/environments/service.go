@@ -42,6 +42,8 @@ type Store interface {
 	SetEnvironmentPreviews(ctx context.Context, e domain.Environment, ps []domain.Preview) (domain.Environment, bool, error)
 	// GetOrg reads the organization, for its longest preview.
 	GetOrg(ctx context.Context, id string) (domain.Org, error)
+	// GetEnvMetrics reads an ended environment's kept metrics history.
+	GetEnvMetrics(ctx context.Context, org, id string) ([]domain.MetricSample, error)
 }
 
 // Limits of a lease request and of listings.

@@ -472,6 +472,7 @@ func endpoints(sbx string, key string) []endpoint {
 		keepLogEndpoint(),
 		completeLogEndpoint(),
 		logsEndpoint(),
+		metricsEndpoint(),
 		{name: "POST /v1/nodes/{id}/environments/{env}/report (ready)", status: 200, cleanup: deleteReported, prepare: func(s *stack) request {
 			node, env := s.claimed()
 			return request{method: "POST", path: "/v1/nodes/" + node + "/environments/" + env + "/report", token: s.nodeToken, body: map[string]any{"state": "ready"}}

@@ -116,7 +116,7 @@ func TestRevokingANodeCredentialEndsItsNode(t *testing.T) {
 		}
 		var got domain.Environment
 		e.Do(http.MethodGet, "/v1/environments/"+env.ID, apitest.BobToken, nil).JSON(t, &got)
-		if got.State != domain.StateFailed || got.Error != nodes.ErrorNodeRevoked || got.StopReason != nodes.StopLost {
+		if got.State != domain.StateFailed || got.Error != nodes.ErrorNodeRevoked || got.StopReason != nodes.StopRevoked {
 			t.Fatalf("%s: %s %q %q", when, got.State, got.Error, got.StopReason)
 		}
 		if r := e.Do(http.MethodPost, tunnel, apitest.BobToken, nil); r.Status != 409 {

@@ -82,8 +82,8 @@ func (s *Service) handleDeregister(w http.ResponseWriter, r *http.Request, p dom
 type heartbeatRequest struct {
 	// Environments are the ids the node runs now.
 	Environments []string `json:"environments"`
-	// Active are the environments whose preview links carried requests
-	// since the node last said so.
+	// Active are the environments that were active on the node (what
+	// their templates count as activity) since the node last said so.
 	Active []string `json:"active"`
 	// Opened are the preview links opened since the last heartbeat.
 	Opened []PreviewOpened `json:"opened"`

@@ -50,8 +50,8 @@ type PreviewOpened struct {
 // the rest for the next.
 const MaxOpenedPerBeat = 50
 
-// previewActivity acts on what a heartbeat says of previews: it touches the
-// busy environments and records each opening as an environment.preview
+// previewActivity acts on what a heartbeat says of activity and previews:
+// it touches the active environments (touchActive) and records each opening as an environment.preview
 // event (action "opened") of an environment the node runs.
 func (s *Service) previewActivity(ctx context.Context, n domain.Node, active []string, opened []PreviewOpened) error {
 	if err := s.touchActive(ctx, n, active); err != nil {
@@ -104,15 +104,15 @@ func clip(s string, n int) string {
 	return s
 }
 
-// ActiveEvery is how often at most a node reports an environment its
-// preview links keep busy.
-const ActiveEvery = 30 * time.Second
-
 // touchActive moves the idle deadline of each ready environment of n that
-// its preview links kept busy, as POST /v1/environments/{id}/touch would:
-// to now + its idle timeout, never past its hard end. A node reports an
-// environment at most every ActiveEvery, so this costs a read and a write
-// per busy environment that often.
+// was active on its node (what its template counts: tunnel and preview
+// bytes, exec sessions, CPU, network; docs/environments.md, "When an
+// environment is idle"), as POST /v1/environments/{id}/touch would: to now
+// + its idle timeout, never past its hard end. A node reports an
+// environment at most every domain.ActiveEvery of its idle timeout (a
+// quarter), so this costs one batch read of the named environments and a
+// write per environment that often. Whether an environment is idle is
+// still decided in one place, the timeout job, from idleUntil.
 func (s *Service) touchActive(ctx context.Context, n domain.Node, ids []string) error {
 	if len(ids) == 0 {
 		return nil

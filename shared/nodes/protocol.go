@@ -64,8 +64,9 @@ type Message struct {
 	// write it).
 	Changed []string `json:"changed,omitempty"`
 	Running int      `json:"running,omitempty"`
-	// Active are the environments whose preview links carried requests
-	// since the node last said so: their idle deadlines move (preview.go).
+	// Active are the environments that were active on the node (what
+	// their templates count as activity) since the node last said so:
+	// their idle deadlines move (preview.go, touchActive).
 	Active []string `json:"active,omitempty"`
 	// Opened are the preview links opened since the last beat.
 	Opened   []PreviewOpened `json:"opened,omitempty"`

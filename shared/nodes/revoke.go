@@ -91,7 +91,7 @@ func (r *Revocations) closeConnections(ctx context.Context, k domain.APIKey) err
 
 // EndKeyNodes ends every active node node credential k registered, as the
 // lost-node sweep ends a lost node: each is marked lost, and every
-// environment it ran fails with ErrorNodeRevoked (stopReason lost), its
+// environment it ran fails with ErrorNodeRevoked (stopReason node_revoked), its
 // quota released once. It returns how many nodes it ended and how many
 // environments it failed. Ending them again finds none: harmless.
 //
@@ -106,7 +106,7 @@ func (s *Service) EndKeyNodes(ctx context.Context, k domain.APIKey) (int, int, e
 	ended, failed := 0, 0
 	for _, n := range ns {
 		for try := 0; ; try++ {
-			f, err := s.endNode(ctx, n, domain.NodeLost, ErrorNodeRevoked, StopLost)
+			f, err := s.endNode(ctx, n, domain.NodeLost, ErrorNodeRevoked, StopRevoked)
 			failed += f
 			if err != nil {
 				return ended, failed, err

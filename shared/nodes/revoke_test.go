@@ -154,7 +154,7 @@ func TestRevokedCredentialCanDoNothing(t *testing.T) {
 	}
 	// The revocation failed A (its node ended); the refused reports
 	// changed nothing of that.
-	if a := se.get(t, apitest.BobToken, envA); a.State != domain.StateFailed || a.Error != nodes.ErrorNodeRevoked || a.StopReason != nodes.StopLost {
+	if a := se.get(t, apitest.BobToken, envA); a.State != domain.StateFailed || a.Error != nodes.ErrorNodeRevoked || a.StopReason != nodes.StopRevoked {
 		t.Fatalf("A after the refused reports: %s %q %q", a.State, a.Error, a.StopReason)
 	}
 	if b := se.get(t, apitest.BobToken, envB); b.State != domain.StatePending {
@@ -372,7 +372,7 @@ func TestRevocationEndsTheCredentialsNodes(t *testing.T) {
 		t.Helper()
 		for _, id := range []string{envA, envB} {
 			e := se.get(t, apitest.BobToken, id)
-			if e.State != domain.StateFailed || e.Error != nodes.ErrorNodeRevoked || e.StopReason != nodes.StopLost || e.Stopped == nil || !e.Stopped.Equal(revokedAt) {
+			if e.State != domain.StateFailed || e.Error != nodes.ErrorNodeRevoked || e.StopReason != nodes.StopRevoked || e.Stopped == nil || !e.Stopped.Equal(revokedAt) {
 				t.Fatalf("%s %s: %s %q %q stopped %v", when, id, e.State, e.Error, e.StopReason, e.Stopped)
 			}
 		}

@@ -69,6 +69,8 @@ type Store interface {
 	ClaimEnvironments(ctx context.Context, es []domain.Environment, n domain.Node, keyHash string, now time.Time) (claimed []domain.Environment, refused []string, err error)
 	ReplaceEnvironment(ctx context.Context, before, after domain.Environment) (domain.Environment, bool, error)
 	StopEnvironment(ctx context.Context, e domain.Environment, to domain.State, reason string, now time.Time) (domain.Environment, bool, error)
+	// PutEnvMetrics keeps an ended environment's coarse metrics history.
+	PutEnvMetrics(ctx context.Context, org, id string, samples []domain.MetricSample, purge time.Time) error
 }
 
 // Linker signs snapshot download links (artifacts.Service.LinkFor).
@@ -76,16 +78,21 @@ type Linker interface {
 	LinkFor(ctx context.Context, a domain.Artifact, ttl time.Duration) (domain.Link, error)
 }
 
-// Stop reasons a node's side records (beside domain's deleted, idle, expired).
+// Stop reasons a node's side records, of domain's one vocabulary
+// (domain.StopReasons).
 const (
-	// StopFailed: the node reported the environment failed.
-	StopFailed = "failed"
-	// StopByNode: the node reported it stopped while it was live.
-	StopByNode = "node"
+	// StopFailed: the node reported the environment failed without saying
+	// why more precisely (Report.Reason).
+	StopFailed = domain.StopFailed
+	// StopByNode: the node reported it stopped while it was live: its
+	// command ended.
+	StopByNode = domain.StopExited
 	// StopLost: its node stopped heartbeating.
-	StopLost = "lost"
+	StopLost = domain.StopNodeLost
 	// StopLeft: its node deregistered.
-	StopLeft = "left"
+	StopLeft = domain.StopNodeLeft
+	// StopRevoked: its node's credential was revoked.
+	StopRevoked = domain.StopNodeRevoked
 )
 
 // ErrorNodeLost is the error of an environment whose node was lost.
@@ -659,6 +666,15 @@ type Report struct {
 	Restored *domain.Restored `json:"restored"`
 	// Error says why, with failed.
 	Error string `json:"error"`
+	// Metrics is the coarse history of its use the node kept (at most
+	// domain.MaxMetricHistory points), with stopped or failed: kept with
+	// the environment once it ended (GET /v1/environments/{id}/metrics).
+	Metrics []domain.MetricSample `json:"metrics,omitempty"`
+	// Reason is the node's word for an end, with stopped or failed: one of
+	// domain.NodeStopReasons (exited, out_of_memory, out_of_disk,
+	// failed). Absent: failed says failed unless the error names
+	// out_of_memory or out_of_disk, stopped says exited.
+	Reason string `json:"reason,omitempty"`
 }
 
 // ReportState applies a node's report about an environment it runs. The
@@ -679,6 +695,12 @@ func (s *Service) ReportState(ctx context.Context, p domain.Principal, nodeID, e
 	}
 	if r.State != domain.StateReady && (len(r.Exports) > 0 || r.Restored != nil) {
 		return domain.Environment{}, domain.Invalid("state", "exports and restored are reported with ready only")
+	}
+	if len(r.Metrics) > 0 && (len(r.Metrics) > domain.MaxMetricHistory || (r.State != domain.StateStopped && r.State != domain.StateFailed)) {
+		return domain.Environment{}, domain.Invalid("metrics", "metrics are at most %d points, with stopped or failed", domain.MaxMetricHistory)
+	}
+	if r.Reason != "" && (!slices.Contains(domain.NodeStopReasons, r.Reason) || (r.State != domain.StateStopped && r.State != domain.StateFailed)) {
+		return domain.Environment{}, domain.Invalid("reason", "reason is one of %v, with stopped or failed", domain.NodeStopReasons)
 	}
 	if r.State != domain.StateFailed && r.Error != "" {
 		return domain.Environment{}, domain.Invalid("error", "error is reported with failed only")
@@ -701,6 +723,13 @@ func (s *Service) ReportState(ctx context.Context, p domain.Principal, nodeID, e
 	if e.Node != n.ID {
 		return domain.Environment{}, domain.Errorf(domain.CodeConflict, "environment %s is not run by node %s", e.ID, n.ID)
 	}
+	if len(r.Metrics) > 0 && (e.State.Live() || e.State == domain.StateStopping) {
+		// Kept before the end is recorded, so whoever reads the end finds
+		// them; a repeated report writes the same item again.
+		if err := s.store.PutEnvMetrics(ctx, n.OrgID, e.ID, r.Metrics, s.clock.Now().Add(domain.EnvRecordKept)); err != nil {
+			return domain.Environment{}, err
+		}
+	}
 	for try := 0; try < attempts; try++ {
 		var (
 			after domain.Environment
@@ -721,7 +750,10 @@ func (s *Service) ReportState(ctx context.Context, p domain.Principal, nodeID, e
 		case (r.State == domain.StateStopped || r.State == domain.StateFailed) && e.State.Live() && e.State != domain.StatePending:
 			reason := StopByNode
 			if r.State == domain.StateFailed {
-				e.Error, reason = msg, StopFailed
+				e.Error, reason = msg, domain.StopReasonOf(msg, StopFailed)
+			}
+			if r.Reason != "" {
+				reason = r.Reason
 			}
 			after, done, err = s.store.StopEnvironment(ctx, e, r.State, reason, s.clock.Now())
 			if err != nil {

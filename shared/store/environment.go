@@ -241,7 +241,7 @@ func (it envItem) domain() domain.Environment {
 		ReadyMs: it.ReadyMs, Error: it.Error, CreatedBy: it.CreatedBy, Created: it.Created.UTC(),
 		Ready: utcPtr(it.Ready), Stopped: utcPtr(it.Stopped), Expires: it.Expires.UTC(),
 		IdleUntil: it.IdleUntil.UTC(), Idle: domain.Duration(it.IdleNs), Hard: domain.Duration(it.HardNs),
-		Snapshot: it.Snapshot, StopReason: it.StopReason, Log: it.Log, NetworkLog: it.NetworkLog, Ports: it.Ports, Version: it.Version,
+		Snapshot: it.Snapshot, StopReason: domain.NormalizeStopReason(it.StopReason), Log: it.Log, NetworkLog: it.NetworkLog, Ports: it.Ports, Version: it.Version,
 		Needs: domain.Needs{Runtime: it.Runtime, Platforms: it.Platforms}, UsageBy: it.UsageBy,
 	}
 	for _, x := range it.Exports {

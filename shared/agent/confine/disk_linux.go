@@ -151,6 +151,19 @@ func (d *Disk) Full() string {
 	return ""
 }
 
+// Used is what the environment wrote to its disk (bytes of blocks in use,
+// the filesystem's own included); -1 when it cannot be read.
+func (d *Disk) Used() int64 {
+	if d == nil {
+		return -1
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(d.Mount, &st); err != nil {
+		return -1
+	}
+	return int64(st.Blocks-st.Bfree) * int64(st.Bsize)
+}
+
 // Remove unmounts the disk (lazily while something still holds it: it
 // goes with the last holder) and deletes its image; it is idempotent.
 func (d *Disk) Remove() error {

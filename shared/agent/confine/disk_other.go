@@ -22,6 +22,7 @@ func (d *Disks) Make(context.Context, string, string, DiskSize, *[2]int) (*Disk,
 }
 
 func (d *Disk) Full() string  { return "" }
+func (d *Disk) Used() int64   { return -1 }
 func (d *Disk) Remove() error { return nil }
 
 func RemoveDisk(string, string) error { return nil }

@@ -98,7 +98,10 @@ type Boundary struct {
 	mu     sync.Mutex
 	policy netpolicy.Layers
 	flows  map[*flow]struct{}
-	closed bool
+	// doneSent and doneReceived are the bytes of the flows that ended
+	// (Bytes).
+	doneSent, doneReceived int64
+	closed                 bool
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -207,8 +210,26 @@ func (b *Boundary) release() { b.open.Add(-1) }
 
 func (b *Boundary) untrack(f *flow) {
 	b.mu.Lock()
+	if _, ok := b.flows[f]; ok {
+		b.doneSent += f.sent.Load()
+		b.doneReceived += f.received.Load()
+	}
 	delete(b.flows, f)
 	b.mu.Unlock()
+}
+
+// Bytes are the bytes the environment sent and received through the
+// boundary so far (counters): of the flows that ended, and so far of those
+// open. It is what the agent's metrics and its network activity read.
+func (b *Boundary) Bytes() (sent, received int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	sent, received = b.doneSent, b.doneReceived
+	for f := range b.flows {
+		sent += f.sent.Load()
+		received += f.received.Load()
+	}
+	return sent, received
 }
 
 // record keeps r, a refusal only within the refusals' rate.

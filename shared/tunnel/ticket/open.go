@@ -17,6 +17,9 @@ const (
 	// OpenNetLog reads the environment's network log on the node, on its
 	// own route of the endpoint (GET /netlog).
 	OpenNetLog = "netlog"
+	// OpenMetrics reads the environment's live metrics on the node, on its
+	// own route of the endpoint (GET /metrics).
+	OpenMetrics = "metrics"
 	// OpenPreview is a preview link's token: plain HTTP to one export
 	// target, by the host name it names, on the endpoint's preview proxy.
 	OpenPreview = "preview"

@@ -1,10 +1,11 @@
-// One environment: every field, exports, shares, its identity, its error, its log, touch and delete.
+// One environment: every field, exports, shares, its identity, its error, its metrics, its log, touch and delete.
 import { h, labels, timeEl, left, table } from './dom.js';
 import { get, post, del, enc } from './api.js';
 import { errorBox, guard } from './ui.js';
 import { logPanel } from './envlog.js';
 import { previewsPanel } from './previews.js';
 import { identityPanel } from './identity.js';
+import { metricsPanel } from './envmetrics.js';
 
 const REFRESH_MS = 2000;
 
@@ -15,6 +16,7 @@ export function renderDetail(root, id) {
   const log = logPanel();
   const previews = previewsPanel(id);
   const identity = identityPanel(id);
+  const metrics = metricsPanel();
 
   const draw = () => {
     const e = env;
@@ -51,6 +53,8 @@ export function renderDetail(root, id) {
         h('td', { text: s.files.length }), h('td', { text: s.artifact || '—' }))))
       : h('p', { class: 'muted', text: 'None.' }));
     if (identity.update(e)) parts.push(identity.panel);
+    metrics.update(e);
+    parts.push(metrics.panel);
     log.update(e);
     parts.push(log.panel);
     body.replaceChildren(...parts);

@@ -1,0 +1,31 @@
+package faults_test
+
+import (
+	"net/http"
+
+	"github.com/envlease/envlease/shared/apitest"
+)
+
+// metricsEndpoint asks where a running environment's metrics are, on a node that
+// serves an endpoint; it reads and writes nothing else.
+func metricsEndpoint() endpoint {
+	var env string
+	return endpoint{
+		name: "GET /v1/environments/{id}/metrics", status: 200,
+		prepare: func(s *stack) request {
+			body := map[string]any{"tunnelURL": "ws://127.0.0.1:1/tunnel"}
+			for k, v := range registerBody {
+				body[k] = v
+			}
+			node := s.must(http.MethodPost, "/v1/nodes", s.nodeToken, body, 201)["node"].(map[string]any)["id"].(string)
+			env = s.leaseSleeper()
+			if got := s.must(http.MethodPost, "/v1/nodes/"+node+"/claim?wait=0s", s.nodeToken, nil, 200)["environment"].(map[string]any)["id"]; got != env {
+				s.T.Fatalf("node %s claimed %v, want %s", node, got, env)
+			}
+			return request{method: http.MethodGet, path: "/v1/environments/" + env + "/metrics", token: apitest.BobToken}
+		},
+		cleanup: func(s *stack, _ *apitest.Response) {
+			s.must(http.MethodDelete, "/v1/environments/"+env, apitest.BobToken, nil, 200)
+		},
+	}
+}
