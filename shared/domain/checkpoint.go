@@ -45,7 +45,10 @@ type Checkpoint struct {
 	Bytes int64  `json:"bytes"`
 	Error string `json:"error,omitempty"`
 	// CreatedBy asked for it; the artifact is created as theirs.
-	CreatedBy string     `json:"createdBy"`
+	CreatedBy string `json:"createdBy"`
+	// Pause marks the checkpoint the timeout job asked for to pause an
+	// idle environment: once sealed the environment becomes paused.
+	Pause     bool       `json:"pause,omitempty"`
 	Requested time.Time  `json:"requested"`
 	Sealed    *time.Time `json:"sealed"`
 }

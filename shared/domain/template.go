@@ -1,6 +1,8 @@
 package domain
 
 import (
+	"time"
+
 	"github.com/envlease/envlease/shared/bytesize"
 	"github.com/envlease/envlease/shared/netpolicy"
 )
@@ -39,6 +41,55 @@ type Template struct {
 	// shells inside the template's environments (envlease exec, shell);
 	// absent or true allows them. See ExecAllowed.
 	Exec *bool `json:"exec,omitempty"`
+	// Idle is added to the spec's record: what idleness does to the
+	// template's environments (IdlePolicy); absent: they stop.
+	Idle *IdlePolicy `json:"idle,omitempty"`
+}
+
+// IdlePolicy is what happens to an environment that went idle: Action stop
+// (the default, the spec's behaviour) or pause (a verified checkpoint, then
+// state paused, kept Retention, woken on use). The quota of paused
+// environments is Quota.MaxPaused.
+type IdlePolicy struct {
+	Action string `json:"action,omitempty"`
+	// Retention is how long an environment may stay paused before it is
+	// deleted with its checkpoint (default DefaultRetention).
+	Retention Duration `json:"retention,omitempty"`
+}
+
+// Bounds of a pause's retention: its checkpoint's artifact must outlive
+// it, and artifacts live at most 90 days.
+const (
+	DefaultRetention = Duration(7 * 24 * time.Hour)
+	MaxRetention     = Duration(30 * 24 * time.Hour)
+)
+
+// IdleAction is t's idle action: IdleStop or IdlePause.
+func (t Template) IdleAction() string {
+	if t.Idle == nil || t.Idle.Action == "" {
+		return IdleStop
+	}
+	return t.Idle.Action
+}
+
+// PauseRetention is how long t's paused environments are kept.
+func (t Template) PauseRetention() Duration {
+	if t.Idle == nil || t.Idle.Retention <= 0 {
+		return DefaultRetention
+	}
+	return t.Idle.Retention
+}
+
+// MaxPausedOrDefault is the quota of paused environments of t: the
+// template's quota.maxPaused, or as many as it may run when it sets none.
+func (t Template) MaxPausedOrDefault() int {
+	if t.Quota.MaxPaused > 0 {
+		return t.Quota.MaxPaused
+	}
+	if t.IdleAction() == IdlePause {
+		return t.Quota.MaxLeases
+	}
+	return 0
 }
 
 // Export is a service a template exposes.
@@ -78,13 +129,21 @@ type Timeouts struct {
 // Quota is a per-template limit for an organization.
 type Quota struct {
 	MaxLeases int `json:"maxLeases"`
+	// MaxPaused is added to the spec's record: how many environments of
+	// the template may be paused at once, apart from maxLeases (default:
+	// maxLeases when its idle action is pause).
+	MaxPaused int `json:"maxPaused,omitempty"`
 }
 
 // QuotaEntry is one row of GET /v1/quotas (spec 2.5).
 type QuotaEntry struct {
-	Template  string   `json:"template"`
-	MaxLeases int      `json:"maxLeases"`
-	Running   int      `json:"running"`
+	Template  string `json:"template"`
+	MaxLeases int    `json:"maxLeases"`
+	Running   int    `json:"running"`
+	// MaxPaused and Paused are added to the spec's row: paused environments
+	// are counted apart from running ones.
+	MaxPaused int      `json:"maxPaused"`
+	Paused    int      `json:"paused"`
 	Idle      Duration `json:"idle"`
 	Hard      Duration `json:"hard"`
 }
@@ -162,6 +221,9 @@ func (t Template) ValidateLimits() error {
 	if err := t.validateNetwork(); err != nil {
 		return err
 	}
+	if err := t.validateIdle(); err != nil {
+		return err
+	}
 	for _, r := range []struct{ field, size string }{{"resources.memory", t.Resources.Memory}, {"resources.disk", t.Resources.Disk}} {
 		if r.size == "" {
 			continue
@@ -179,6 +241,24 @@ func (t Template) ValidateLimits() error {
 	}
 	if len(t.Shares) > MaxTemplateShares {
 		return Invalid("shares", "a template has at most %d shares, %s has %d", MaxTemplateShares, t.Name, len(t.Shares))
+	}
+	return nil
+}
+
+func (t Template) validateIdle() error {
+	if t.Quota.MaxPaused < 0 {
+		return Invalid("quota.maxPaused", "quota.maxPaused of %s must not be negative", t.Name)
+	}
+	if t.Idle == nil {
+		return nil
+	}
+	switch t.Idle.Action {
+	case "", IdleStop, IdlePause:
+	default:
+		return Invalid("idle.action", "idle.action of %s must be stop or pause, not %q", t.Name, t.Idle.Action)
+	}
+	if r := t.Idle.Retention; r < 0 || r > MaxRetention {
+		return Invalid("idle.retention", "idle.retention of %s must be from 0 (the default, %s) to %s", t.Name, DefaultRetention, MaxRetention)
 	}
 	return nil
 }

@@ -18,7 +18,7 @@ func Routes(s *Service) []httpapi.Route {
 		{Method: http.MethodPost, Path: "/v1/environments/{id}/tunnel", Access: httpapi.Member, Handler: s.handleTunnel},
 		{Method: http.MethodPost, Path: "/v1/environments/{id}/exec", Access: httpapi.Member, Handler: s.handleExec},
 		{Method: http.MethodGet, Path: "/v1/environments/{id}/logs", Access: httpapi.Member, Handler: s.handleLogs},
-	}, append(append(checkpointRoutes(s), networkRoutes(s)...), previewRoutes(s)...)...)
+	}, append(append(append(checkpointRoutes(s), networkRoutes(s)...), previewRoutes(s)...), wakeRoutes(s)...)...)
 }
 
 func (s *Service) handleLease(w http.ResponseWriter, r *http.Request, p domain.Principal) error {

@@ -77,7 +77,7 @@ func (s *Service) Quotas(ctx context.Context, p domain.Principal) ([]domain.Quot
 	out := make([]domain.QuotaEntry, 0, len(counts))
 	for _, c := range counts {
 		out = append(out, domain.QuotaEntry{
-			Template: c.Template, MaxLeases: c.MaxLeases, Running: c.Running, Idle: c.Idle, Hard: c.Hard,
+			Template: c.Template, MaxLeases: c.MaxLeases, Running: c.Running, MaxPaused: c.MaxPaused, Paused: c.Paused, Idle: c.Idle, Hard: c.Hard,
 		})
 	}
 	return out, nil

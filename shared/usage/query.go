@@ -209,7 +209,7 @@ func (s *Service) rows(ctx context.Context, org string, pl plan, now time.Time) 
 		if !Records(e, pl.source) {
 			return // its stop will not write this ledger either
 		}
-		for _, d := range Split(e.Created, now) {
+		for _, d := range Split(e.RunSince(), now) {
 			if d.Day >= fromDay && d.Day <= untilDay {
 				rows = append(rows, row{template: e.Template, value: ValueOf(e, pl.source), day: d.Day, seconds: d.Seconds})
 			}
