@@ -140,10 +140,11 @@ type QuotaEntry struct {
 	Template  string `json:"template"`
 	MaxLeases int    `json:"maxLeases"`
 	Running   int    `json:"running"`
-	// MaxPaused and Paused are added to the spec's row: paused environments
-	// are counted apart from running ones.
-	MaxPaused int      `json:"maxPaused"`
-	Paused    int      `json:"paused"`
+	// MaxPaused and Paused are added to the spec's row for a template that
+	// may pause (MaxPaused > 0): paused environments are counted apart from
+	// running ones.
+	MaxPaused int      `json:"maxPaused,omitempty"`
+	Paused    *int     `json:"paused,omitempty"`
 	Idle      Duration `json:"idle"`
 	Hard      Duration `json:"hard"`
 }
