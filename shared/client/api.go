@@ -342,6 +342,16 @@ func (c *Client) TouchEnvironment(ctx context.Context, id string) (domain.Enviro
 	return out, err
 }
 
+// WakeEnvironment wakes a paused environment (pending again, restored from
+// its checkpoint on a node of its pool) and returns it; any other
+// environment comes back as it is. Waking twice is harmless, so it is
+// retried.
+func (c *Client) WakeEnvironment(ctx context.Context, id string) (domain.Environment, error) {
+	var out domain.Environment
+	_, err := c.do(ctx, call{method: http.MethodPost, path: "/v1/environments/" + seg(id) + "/wake", retry: true}, &out)
+	return out, err
+}
+
 // Templates lists the templates the organization can lease and their pools.
 func (c *Client) Templates(ctx context.Context) (TemplateList, error) {
 	var out TemplateList
