@@ -71,6 +71,8 @@ func (a *app) forwardEvent(env string) func(tunnel.Event) {
 			}
 		case tunnel.StreamFailed:
 			a.say("%s: a connection to %s was not forwarded: %v", e.Listen, e.Service, e.Err)
+		case tunnel.Paused:
+			a.say("tunnel: %s is paused (idle); the next connection wakes it", env)
 		}
 	}
 }

@@ -147,11 +147,15 @@ func (f *forwarder) run(ctx context.Context) error {
 		return err
 	}
 	switch {
+	case e.State == domain.StatePaused:
+		// Forwarding is use: the first ticket wakes it, and the API and
+		// the client wait for it (up to client.MaxWake).
+		f.emit(Event{Kind: Paused})
 	case !e.State.Live():
 		// Said as the API says it to a tunnel ticket: it will never be
 		// ready again, so "wait" would be the wrong advice.
 		return fmt.Errorf("environment %s is %s: it no longer runs, so there is nothing to tunnel to", e.ID, e.State)
-	case e.State != domain.StateReady:
+	case e.State != domain.StateReady && e.Resumed == nil:
 		return fmt.Errorf("environment %s is %s: its exports can be forwarded once it is ready (envlease lease --wait waits for that)", e.ID, e.State)
 	}
 	exports, err := listen(e)
