@@ -106,6 +106,15 @@ func TestPauseWakeByExecAndTunnel(t *testing.T) {
 		}
 	}
 
+	// Paused, it accrues no seconds; its checkpoint's bytes are reported.
+	rep, err := bob.Usage(ctx, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Paused) != 1 || rep.Paused[0].Template != "dozer" || rep.Paused[0].Environments != 1 || rep.Paused[0].Bytes <= 0 {
+		t.Fatalf("usage while paused: %+v", rep.Paused)
+	}
+
 	// An exec wakes it: the command runs once it is restored, and finds
 	// the file.
 	if out := u.ok("exec", id, "--", "cat", "note.txt"); strings.TrimSpace(out) != "kept" {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/envlease/envlease/shared/domain"
+	"github.com/envlease/envlease/shared/usage"
 )
 
 // The response shapes are the API's; where shared/domain already has the
@@ -173,6 +174,9 @@ type UsageReport struct {
 	Filter       string `json:"filter,omitempty"`
 	GroupedSince string `json:"groupedSince,omitempty"`
 	Currency     string `json:"currency,omitempty"`
+	// Paused are the paused environments now, per template, and their
+	// checkpoints' stored bytes; absent when none is.
+	Paused []usage.PausedEntry `json:"paused,omitempty"`
 }
 
 // PageQuery selects a page of a listing.

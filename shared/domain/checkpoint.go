@@ -41,8 +41,11 @@ type Checkpoint struct {
 	// Artifact is the artifact's id, once the node asked to upload it.
 	Artifact string `json:"artifact,omitempty"`
 	// Files and Bytes count the regular files packed and their bytes.
-	Files int    `json:"files"`
-	Bytes int64  `json:"bytes"`
+	Files int   `json:"files"`
+	Bytes int64 `json:"bytes"`
+	// Size is the archive's size, as stored (compressed); 0 until its node
+	// asked to upload it.
+	Size  int64  `json:"size,omitempty"`
 	Error string `json:"error,omitempty"`
 	// CreatedBy asked for it; the artifact is created as theirs.
 	CreatedBy string `json:"createdBy"`

@@ -182,7 +182,7 @@ func (s *Service) CheckpointUpload(ctx context.Context, p domain.Principal, node
 		return CheckpointUploading{}, err
 	}
 	_, err = s.updateCheckpoint(ctx, e, id, func(c *domain.Checkpoint) {
-		c.Artifact, c.Files, c.Bytes = created.Artifact.ID, r.Files, r.Bytes
+		c.Artifact, c.Files, c.Bytes, c.Size = created.Artifact.ID, r.Files, r.Bytes, r.Size
 	})
 	if err != nil {
 		return CheckpointUploading{}, err
