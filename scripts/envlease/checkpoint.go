@@ -88,14 +88,20 @@ func (a *app) resumeCommand() *cobra.Command {
 		wait bool
 	)
 	cmd := &cobra.Command{
-		Use:   "resume CHECKPOINT [--wait]",
-		Short: "Lease an environment from a checkpoint",
+		Use:   "resume CHECKPOINT|ENV [--wait]",
+		Short: "Lease an environment from a checkpoint, or wake a paused one",
 		Long: `Lease an environment from a checkpoint artifact, from the template it was taken
 of. Its node restores the checkpoint and verifies every file against the
 checkpoint's manifest before the environment is ready; a file that differs
-fails the environment, naming it. --wait waits until it is ready.`,
+fails the environment, naming it. --wait waits until it is ready.
+
+Given an environment (env_...) that was paused when it went idle, wake it
+instead, as 'envlease wake ENV' does.`,
 		Args: args(1),
 		RunE: a.runE(func(ctx context.Context, cmd *cobra.Command, got []string) error {
+			if isEnvironmentID(got[0]) {
+				return a.wake(ctx, got[0], wait)
+			}
 			s, err := a.session()
 			if err != nil {
 				return err

@@ -42,6 +42,13 @@ func (a *app) printEnvironment(e domain.Environment) error {
 	if e.State.Live() {
 		idleUntil = ago(e.IdleUntil, now)
 	}
+	paused := ""
+	if e.State == domain.StatePaused && e.PausedAt != nil {
+		paused = ago(*e.PausedAt, now) + " (" + orDash(e.StopReason) + ")"
+		if e.RetainUntil != nil {
+			paused += ", kept until " + ago(*e.RetainUntil, now) + "; a touch, exec, tunnel or 'envlease wake' wakes it"
+		}
+	}
 	return details(a.stdout,
 		"ID", e.ID,
 		"NAME", e.Name,
@@ -61,6 +68,7 @@ func (a *app) printEnvironment(e domain.Environment) error {
 		"EXPIRES", ago(e.Expires, now),
 		"TIMEOUTS", "idle "+e.Idle.String()+", hard "+e.Hard.String(),
 		"STOPPED", stopped,
+		"PAUSED", paused,
 		"SNAPSHOT", e.Snapshot,
 	)
 }

@@ -257,7 +257,7 @@ func (a *app) leaseAndForward(ctx context.Context, s *session, env domain.Enviro
 	if env.Sandbox == "" {
 		return fmt.Errorf("%s was leased without a sandbox, so its exports have no address on this machine: lease without --no-sandbox", env.ID)
 	}
-	err := tunnel.Forward(ctx, s.client, env.ID, a.forwardEvent(func([]domain.EnvExport) error {
+	err := tunnel.Forward(ctx, s.client, env.ID, a.forwardEvent(env.ID, func([]domain.EnvExport) error {
 		return a.printJSON(client.Leased{Environment: env})
 	}), tunnel.Options{})
 	if errors.Is(err, context.Canceled) {

@@ -13,7 +13,7 @@ import (
 )
 
 // listStates are what --state takes: live (the default) or one state.
-var listStates = []string{"live", "pending", "starting", "ready", "stopping", "stopped", "failed"}
+var listStates = []string{"live", "pending", "starting", "ready", "stopping", "stopped", "failed", "paused"}
 
 func (a *app) lsCommand() *cobra.Command {
 	var (
@@ -26,8 +26,10 @@ func (a *app) lsCommand() *cobra.Command {
 		Aliases: []string{"list"},
 		Short:   "List environments, newest first",
 		Long: `List your organization's environments, newest first: the live ones (pending,
-starting, ready) by default, those in one state with --state, or those in
-every state with --all. At most --limit are shown (0: all of them).`,
+starting, ready) and the paused ones by default, those in one state with
+--state, or those in every state with --all. At most --limit are shown (0: all
+of them). A paused environment's IDLE UNTIL says until when it is kept; an
+exec, a tunnel, a touch or 'envlease wake' wakes it.`,
 		Example: `  envlease ls
   envlease ls --state stopped --limit 10
   envlease ls --all -o json | jq -r '.environments[].id'`,
@@ -47,9 +49,13 @@ every state with --all. At most --limit are shown (0: all of them).`,
 				return err
 			}
 			states := []string{state}
-			if all {
+			switch {
+			case all:
 				// Live, then every state after it: together, every state.
-				states = []string{"live", "stopping", "stopped", "failed"}
+				states = []string{"live", "stopping", "stopped", "failed", "paused"}
+			case !cmd.Flags().Changed("state"):
+				// Paused ones are still yours to use: listed with the live.
+				states = []string{"live", "paused"}
 			}
 			var envs []domain.Environment
 			for _, st := range states {
@@ -79,6 +85,9 @@ every state with --all. At most --limit are shown (0: all of them).`,
 				idle := "-"
 				if e.State.Live() {
 					idle = ago(e.IdleUntil, now)
+				}
+				if e.State == domain.StatePaused && e.RetainUntil != nil {
+					idle = "kept until " + ago(*e.RetainUntil, now)
 				}
 				if ended {
 					t.row(e.ID, e.Name, e.Template, string(e.State), orDash(e.StopReason), ago(e.Created, now), idle, orDash(exports(e.Exports)))

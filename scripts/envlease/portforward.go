@@ -33,7 +33,7 @@ that drops is redialled while the listeners stay open. It runs until Ctrl-C (exi
 				return err
 			}
 			env := got[0]
-			return tunnel.Forward(ctx, s.client, env, a.forwardEvent(func(exports []domain.EnvExport) error {
+			return tunnel.Forward(ctx, s.client, env, a.forwardEvent(env, func(exports []domain.EnvExport) error {
 				return a.printJSON(forwardedJSON{Environment: env, Exports: exports})
 			}), tunnel.Options{})
 		}),
@@ -51,7 +51,7 @@ type forwardedJSON struct {
 // forwardEvent tells people what the tunnel does, on standard error, and
 // scripts what is forwarded, on standard output: with -o json, asJSON prints
 // the one object of the command once every listener is open.
-func (a *app) forwardEvent(asJSON func(exports []domain.EnvExport) error) func(tunnel.Event) {
+func (a *app) forwardEvent(env string, asJSON func(exports []domain.EnvExport) error) func(tunnel.Event) {
 	started := false // Forward calls this one event at a time
 	return func(e tunnel.Event) {
 		switch e.Kind {
@@ -75,6 +75,8 @@ func (a *app) forwardEvent(asJSON func(exports []domain.EnvExport) error) func(t
 			}
 		case tunnel.StreamFailed:
 			a.say("%s: a connection to %s was not forwarded: %v", e.Listen, e.Service, e.Err)
+		case tunnel.Paused:
+			a.say("tunnel: %s is paused (idle); the next connection wakes it", env)
 		}
 	}
 }

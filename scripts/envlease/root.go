@@ -108,7 +108,7 @@ ENVLEASE_PROFILE selects a profile like --profile.`,
 
 	root.AddGroup(&cobra.Group{ID: "env", Title: "Environments:"}, &cobra.Group{ID: "account", Title: "Account:"},
 		&cobra.Group{ID: "org", Title: "Organization:"})
-	for _, c := range []*cobra.Command{a.leaseCommand(), a.runCommand(), a.lsCommand(), a.getCommand(), a.logsCommand(), a.topCommand(), a.netCommand(), a.touchCommand(), a.previewCommand(), a.rmCommand(), a.sandboxCommand(), a.checkpointCommand(), a.pauseCommand(), a.resumeCommand(), a.forkCommand()} {
+	for _, c := range []*cobra.Command{a.leaseCommand(), a.runCommand(), a.lsCommand(), a.getCommand(), a.logsCommand(), a.topCommand(), a.netCommand(), a.touchCommand(), a.previewCommand(), a.rmCommand(), a.sandboxCommand(), a.checkpointCommand(), a.pauseCommand(), a.resumeCommand(), a.wakeCommand(), a.forkCommand()} {
 		c.GroupID = "env"
 		root.AddCommand(c)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/envlease/envlease/shared/domain"
+	"github.com/envlease/envlease/shared/usage"
 )
 
 // The response shapes are the API's; where shared/domain already has the
@@ -173,6 +174,9 @@ type UsageReport struct {
 	Filter       string `json:"filter,omitempty"`
 	GroupedSince string `json:"groupedSince,omitempty"`
 	Currency     string `json:"currency,omitempty"`
+	// Paused are the paused environments now, per template, and their
+	// checkpoints' stored bytes; absent when none is.
+	Paused []usage.PausedEntry `json:"paused,omitempty"`
 }
 
 // PageQuery selects a page of a listing.
@@ -339,6 +343,16 @@ func (c *Client) DeleteEnvironment(ctx context.Context, id string) (domain.Envir
 func (c *Client) TouchEnvironment(ctx context.Context, id string) (domain.Environment, error) {
 	var out domain.Environment
 	_, err := c.do(ctx, call{method: http.MethodPost, path: "/v1/environments/" + seg(id) + "/touch", retry: true}, &out)
+	return out, err
+}
+
+// WakeEnvironment wakes a paused environment (pending again, restored from
+// its checkpoint on a node of its pool) and returns it; any other
+// environment comes back as it is. Waking twice is harmless, so it is
+// retried.
+func (c *Client) WakeEnvironment(ctx context.Context, id string) (domain.Environment, error) {
+	var out domain.Environment
+	_, err := c.do(ctx, call{method: http.MethodPost, path: "/v1/environments/" + seg(id) + "/wake", retry: true}, &out)
 	return out, err
 }
 

@@ -151,6 +151,7 @@ func (c *Client) do(ctx context.Context, cl call, out any) (http.Header, error) 
 	}
 	u.Path = p
 	u.RawQuery = cl.query.Encode()
+	started := time.Now()
 	for attempt := 1; ; attempt++ {
 		res, err := c.send(ctx, cl, u.String(), payload)
 		if err != nil {
@@ -167,6 +168,9 @@ func (c *Client) do(ctx context.Context, cl call, out any) (http.Header, error) 
 		}
 		apiErr := decodeError(res)
 		wait, ok := c.retryWait(cl.retry, attempt, apiErr)
+		if !ok {
+			wait, ok = wakeWait(apiErr, started)
+		}
 		if !ok {
 			return res.Header, apiErr
 		}
@@ -217,6 +221,30 @@ func (c *Client) retryWait(retryable bool, attempt int, err *Error) (time.Durati
 		wait = time.Duration(1<<(attempt-1)) * time.Second
 	}
 	if wait > c.maxRetryWait {
+		return 0, false
+	}
+	return wait, true
+}
+
+// MaxWake bounds how long a call waits for a paused environment it woke
+// (an exec, a tunnel, a preview link): the API answers 503 waking while it
+// is restored on a node, and the call is sent again after Retry-After until
+// the environment is ready or MaxWake has passed. See docs/environments.md,
+// "Pause on idle, wake on use".
+const MaxWake = 60 * time.Second
+
+// wakeWait says whether a call answered 503 waking is sent again, and
+// after how long: any call (the wake is done once, whoever asks again),
+// until MaxWake after the call began.
+func wakeWait(err *Error, started time.Time) (time.Duration, bool) {
+	if err.Code != "waking" { // domain.CodeWaking
+		return 0, false
+	}
+	wait := err.RetryAfter
+	if wait <= 0 {
+		wait = 2 * time.Second
+	}
+	if time.Since(started)+wait > MaxWake {
 		return 0, false
 	}
 	return wait, true

@@ -41,11 +41,17 @@ type Checkpoint struct {
 	// Artifact is the artifact's id, once the node asked to upload it.
 	Artifact string `json:"artifact,omitempty"`
 	// Files and Bytes count the regular files packed and their bytes.
-	Files int    `json:"files"`
-	Bytes int64  `json:"bytes"`
+	Files int   `json:"files"`
+	Bytes int64 `json:"bytes"`
+	// Size is the archive's size, as stored (compressed); 0 until its node
+	// asked to upload it.
+	Size  int64  `json:"size,omitempty"`
 	Error string `json:"error,omitempty"`
 	// CreatedBy asked for it; the artifact is created as theirs.
-	CreatedBy string     `json:"createdBy"`
+	CreatedBy string `json:"createdBy"`
+	// Pause marks the checkpoint the timeout job asked for to pause an
+	// idle environment: once sealed the environment becomes paused.
+	Pause     bool       `json:"pause,omitempty"`
 	Requested time.Time  `json:"requested"`
 	Sealed    *time.Time `json:"sealed"`
 }

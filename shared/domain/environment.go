@@ -25,10 +25,15 @@ const (
 	StateStopped State = "stopped"
 	// StateFailed: the node could not start or keep it. Terminal.
 	StateFailed State = "failed"
+	// StatePaused: its template's idle action is pause and it went idle: its
+	// files are kept as a checkpoint, it holds no node and no running quota
+	// slot, and it wakes (back to pending, restored from that checkpoint) on
+	// use. Not live. See docs/environments.md, "Pause on idle, wake on use".
+	StatePaused State = "paused"
 )
 
 // States lists every state, in lifecycle order.
-var States = []State{StatePending, StateStarting, StateReady, StateStopping, StateStopped, StateFailed}
+var States = []State{StatePending, StateStarting, StateReady, StateStopping, StateStopped, StateFailed, StatePaused}
 
 // LiveStates are the states that hold a lease: they count in `running`.
 var LiveStates = []State{StatePending, StateStarting, StateReady}
@@ -78,6 +83,20 @@ const (
 	StopNodeLeft = "node_left"
 	// StopNodeRevoked: its node's credential was revoked.
 	StopNodeRevoked = "node_revoked"
+	// StopRetention: it stayed paused past its template's retention and
+	// was deleted with its checkpoint (timeouts.Run).
+	StopRetention = "retention"
+	// PauseIdle is why an environment is paused: it went idle and its
+	// template's idle action is pause. The same word as StopIdle, so one
+	// vocabulary says why an environment left its node.
+	PauseIdle = StopIdle
+)
+
+// Idle actions of a template (Idle.Action): what the timeout job does
+// with an environment that went idle.
+const (
+	IdleStop  = "stop"
+	IdlePause = "pause"
 )
 
 // EnvExport is a service of an environment and where the sandbox reaches it.
@@ -155,6 +174,17 @@ type Environment struct {
 	// Identity is its template's identity at lease (audiences, lifetime):
 	// the tokens its node fetches for it (docs/identity.md); absent for none.
 	Identity *TemplateIdentity `json:"identity,omitempty"`
+	// OnIdle is its template's idle action when leased ("pause"; absent:
+	// stop), kept on the record so the timeout job decides without reading
+	// the template; Retention is how long it may stay paused.
+	OnIdle    string   `json:"onIdle,omitempty"`
+	Retention Duration `json:"retention,omitempty"`
+	// PausedAt is when it was last paused, RetainUntil when a paused
+	// environment is deleted unless woken, Resumed when it last woke (its
+	// compute time runs from then: RunSince).
+	PausedAt    *time.Time `json:"pausedAt,omitempty"`
+	RetainUntil *time.Time `json:"retainUntil,omitempty"`
+	Resumed     *time.Time `json:"resumed,omitempty"`
 
 	OrgID string `json:"-"`
 	// Ports are the sandbox listen ports this environment holds; the stop
@@ -197,11 +227,31 @@ func (e *Environment) Normalize() {
 // Due is when the environment must stop unless touched: the earlier of its
 // idle deadline and its hard expiry.
 func (e Environment) Due() time.Time {
+	if e.State == StatePaused && e.RetainUntil != nil {
+		// Paused: its retention or its hard expiry, whichever comes first.
+		if e.RetainUntil.Before(e.Expires) {
+			return *e.RetainUntil
+		}
+		return e.Expires
+	}
 	if e.IdleUntil.Before(e.Expires) {
 		return e.IdleUntil
 	}
 	return e.Expires
 }
+
+// RunSince is when its current run began: the lease, or its last wake.
+// Compute time (usage) accrues from it while it is live; the time before a
+// pause was added to usage when it paused.
+func (e Environment) RunSince() time.Time {
+	if e.Resumed != nil && e.Resumed.After(e.Created) {
+		return *e.Resumed
+	}
+	return e.Created
+}
+
+// Pauses says whether going idle pauses e rather than stopping it.
+func (e Environment) Pauses() bool { return e.OnIdle == IdlePause }
 
 // SandboxConfig is the sandbox's new configuration returned with a lease:
 // what the client on that machine needs to forward the exports and sync the
@@ -258,6 +308,9 @@ var (
 	ErrListenPortTaken = errors.New("a listen port of the sandbox is taken")
 	// ErrIdempotencyKeyUsed: a record for the Idempotency-Key exists.
 	ErrIdempotencyKeyUsed = errors.New("idempotency key already used")
+	// ErrPausedQuotaFull: a pause would take the template past its
+	// quota.maxPaused; the environment is stopped instead.
+	ErrPausedQuotaFull = errors.New("the template's quota of paused environments is full")
 )
 
 // EnvQuery selects a page of environments.
@@ -304,6 +357,10 @@ type QuotaCount struct {
 	Template  string
 	MaxLeases int
 	Running   int
+	// MaxPaused and Paused are the limit and count of paused environments
+	// (StatePaused), apart from the running ones.
+	MaxPaused int
+	Paused    int
 	// Idle and Hard are the template's default timeouts, kept beside the
 	// limit so the quotas endpoint is one query.
 	Idle, Hard Duration
@@ -333,7 +390,7 @@ const EnvRecordKept = 30 * 24 * time.Hour
 // (or, for a record without that instant, created) plus EnvRecordKept. Live
 // and stopping environments are never purged (ok false).
 func (e Environment) PurgeAt() (time.Time, bool) {
-	if e.State.Live() || e.State == StateStopping {
+	if e.State.Live() || e.State == StateStopping || e.State == StatePaused {
 		return time.Time{}, false
 	}
 	from := e.Created

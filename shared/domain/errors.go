@@ -27,8 +27,14 @@ const (
 	CodeInvalid          Code = "invalid"
 	CodeQuota            Code = "quota"
 	// CodeBudget: a lease in the scope of a spent budget (429).
-	CodeBudget      Code = "budget"
-	CodeLocked      Code = "locked"
+	CodeBudget Code = "budget"
+	CodeLocked Code = "locked"
+	// CodeWaking: the environment was paused and is waking (503 with
+	// Retry-After): ask again; docs/environments.md, "Wake on use".
+	CodeWaking Code = "waking"
+	// CodeNoNode: a waking environment that no active node of its pool can
+	// run (503 with Retry-After).
+	CodeNoNode      Code = "no_node"
 	CodeUnavailable Code = "unavailable"
 	CodeInternal    Code = "internal"
 	// CodeInsufficientScope: the token lacks the scope the route needs

@@ -13,13 +13,17 @@ import (
 // Event types. Each is "<kind>.<what happened>"; the kind is the first
 // segment, and `GET /v1/events?type=environment.` lists one kind.
 const (
-	EventEnvLeased    = "environment.leased"
-	EventEnvStarting  = "environment.starting"
-	EventEnvReady     = "environment.ready"
-	EventEnvStopping  = "environment.stopping"
-	EventEnvStopped   = "environment.stopped"
-	EventEnvFailed    = "environment.failed"
-	EventEnvExec      = "environment.exec"
+	EventEnvLeased   = "environment.leased"
+	EventEnvStarting = "environment.starting"
+	EventEnvReady    = "environment.ready"
+	EventEnvStopping = "environment.stopping"
+	EventEnvStopped  = "environment.stopped"
+	EventEnvFailed   = "environment.failed"
+	EventEnvExec     = "environment.exec"
+	// An idle environment of a template whose idle action is pause was
+	// paused (its checkpoint sealed, its node left), and a paused one woke.
+	EventEnvPaused    = "environment.paused"
+	EventEnvResumed   = "environment.resumed"
 	EventArtSealed    = "artifact.sealed"
 	EventArtExpired   = "artifact.expired"
 	EventKeyCreated   = "key.created"
@@ -45,6 +49,7 @@ const (
 // EventTypes are every type the service writes, in documentation order.
 var EventTypes = []string{
 	EventEnvLeased, EventEnvStarting, EventEnvReady, EventEnvStopping, EventEnvStopped, EventEnvFailed, EventEnvExec,
+	EventEnvPaused, EventEnvResumed,
 	EventEnvNetRefused,
 	EventEnvPreview, EventEnvPreviewRevoked,
 	EventArtSealed, EventArtExpired, EventKeyCreated, EventKeyRevoked, EventSbxRegister, EventSbxJoined,
@@ -207,6 +212,8 @@ func EnvEventType(st State) string {
 		return EventEnvStopped
 	case StateFailed:
 		return EventEnvFailed
+	case StatePaused:
+		return EventEnvPaused
 	}
 	return ""
 }
@@ -227,6 +234,14 @@ func EnvEvent(ctx context.Context, e Environment, t time.Time) Event {
 		if e.ReadyMs != nil {
 			data["readyMs"] = *e.ReadyMs
 		}
+	case StatePaused:
+		data["reason"] = e.StopReason
+		if e.Snapshot != "" {
+			data["checkpoint"] = e.Snapshot
+		}
+		if e.RetainUntil != nil {
+			data["retainUntil"] = *e.RetainUntil
+		}
 	case StateStopping, StateStopped, StateFailed:
 		if e.StopReason != "" {
 			data["reason"] = e.StopReason
@@ -236,4 +251,12 @@ func EnvEvent(ctx context.Context, e Environment, t time.Time) Event {
 		}
 	}
 	return NewEvent(ctx, EnvEventType(e.State), e.OrgID, Subject{Kind: "environment", ID: e.ID}, t, data)
+}
+
+// EnvResumedEvent is the event of a paused environment waking: pending
+// again, restored on a node from its checkpoint (data: template, name,
+// state, pool, checkpoint).
+func EnvResumedEvent(ctx context.Context, e Environment, t time.Time) Event {
+	data := map[string]any{"template": e.Template, "name": e.Name, "state": string(e.State), "pool": e.Pool, "checkpoint": e.Snapshot}
+	return NewEvent(ctx, EventEnvResumed, e.OrgID, Subject{Kind: "environment", ID: e.ID}, t, data)
 }

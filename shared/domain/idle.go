@@ -49,6 +49,14 @@ type Idle struct {
 	Activity []string `json:"activity,omitempty"`
 	// CPU tunes ActivityCPU; absent means its defaults.
 	CPU *IdleCPU `json:"cpu,omitempty"`
+	// Action is what idleness does: IdleStop (absent: the default, the
+	// spec's behaviour) or IdlePause (a verified checkpoint, then state
+	// paused, kept Retention, woken on use). The quota of paused
+	// environments is Quota.MaxPaused.
+	Action string `json:"action,omitempty"`
+	// Retention is how long an environment may stay paused before it is
+	// deleted with its checkpoint (default DefaultRetention).
+	Retention Duration `json:"retention,omitempty"`
 }
 
 // IdleCPU says how much CPU is activity: the environment's CPU time over the

@@ -3,7 +3,7 @@ package domain
 import "strings"
 
 // StopReasons is the vocabulary of stopReason, in the order docs list it.
-var StopReasons = []string{StopDeleted, StopIdle, StopExpired, StopBudget, StopExited, StopOutOfMemory, StopOutOfDisk,
+var StopReasons = []string{StopDeleted, StopIdle, StopExpired, StopBudget, StopRetention, StopExited, StopOutOfMemory, StopOutOfDisk,
 	StopFailed, StopNodeLost, StopNodeLeft, StopNodeRevoked}
 
 // NodeStopReasons are the reasons a node may report with an end

@@ -1,6 +1,8 @@
 package domain
 
 import (
+	"time"
+
 	"github.com/envlease/envlease/shared/bytesize"
 	"github.com/envlease/envlease/shared/netpolicy"
 )
@@ -47,6 +49,41 @@ type Template struct {
 	Identity *TemplateIdentity `json:"identity,omitempty"`
 }
 
+// Bounds of a pause's retention: its checkpoint's artifact must outlive
+// it, and artifacts live at most 90 days.
+const (
+	DefaultRetention = Duration(7 * 24 * time.Hour)
+	MaxRetention     = Duration(30 * 24 * time.Hour)
+)
+
+// IdleAction is t's idle action: IdleStop or IdlePause.
+func (t Template) IdleAction() string {
+	if t.Idle == nil || t.Idle.Action == "" {
+		return IdleStop
+	}
+	return t.Idle.Action
+}
+
+// PauseRetention is how long t's paused environments are kept.
+func (t Template) PauseRetention() Duration {
+	if t.Idle == nil || t.Idle.Retention <= 0 {
+		return DefaultRetention
+	}
+	return t.Idle.Retention
+}
+
+// MaxPausedOrDefault is the quota of paused environments of t: the
+// template's quota.maxPaused, or as many as it may run when it sets none.
+func (t Template) MaxPausedOrDefault() int {
+	if t.Quota.MaxPaused > 0 {
+		return t.Quota.MaxPaused
+	}
+	if t.IdleAction() == IdlePause {
+		return t.Quota.MaxLeases
+	}
+	return 0
+}
+
 // Export is a service a template exposes.
 type Export struct {
 	Port     int    `json:"port"`
@@ -84,13 +121,22 @@ type Timeouts struct {
 // Quota is a per-template limit for an organization.
 type Quota struct {
 	MaxLeases int `json:"maxLeases"`
+	// MaxPaused is added to the spec's record: how many environments of
+	// the template may be paused at once, apart from maxLeases (default:
+	// maxLeases when its idle action is pause).
+	MaxPaused int `json:"maxPaused,omitempty"`
 }
 
 // QuotaEntry is one row of GET /v1/quotas (spec 2.5).
 type QuotaEntry struct {
-	Template  string   `json:"template"`
-	MaxLeases int      `json:"maxLeases"`
-	Running   int      `json:"running"`
+	Template  string `json:"template"`
+	MaxLeases int    `json:"maxLeases"`
+	Running   int    `json:"running"`
+	// MaxPaused and Paused are added to the spec's row for a template that
+	// may pause (MaxPaused > 0): paused environments are counted apart from
+	// running ones.
+	MaxPaused int      `json:"maxPaused,omitempty"`
+	Paused    *int     `json:"paused,omitempty"`
 	Idle      Duration `json:"idle"`
 	Hard      Duration `json:"hard"`
 }
@@ -171,6 +217,9 @@ func (t Template) ValidateLimits() error {
 	if err := t.Idle.Validate(); err != nil {
 		return err
 	}
+	if err := t.validateIdle(); err != nil {
+		return err
+	}
 	for _, r := range []struct{ field, size string }{{"resources.memory", t.Resources.Memory}, {"resources.disk", t.Resources.Disk}} {
 		if r.size == "" {
 			continue
@@ -193,6 +242,24 @@ func (t Template) ValidateLimits() error {
 		if err := t.Identity.Validate(t.Name); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+func (t Template) validateIdle() error {
+	if t.Quota.MaxPaused < 0 {
+		return Invalid("quota.maxPaused", "quota.maxPaused of %s must not be negative", t.Name)
+	}
+	if t.Idle == nil {
+		return nil
+	}
+	switch t.Idle.Action {
+	case "", IdleStop, IdlePause:
+	default:
+		return Invalid("idle.action", "idle.action of %s must be stop or pause, not %q", t.Name, t.Idle.Action)
+	}
+	if r := t.Idle.Retention; r < 0 || r > MaxRetention {
+		return Invalid("idle.retention", "idle.retention of %s must be from 0 (the default, %s) to %s", t.Name, DefaultRetention, MaxRetention)
 	}
 	return nil
 }

@@ -49,7 +49,8 @@ func (s *Service) Exec(ctx context.Context, p domain.Principal, id string, req E
 	if err := validExec(req); err != nil {
 		return Exec{}, err
 	}
-	e, err := s.getActing(ctx, p, id)
+	// A paused environment wakes for the command (pause.go).
+	e, err := s.getWoken(ctx, p, id)
 	if err != nil {
 		return Exec{}, err
 	}

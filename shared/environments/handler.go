@@ -2,6 +2,7 @@ package environments
 
 import (
 	"net/http"
+	"slices"
 
 	"github.com/envlease/envlease/shared/domain"
 	"github.com/envlease/envlease/shared/httpapi"
@@ -9,7 +10,7 @@ import (
 
 // Routes is the environments group.
 func Routes(s *Service) []httpapi.Route {
-	return append([]httpapi.Route{
+	return slices.Concat([]httpapi.Route{
 		{Method: http.MethodPost, Path: "/v1/environments", Access: httpapi.Member, Handler: s.handleLease},
 		{Method: http.MethodGet, Path: "/v1/environments", Access: httpapi.Member, Handler: s.handleList},
 		{Method: http.MethodGet, Path: "/v1/environments/{id}", Access: httpapi.Member, Handler: s.handleGet},
@@ -18,7 +19,7 @@ func Routes(s *Service) []httpapi.Route {
 		{Method: http.MethodPost, Path: "/v1/environments/{id}/tunnel", Access: httpapi.Member, Handler: s.handleTunnel},
 		{Method: http.MethodPost, Path: "/v1/environments/{id}/exec", Access: httpapi.Member, Handler: s.handleExec},
 		{Method: http.MethodGet, Path: "/v1/environments/{id}/logs", Access: httpapi.Member, Handler: s.handleLogs},
-	}, append(append(append(checkpointRoutes(s), networkRoutes(s)...), previewRoutes(s)...), metricsRoutes(s)...)...)
+	}, checkpointRoutes(s), networkRoutes(s), previewRoutes(s), metricsRoutes(s), wakeRoutes(s))
 }
 
 func (s *Service) handleLease(w http.ResponseWriter, r *http.Request, p domain.Principal) error {

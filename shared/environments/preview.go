@@ -80,7 +80,8 @@ func (s *Service) CreatePreview(ctx context.Context, p domain.Principal, id stri
 		return PreviewLink{}, err
 	}
 	for attempt := 0; ; attempt++ {
-		e, err := s.getActing(ctx, p, id)
+		// A paused environment wakes for its preview link (pause.go).
+		e, err := s.getWoken(ctx, p, id)
 		if err != nil {
 			return PreviewLink{}, err
 		}

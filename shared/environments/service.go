@@ -450,6 +450,9 @@ func (s *Service) newEnvironment(ctx context.Context, p domain.Principal, req Le
 		Shares: shares, Snapshot: req.Snapshot, Needs: domain.NeedsOf(t), Network: network,
 		Identity: t.Identity,
 	}
+	if t.IdleAction() == domain.IdlePause {
+		e.OnIdle, e.Retention = domain.IdlePause, t.PauseRetention()
+	}
 	services := make([]string, 0, len(t.Exports))
 	for svc := range t.Exports {
 		services = append(services, svc)
@@ -693,7 +696,7 @@ func validID(id string) bool {
 // List returns a page of environments: live ones by default, newest first.
 func (s *Service) List(ctx context.Context, p domain.Principal, q domain.EnvQuery) (domain.EnvPage, error) {
 	if q.State != "" && q.State != "live" && !domain.State(q.State).Valid() {
-		return domain.EnvPage{}, domain.BadRequest("state", "state must be live or one of pending, starting, ready, stopping, stopped, failed")
+		return domain.EnvPage{}, domain.BadRequest("state", "state must be live or one of pending, starting, ready, stopping, stopped, failed, paused")
 	}
 	if q.Limit == 0 {
 		q.Limit = DefaultListLimit
@@ -724,6 +727,9 @@ func (s *Service) List(ctx context.Context, p domain.Principal, q domain.EnvQuer
 // it as it is, so a retried DELETE is harmless.
 func (s *Service) Delete(ctx context.Context, p domain.Principal, id string) (domain.Environment, error) {
 	e, err := s.getActing(ctx, p, id)
+	if err == nil && e.State == domain.StatePaused {
+		return s.endPaused(ctx, e) // with its checkpoint (pause.go)
+	}
 	// A stop refused because the record changed since it was read (a touch,
 	// a node's report) comes back with the current record: decide again.
 	for attempt := 0; err == nil && e.State.Live(); attempt++ {
@@ -757,6 +763,11 @@ func (s *Service) Touch(ctx context.Context, p domain.Principal, id string) (dom
 	e, err := s.getActing(ctx, p, id)
 	if err != nil {
 		return e, err
+	}
+	if e.State == domain.StatePaused {
+		// A touch is use: it wakes a paused environment (pause.go), whose
+		// idle deadline then runs from now.
+		return s.wake(ctx, e)
 	}
 	now := s.clock.Now()
 	if err := touchable(e, now); err != nil {

@@ -34,7 +34,8 @@ var TicketHeir = auth.Heir{What: "a tunnel ticket", ActsWith: []string{domain.Sc
 // organization, signed with the key of the node that runs it. It costs the
 // environment's read and the node's.
 func (s *Service) Tunnel(ctx context.Context, p domain.Principal, id string) (Tunnel, error) {
-	e, err := s.getActing(ctx, p, id)
+	// A paused environment wakes for the tunnel (pause.go).
+	e, err := s.getWoken(ctx, p, id)
 	if err != nil {
 		return Tunnel{}, err
 	}

@@ -430,6 +430,11 @@ func endpoints(sbx string, key string) []endpoint {
 			s.Clock.Advance(time.Second) // so the touch has a deadline to move
 			return request{method: "POST", path: "/v1/environments/" + id + "/touch", token: apitest.BobToken}
 		}},
+		// A live environment is answered as it is (one read); the pause and
+		// resume transactions are run by shared/timeouts' pause tests.
+		{name: "POST /v1/environments/{id}/wake", status: 200, cleanup: deleteEnvironment, prepare: func(s *stack) request {
+			return request{method: "POST", path: "/v1/environments/" + s.lease(sbx) + "/wake", token: apitest.BobToken}
+		}},
 		{name: "GET /v1/templates", status: 200, prepare: get("/v1/templates")},
 		{name: "GET /v1/usage", status: 200, prepare: get("/v1/usage")},
 		{name: "GET /v1/usage (by template)", status: 200, prepare: get("/v1/usage?by=template&filter=template=shell")},

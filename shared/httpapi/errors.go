@@ -26,6 +26,8 @@ var statusOf = map[domain.Code]int{
 	domain.CodeExecDisabled:      http.StatusForbidden,
 	domain.CodeLocked:            http.StatusTooManyRequests,
 	domain.CodeUnavailable:       http.StatusServiceUnavailable,
+	domain.CodeWaking:            http.StatusServiceUnavailable,
+	domain.CodeNoNode:            http.StatusServiceUnavailable,
 	domain.CodeInternal:          http.StatusInternalServerError,
 	domain.CodeInsufficientScope: http.StatusForbidden,
 	domain.CodeRestricted:        http.StatusForbidden,

@@ -26,6 +26,7 @@ var routeMakers = map[string]string{
 var routeNotMakers = map[string]string{
 	"POST /v1/environments":                              "an environment is checked against the token's restrictions when leased and holds none of its rights",
 	"POST /v1/environments/{id}/touch":                   "extends an environment within its template's timeouts",
+	"POST /v1/environments/{id}/wake":                    "wakes a paused environment within its template's quota and timeouts",
 	"POST /v1/environments/{id}/checkpoints":             "a checkpoint is an artifact: data, read only through a token's own link",
 	"POST /v1/environments/{id}/exec":                    "an exec session lives on the request's own connection",
 	"POST /v1/sandboxes":                                 "a join key is redeemed only by a token of the organization",

@@ -21,6 +21,7 @@ var routeScopes = map[string]string{
 	"POST /v1/environments":                              domain.ScopeEnvLease,
 	"DELETE /v1/environments/{id}":                       domain.ScopeEnvLease,
 	"POST /v1/environments/{id}/touch":                   domain.ScopeEnvLease,
+	"POST /v1/environments/{id}/wake":                    domain.ScopeEnvLease,
 	"POST /v1/environments/{id}/tunnel":                  domain.ScopeEnvLease,
 	"POST /v1/environments/{id}/checkpoints":             domain.ScopeEnvLease,
 	"POST /v1/environments/{id}/previews":                domain.ScopeEnvLease,

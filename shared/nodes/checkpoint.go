@@ -85,6 +85,11 @@ func (s *Service) checkpointArtifacts() (CheckpointArtifacts, error) {
 // learns it.
 func (s *Service) envState(e domain.Environment) EnvState {
 	st := EnvState{ID: e.ID, Template: e.Template, State: e.State, Error: e.Error}
+	if e.State == domain.StatePaused {
+		// To its node a paused environment is one to tear down and report
+		// stopped (pause.go): agents need no new state.
+		st.State = domain.StateStopping
+	}
 	if c := e.Checkpoint; c != nil && c.State == domain.CheckpointPacking && e.State == domain.StateReady {
 		st.Checkpoint = &CheckpointOrder{ID: c.ID, PartSize: s.partSize()}
 	}
@@ -177,7 +182,7 @@ func (s *Service) CheckpointUpload(ctx context.Context, p domain.Principal, node
 		return CheckpointUploading{}, err
 	}
 	_, err = s.updateCheckpoint(ctx, e, id, func(c *domain.Checkpoint) {
-		c.Artifact, c.Files, c.Bytes = created.Artifact.ID, r.Files, r.Bytes
+		c.Artifact, c.Files, c.Bytes, c.Size = created.Artifact.ID, r.Files, r.Bytes, r.Size
 	})
 	if err != nil {
 		return CheckpointUploading{}, err
@@ -222,12 +227,18 @@ func (s *Service) CheckpointDone(ctx context.Context, p domain.Principal, nodeID
 		}
 	}
 	now := s.clock.Now()
-	return s.updateCheckpoint(ctx, e, id, func(c *domain.Checkpoint) {
+	c, err := s.updateCheckpoint(ctx, e, id, func(c *domain.Checkpoint) {
 		c.State, c.Error = state, why
 		if state == domain.CheckpointSealed {
 			c.Sealed = &now
 		}
 	})
+	if err == nil && c.Pause {
+		// The idle environment's files are kept (or could not be): pause
+		// it, or stop it as its template's stop would (pause.go).
+		err = s.finishPause(ctx, e.OrgID, e.ID, c)
+	}
+	return c, err
 }
 
 // updateCheckpoint changes the environment's checkpoint id in place, in a

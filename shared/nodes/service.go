@@ -723,6 +723,11 @@ func (s *Service) ReportState(ctx context.Context, p domain.Principal, nodeID, e
 	if e.Node != n.ID {
 		return domain.Environment{}, domain.Errorf(domain.CodeConflict, "environment %s is not run by node %s", e.ID, n.ID)
 	}
+	if e.State == domain.StatePaused && (r.State == domain.StateStopped || r.State == domain.StateFailed) {
+		// A paused environment's node tore it down (its files are in its
+		// checkpoint): it stays paused, and no longer holds the node.
+		return s.nodeLetGo(ctx, e)
+	}
 	if len(r.Metrics) > 0 && (e.State.Live() || e.State == domain.StateStopping) {
 		// Kept before the end is recorded, so whoever reads the end finds
 		// them; a repeated report writes the same item again.
@@ -848,7 +853,8 @@ func (s *Service) readyRecord(e domain.Environment, r Report) (domain.Environmen
 	now := s.clock.Now()
 	after.State = domain.StateReady
 	after.Ready = &now
-	ms := now.Sub(e.Created).Milliseconds()
+	// From the lease, or from its wake for a paused one woken.
+	ms := now.Sub(e.RunSince()).Milliseconds()
 	after.ReadyMs = &ms
 	return after, nil
 }
@@ -937,6 +943,13 @@ func (s *Service) failNodeEnvs(ctx context.Context, n domain.Node, msg, reason s
 		cur, err := s.store.GetEnvironment(ctx, e.OrgID, e.ID)
 		if err != nil {
 			return count, err
+		}
+		if cur.Node == n.ID && cur.State == domain.StatePaused {
+			// Its files are in its checkpoint: it stays paused, let go.
+			if _, err := s.nodeLetGo(ctx, cur); err != nil {
+				return count, err
+			}
+			continue
 		}
 		if cur.Node != n.ID || !(cur.State.Live() || cur.State == domain.StateStopping) {
 			continue

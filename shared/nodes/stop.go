@@ -150,7 +150,9 @@ func (s *Stopper) resendOrg(ctx context.Context, org string, notices []domain.St
 	}
 	stopping := map[string]bool{}
 	for _, e := range envs {
-		if e.State == domain.StateStopping {
+		// A paused environment whose node has not yet said it is down is
+		// torn down as a stopping one is.
+		if e.State == domain.StateStopping || e.State == domain.StatePaused && e.Node != "" {
 			stopping[e.ID+"@"+e.Node] = true
 		}
 	}

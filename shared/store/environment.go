@@ -19,9 +19,9 @@ import (
 //
 //	ORG#<org>  ENV#<id>
 //	  GSI1 ORG#<org>#ENV#live | ORG#<org>#ENV#<state>   <created>#<id>    listing, newest first
-//	  GSI2 ENVDUE#<shard>        <due>#<org>#<id>                          live only: the timeout job's index (a lower bound of the deadline, see due.go)
+//	  GSI2 ENVDUE#<shard>        <due>#<org>#<id>                          live and paused only: the timeout job's index (a lower bound of the deadline, see due.go)
 //	  GSI3 POOL#<org>#<pool>#pending[#<class>]  <created>#<org>#<id>       pending only: nodes of the pool claim from it (class: domain.Needs.Class)
-//	  GSI3 NODE#<org>#<node>     <created>#<id>                            starting, ready, stopping: what a node runs
+//	  GSI3 NODE#<org>#<node>     <created>#<id>                            starting, ready, stopping, paused while its node tears it down: what a node runs
 //	  ttl                        stopped and failed only: stopped + domain.EnvRecordKept
 //	ORG#<org>  SBXPORT#<sandbox>#<port>   a listen port held by a live environment of the sandbox
 //
@@ -83,6 +83,13 @@ type envItem struct {
 	Previews string `dynamodbav:"previews,omitempty"`
 	// Identity is domain.Environment.Identity as JSON, written only whole.
 	Identity string `dynamodbav:"identity,omitempty"`
+	// What pausing needs (pause.go): the idle action and retention kept
+	// at lease, and the instants of the last pause and wake.
+	OnIdle      string     `dynamodbav:"onIdle,omitempty"`
+	RetentionNs int64      `dynamodbav:"retentionNs,omitempty"`
+	PausedAt    *time.Time `dynamodbav:"pausedAt,omitempty"`
+	RetainUntil *time.Time `dynamodbav:"retainUntil,omitempty"`
+	Resumed     *time.Time `dynamodbav:"resumed,omitempty"`
 	// TTL lets DynamoDB delete a stopped or failed record once it has been
 	// kept domain.EnvRecordKept; readers compare it to now (Purged), as TTL
 	// deletes late.
@@ -169,7 +176,7 @@ func NodeEnvPK(org, node string) string { return "NODE#" + org + "#" + node }
 // nodeRuns reports whether an environment in state st is still the node's to
 // run or tear down, and so listed in its GSI3 partition.
 func nodeRuns(st domain.State) bool {
-	return st == domain.StateStarting || st == domain.StateReady || st == domain.StateStopping
+	return st == domain.StateStarting || st == domain.StateReady || st == domain.StateStopping || st == domain.StatePaused
 }
 
 func poolPendingSK(created time.Time, org, id string) string {
@@ -188,6 +195,7 @@ func (s *Store) newEnvItem(e domain.Environment) envItem {
 		Expires: e.Expires, IdleUntil: e.IdleUntil, IdleNs: int64(e.Idle), HardNs: int64(e.Hard),
 		Snapshot: e.Snapshot, StopReason: e.StopReason, Log: e.Log, NetworkLog: e.NetworkLog, Ports: e.Ports, Version: e.Version,
 		Runtime: e.Needs.Runtime, Platforms: e.Needs.Platforms, UsageBy: e.UsageBy,
+		OnIdle: e.OnIdle, RetentionNs: int64(e.Retention), PausedAt: e.PausedAt, RetainUntil: e.RetainUntil, Resumed: e.Resumed,
 	}
 	if len(it.UsageBy) == 0 {
 		it.UsageBy = nil
@@ -201,7 +209,7 @@ func (s *Store) newEnvItem(e domain.Environment) envItem {
 	if len(it.Ports) == 0 {
 		it.Ports = nil
 	}
-	if e.State.Live() {
+	if e.State.Live() || e.State == domain.StatePaused {
 		it.GSI2PK, it.GSI2SK = s.EnvDuePartition(e.OrgID, e.ID), DueSK(e.Due(), e.OrgID, e.ID)
 	}
 	if at, ok := e.PurgeAt(); ok {
@@ -243,6 +251,8 @@ func (it envItem) domain() domain.Environment {
 		IdleUntil: it.IdleUntil.UTC(), Idle: domain.Duration(it.IdleNs), Hard: domain.Duration(it.HardNs),
 		Snapshot: it.Snapshot, StopReason: domain.NormalizeStopReason(it.StopReason), Log: it.Log, NetworkLog: it.NetworkLog, Ports: it.Ports, Version: it.Version,
 		Needs: domain.Needs{Runtime: it.Runtime, Platforms: it.Platforms}, UsageBy: it.UsageBy,
+		OnIdle: it.OnIdle, Retention: domain.Duration(it.RetentionNs), PausedAt: utcPtr(it.PausedAt),
+		RetainUntil: utcPtr(it.RetainUntil), Resumed: utcPtr(it.Resumed),
 	}
 	for _, x := range it.Exports {
 		e.Exports = append(e.Exports, domain.EnvExport(x))

@@ -132,9 +132,9 @@ func (s *Store) PutTemplate(ctx context.Context, org string, t domain.Template) 
 		{Update: &types.Update{
 			TableName:        aws.String(s.table),
 			Key:              key(orgPK(org), QuotaSK(t.Name)),
-			UpdateExpression: aws.String("SET maxLeases = :max, template = :t, idleSeconds = :idle, hardSeconds = :hard, running = if_not_exists(running, :zero)"),
+			UpdateExpression: aws.String("SET maxLeases = :max, maxPaused = :maxPaused, template = :t, idleSeconds = :idle, hardSeconds = :hard, running = if_not_exists(running, :zero), paused = if_not_exists(paused, :zero)"),
 			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":max": num(int64(t.Quota.MaxLeases)), ":t": str(t.Name), ":zero": num(0),
+				":max": num(int64(t.Quota.MaxLeases)), ":maxPaused": num(int64(t.MaxPausedOrDefault())), ":t": str(t.Name), ":zero": num(0),
 				":idle": num(t.Timeouts.Idle.Seconds()), ":hard": num(t.Timeouts.Hard.Seconds()),
 			},
 		}},

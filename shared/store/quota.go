@@ -18,6 +18,10 @@ type quotaItem struct {
 	Template  string `dynamodbav:"template"`
 	MaxLeases int    `dynamodbav:"maxLeases"`
 	Running   int    `dynamodbav:"running"`
+	// MaxPaused and Paused are the limit and count of paused environments
+	// (pause.go), apart from running.
+	MaxPaused int `dynamodbav:"maxPaused"`
+	Paused    int `dynamodbav:"paused"`
 	// The template's timeouts in seconds, written with the limit.
 	IdleSeconds int64 `dynamodbav:"idleSeconds"`
 	HardSeconds int64 `dynamodbav:"hardSeconds"`
@@ -35,7 +39,7 @@ func (s *Store) ListQuotas(ctx context.Context, org string) ([]domain.QuotaCount
 	out := make([]domain.QuotaCount, len(items))
 	for i, it := range items {
 		out[i] = domain.QuotaCount{
-			Template: it.Template, MaxLeases: it.MaxLeases, Running: it.Running,
+			Template: it.Template, MaxLeases: it.MaxLeases, Running: it.Running, MaxPaused: it.MaxPaused, Paused: it.Paused,
 			Idle: domain.Duration(time.Duration(it.IdleSeconds) * time.Second),
 			Hard: domain.Duration(time.Duration(it.HardSeconds) * time.Second),
 		}

@@ -43,7 +43,9 @@ type usageItem struct {
 // timeout job did not run for months) has its earliest days folded into the
 // first day that fits, so the total stays exact and the stop still commits.
 func (s *Store) usageItems(e domain.Environment, stopped time.Time, room int) []types.TransactWriteItem {
-	days := usage.Split(e.Created, stopped)
+	// From its run's start: the lease, or its last wake (a pause added the
+	// time before it, pause.go).
+	days := usage.Split(e.RunSince(), stopped)
 	// Each day takes one item of the template ledger and one per grouping
 	// the environment was leased with (usageby.go).
 	perDay := 1 + len(e.UsageBy)

@@ -76,9 +76,14 @@ func (s *Service) Quotas(ctx context.Context, p domain.Principal) ([]domain.Quot
 	}
 	out := make([]domain.QuotaEntry, 0, len(counts))
 	for _, c := range counts {
-		out = append(out, domain.QuotaEntry{
+		q := domain.QuotaEntry{
 			Template: c.Template, MaxLeases: c.MaxLeases, Running: c.Running, Idle: c.Idle, Hard: c.Hard,
-		})
+		}
+		if c.MaxPaused > 0 || c.Paused > 0 {
+			paused := c.Paused
+			q.MaxPaused, q.Paused = c.MaxPaused, &paused
+		}
+		out = append(out, q)
 	}
 	return out, nil
 }

@@ -84,6 +84,12 @@ type telling struct {
 	stopper Stopper
 }
 
+// teller is the stopper's checkpoint order, when it gives them.
+func (t telling) teller() checkpointTeller {
+	ct, _ := t.stopper.(checkpointTeller)
+	return ct
+}
+
 func (t telling) StopEnvironment(ctx context.Context, e domain.Environment, to domain.State, reason string, now time.Time) (domain.Environment, bool, error) {
 	cur, stopped, err := t.Store.StopEnvironment(ctx, e, to, reason, now)
 	if err == nil && stopped && cur.State == domain.StateStopping {
@@ -100,6 +106,11 @@ type Summary struct {
 	Stopped int `json:"stopped"`
 	Idle    int `json:"idle"`
 	Hard    int `json:"hard"`
+	// Pausing is how many idle environments whose template pauses had
+	// their pause checkpoint asked for (or still packing); Ended how many
+	// paused ones were deleted (retention or hard expiry).
+	Pausing int `json:"pausing"`
+	Ended   int `json:"ended"`
 	// AlreadyStopped were no longer live when the run came to them: a DELETE,
 	// a node or an overlapping run stopped them first.
 	AlreadyStopped int `json:"alreadyStopped"`
@@ -278,6 +289,8 @@ const (
 	notDue
 	reindexed
 	failed
+	pausing
+	ended
 )
 
 func (s *Summary) add(o outcome) {
@@ -297,6 +310,10 @@ func (s *Summary) add(o outcome) {
 		s.Reindexed++
 	case failed:
 		s.Failed++
+	case pausing:
+		s.Pausing++
+	case ended:
+		s.Ended++
 	}
 }
 
@@ -305,10 +322,19 @@ func (s *Summary) add(o outcome) {
 // back the current record, from which the decision is made again.
 func stopOne(ctx context.Context, st Store, e domain.Environment, now time.Time) (outcome, error) {
 	for range stopAttempts {
+		if e.State == domain.StatePaused {
+			return endPaused(ctx, st, e, now)
+		}
 		if !e.State.Live() {
 			return alreadyStopped, nil
 		}
 		reason := Reason(e, now)
+		if reason == ReasonIdle && e.Pauses() && e.State == domain.StateReady && e.Node != "" {
+			if out, err, ok := pause(ctx, st, e, now); ok {
+				return out, err
+			}
+			// Not paused (see pause): stopped below, as the template's stop would.
+		}
 		if reason == "" {
 			// Touched since its entry was written: move the entry to the
 			// deadline now on the item. A failure only leaves it early.

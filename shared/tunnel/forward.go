@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/envlease/envlease/shared/client"
@@ -38,6 +39,10 @@ const (
 	Retrying EventKind = "retrying"
 	// StreamFailed: one accepted connection could not be carried (Err).
 	StreamFailed EventKind = "stream-failed"
+	// Paused: the environment was paused (it went idle); the listeners stay
+	// open, and the next connection wakes it (docs/environments.md, "Pause
+	// on idle, wake on use").
+	Paused EventKind = "paused"
 )
 
 // Event is something Forward tells its caller.
@@ -81,7 +86,7 @@ const maxRefusals = 3
 // the listeners. onEvent (may be nil) is called from Forward's goroutines,
 // one call at a time.
 func Forward(ctx context.Context, api API, envID string, onEvent func(Event), opt Options) error {
-	f := &forwarder{api: api, env: envID, opt: opt.withDefaults(), changed: make(chan struct{})}
+	f := &forwarder{api: api, env: envID, opt: opt.withDefaults(), changed: make(chan struct{}), wanted: make(chan struct{}, 1)}
 	var emitMu sync.Mutex
 	f.emit = func(e Event) {
 		if onEvent != nil {
@@ -118,6 +123,12 @@ type forwarder struct {
 	opt  Options
 	emit func(Event)
 
+	// paused is set while the environment is paused: a held tunnel is not
+	// renewed (a renewal's ticket would wake it), and a connection waits
+	// for its wake (wanted) rather than SessionWait alone.
+	paused atomic.Bool
+	wanted chan struct{}
+
 	mu  sync.Mutex
 	cur *Session // nil while there is none
 	// changed is closed (and replaced) whenever cur changes.
@@ -136,11 +147,15 @@ func (f *forwarder) run(ctx context.Context) error {
 		return err
 	}
 	switch {
+	case e.State == domain.StatePaused:
+		// Forwarding is use: the first ticket wakes it, and the API and
+		// the client wait for it (up to client.MaxWake).
+		f.emit(Event{Kind: Paused})
 	case !e.State.Live():
 		// Said as the API says it to a tunnel ticket: it will never be
 		// ready again, so "wait" would be the wrong advice.
 		return fmt.Errorf("environment %s is %s: it no longer runs, so there is nothing to tunnel to", e.ID, e.State)
-	case e.State != domain.StateReady:
+	case e.State != domain.StateReady && e.Resumed == nil:
 		return fmt.Errorf("environment %s is %s: its exports can be forwarded once it is ready (envlease lease --wait waits for that)", e.ID, e.State)
 	}
 	exports, err := listen(e)
@@ -182,9 +197,41 @@ func (f *forwarder) run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if exp, err = f.reconnect(ctx); err != nil {
+		if err := f.awaitUse(ctx, failed); err != nil {
 			return err
 		}
+		exp, err = f.reconnect(ctx)
+		f.paused.Store(false)
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// isPaused reads whether the environment is paused (false when it cannot
+// be read: the redial that follows says why).
+func (f *forwarder) isPaused(ctx context.Context) bool {
+	e, err := f.api.GetEnvironment(ctx, f.env)
+	return err == nil && e.State == domain.StatePaused
+}
+
+// awaitUse returns at once unless the environment is paused; then it waits
+// for a connection to need a tunnel, whose ticket wakes it (the API waits
+// and the client asks again while it is waking, up to client.MaxWake).
+func (f *forwarder) awaitUse(ctx context.Context, failed <-chan error) error {
+	if !f.isPaused(ctx) {
+		return nil
+	}
+	f.paused.Store(true)
+	f.emit(Event{Kind: Paused})
+	// A want already there is a connection waiting: real use.
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case err := <-failed:
+		return err
+	case <-f.wanted:
+		return nil
 	}
 }
 
@@ -241,6 +288,13 @@ func (f *forwarder) maintain(ctx context.Context, exp time.Time, failed <-chan e
 			f.emit(Event{Kind: Retrying, Err: errors.New("the tunnel dropped")})
 			return nil
 		case <-t.C:
+		}
+		if f.isPaused(ctx) {
+			// A renewal's ticket would wake it: let the tunnel go, and
+			// wait for a connection (awaitUse).
+			f.swap(cur, nil)
+			go retire(cur)
+			return nil
 		}
 		next, nexp, err := f.open(ctx)
 		if err != nil {
@@ -401,7 +455,11 @@ func (f *forwarder) swap(old, next *Session) {
 // session returns the current tunnel, waiting up to SessionWait for one
 // while it is being redialled.
 func (f *forwarder) session(ctx context.Context) (*Session, error) {
-	t := time.NewTimer(f.opt.SessionWait)
+	wait := f.opt.SessionWait
+	if f.paused.Load() {
+		wait += client.MaxWake // it is woken for this connection
+	}
+	t := time.NewTimer(wait)
 	defer t.Stop()
 	for {
 		f.mu.Lock()
@@ -409,6 +467,14 @@ func (f *forwarder) session(ctx context.Context) (*Session, error) {
 		f.mu.Unlock()
 		if s != nil && !s.mux.IsClosed() {
 			return s, nil
+		}
+		select {
+		case f.wanted <- struct{}{}: // a paused environment's forwarder waits for this
+		default:
+		}
+		if f.paused.Load() && wait == f.opt.SessionWait {
+			wait += client.MaxWake
+			t.Reset(wait)
 		}
 		select {
 		case <-ctx.Done():
@@ -456,6 +522,13 @@ func (f *forwarder) carry(ctx context.Context, c net.Conn, x export) {
 			break
 		}
 		var se *StreamError
+		if errors.As(err, &se) && try == 0 && f.isPaused(ctx) {
+			// Paused since the tunnel opened: its node no longer runs it.
+			// Let this tunnel go; the next wakes it (awaitUse).
+			f.paused.Store(true)
+			s.Close()
+			continue
+		}
 		if errors.As(err, &se) || ctx.Err() != nil {
 			break
 		}

@@ -107,6 +107,9 @@ func (s *Service) Query(ctx context.Context, p domain.Principal, q Query) (Repor
 		return Report{}, err
 	}
 	out := Report{Since: pl.from, By: q.By, Filter: q.Filter, Usage: []Entry{}}
+	if out.Paused, err = s.paused(ctx, p.OrgID); err != nil {
+		return Report{}, err
+	}
 	if q.Until != "" || q.By != "" || q.Filter != "" {
 		out.Until = pl.until.Format(DayLayout)
 	}
@@ -209,13 +212,47 @@ func (s *Service) rows(ctx context.Context, org string, pl plan, now time.Time) 
 		if !Records(e, pl.source) {
 			return // its stop will not write this ledger either
 		}
-		for _, d := range Split(e.Created, now) {
+		for _, d := range Split(e.RunSince(), now) {
 			if d.Day >= fromDay && d.Day <= untilDay {
 				rows = append(rows, row{template: e.Template, value: ValueOf(e, pl.source), day: d.Day, seconds: d.Seconds})
 			}
 		}
 	})
 	return rows, err
+}
+
+// paused sums the paused environments of org by template: one query of
+// the paused listing, which holds only paused environments.
+func (s *Service) paused(ctx context.Context, org string) ([]PausedEntry, error) {
+	by := map[string]*PausedEntry{}
+	q := domain.EnvQuery{State: string(domain.StatePaused), Limit: livePage}
+	for {
+		page, err := s.store.ListEnvironments(ctx, org, q)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range page.Environments {
+			x := by[e.Template]
+			if x == nil {
+				x = &PausedEntry{Template: e.Template}
+				by[e.Template] = x
+			}
+			x.Environments++
+			if e.Checkpoint != nil {
+				x.Bytes += e.Checkpoint.Size
+			}
+		}
+		if page.Next == "" {
+			break
+		}
+		q.Cursor = page.Next
+	}
+	var out []PausedEntry
+	for _, x := range by {
+		out = append(out, *x)
+	}
+	slices.SortFunc(out, func(a, b PausedEntry) int { return strings.Compare(a.Template, b.Template) })
+	return out, nil
 }
 
 // eachLive calls f with every live environment of org.

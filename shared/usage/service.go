@@ -50,6 +50,18 @@ type Report struct {
 	Currency string `json:"currency,omitempty"`
 	// Usage holds one entry per group and day with seconds, by day then group.
 	Usage []Entry `json:"usage"`
+	// Paused is what paused environments hold now, per template: they
+	// accrue no seconds, and their checkpoints' stored bytes are reported
+	// here (docs/usage.md, "Paused environments"); absent when none is.
+	Paused []PausedEntry `json:"paused,omitempty"`
+}
+
+// PausedEntry is one template's paused environments and the bytes their
+// checkpoints store (the compressed archives).
+type PausedEntry struct {
+	Template     string `json:"template"`
+	Environments int    `json:"environments"`
+	Bytes        int64  `json:"bytes"`
 }
 
 // Service answers usage queries.

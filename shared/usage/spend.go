@@ -70,7 +70,7 @@ func Spend(ctx context.Context, r Reader, org string, set Settings, budgets []Bu
 				if dim != "" {
 					v = ValueOf(e, dim)
 				}
-				for _, d := range Split(e.Created, now) {
+				for _, d := range Split(e.RunSince(), now) {
 					if d.Day >= fromDay {
 						rows[dim] = append(rows[dim], row{template: e.Template, value: v, day: d.Day, seconds: d.Seconds})
 					}

@@ -7,7 +7,7 @@ import { renderDetail } from './environment.js';
 
 export const title = 'Environments';
 
-const STATES = ['live', 'pending', 'starting', 'ready', 'stopping', 'stopped', 'failed'];
+const STATES = ['live', 'pending', 'starting', 'ready', 'stopping', 'stopped', 'failed', 'paused'];
 const REFRESH_MS = 5000;
 
 export function render(root, { id, query }) {
