@@ -154,9 +154,10 @@ export async function spawn(t: ExecTarget, command: string[], o: SpawnOptions = 
   const p = new Process(session, control, stdin, stdout, stderr, exited);
   // Without input given, the input stays open for write() until closeStdin().
   if (o.stdin !== undefined) void feed(p, stdin, o.stdin);
-  // The session ends once the command did and its output was read.
+  // The session ends once the command did: its output has all arrived by
+  // then (the node sends the exit last), and stays readable.
   void exited.then(
-    () => {},
+    () => session.close(),
     () => session.close(),
   );
   return p;

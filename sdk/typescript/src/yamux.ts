@@ -275,7 +275,9 @@ export class Stream {
 
   /** @internal */
   fail(err: Error): void {
-    if (this.error) return;
+    // A stream the node ended holds all it will get: its reader keeps it
+    // whatever becomes of the session.
+    if (this.error || this.remoteDone) return;
     this.error = err;
     this.session.forget(this.id);
     this.wake();
