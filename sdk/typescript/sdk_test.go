@@ -34,7 +34,7 @@ var (
 // prepare installs the pinned packages (npm ci, when package-lock.json
 // changed since the last install) and builds the package and its tests.
 // Without node and npm the tests skip, saying what to install.
-func prepare(t *testing.T) {
+func prepare(t testing.TB) {
 	t.Helper()
 	for _, tool := range []string{"node", "npm"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -102,8 +102,8 @@ func TestGeneratedTypes(t *testing.T) {
 }
 
 // stack starts the whole service in process serving the dev server's demo,
-// and returns the environment node needs to reach it as bob.
-func stack(t *testing.T) []string {
+// and returns the environment node needs to reach it as bob, and its URL.
+func stack(t testing.TB) (env []string, url string) {
 	t.Helper()
 	demo, err := os.ReadFile(filepath.Join("..", "..", "scripts", "devserver", "demo.json"))
 	if err != nil {
@@ -114,7 +114,7 @@ func stack(t *testing.T) []string {
 		t.Fatal(err)
 	}
 	s := clienttest.Start(t, clienttest.WithFixture(file))
-	return append(os.Environ(), "ENVLEASE_URL="+s.URL, "ENVLEASE_TOKEN="+bobToken, "NO_COLOR=1")
+	return append(os.Environ(), "ENVLEASE_URL="+s.URL, "ENVLEASE_TOKEN="+bobToken, "NO_COLOR=1"), s.URL
 }
 
 // TestSDK runs the SDK's own tests (test/*.test.ts, node's test runner)
@@ -125,7 +125,7 @@ func TestSDK(t *testing.T) {
 		t.Skip("runs the TypeScript SDK's tests against the whole stack")
 	}
 	prepare(t)
-	env := stack(t)
+	env, _ := stack(t)
 	files, err := filepath.Glob(filepath.Join("dist", "test", "*.test.js"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no built tests in dist/test (%v)", err)
@@ -216,7 +216,7 @@ func TestDocsExamples(t *testing.T) {
 	if out, err := command("node", filepath.Join("node_modules", "typescript", "bin", "tsc"), "-p", dir).CombinedOutput(); err != nil {
 		t.Fatalf("the TypeScript examples of docs/sdk.md do not compile (line N is docs/sdk.md's block at line N):\n%s", out)
 	}
-	env := stack(t)
+	env, _ := stack(t)
 	for _, b := range blocks {
 		t.Run("line_"+strconv.Itoa(b.line), func(t *testing.T) {
 			file := filepath.Join(dir, name(b)+".mjs")
