@@ -56,6 +56,10 @@ export class Envlease {
   readonly webSocket?: WebSocketConstructor;
   /** @internal */
   readonly fetch: typeof fetch;
+  /** @internal */
+  readonly baseUrl: string;
+  /** @internal */
+  readonly token: string;
 
   constructor(o: EnvleaseOptions = {}) {
     const url = o.url ?? fromEnv("ENVLEASE_URL");
@@ -63,8 +67,10 @@ export class Envlease {
     if (!url) throw new Error("no API URL: pass {url} or set ENVLEASE_URL");
     if (!token) throw new Error("no token: pass {token} or set ENVLEASE_TOKEN");
     this.fetch = o.fetch ?? ((input, init) => globalThis.fetch(input, init));
+    this.baseUrl = url.replace(/\/+$/, "");
+    this.token = token;
     this.api = createClient<paths>({
-      baseUrl: url.replace(/\/+$/, ""),
+      baseUrl: this.baseUrl,
       headers: { Authorization: `Bearer ${token}` },
       fetch: (req: Request) => this.fetch(req),
     });

@@ -5,6 +5,7 @@ import { EnvironmentFailedError, EnvleaseError } from "./errors.js";
 import { exec, spawn, type ExecOptions, type ExecResult, type ExecTarget, type Process, type SpawnOptions } from "./exec.js";
 import { followLogs, type LogOptions } from "./logs.js";
 import { milliseconds } from "./duration.js";
+import { Files } from "./files.js";
 
 export type Preview = components["schemas"]["Preview"];
 export type Checkpoint = components["schemas"]["Checkpoint"];
@@ -59,11 +60,14 @@ export class Environment implements AsyncDisposable {
   readonly client: Envlease;
   /** The record as last read (create, get, refresh, touch, delete update it). */
   info: EnvironmentRecord;
+  /** Its files: read, write, list, stat, remove, mkdir, watch (docs/files.md). */
+  readonly files: Files;
 
   /** @internal */
   constructor(client: Envlease, info: EnvironmentRecord) {
     this.client = client;
     this.info = info;
+    this.files = new Files(this);
   }
 
   get id(): string {
