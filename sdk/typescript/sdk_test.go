@@ -217,8 +217,17 @@ func TestDocsExamples(t *testing.T) {
 		t.Fatalf("the TypeScript examples of docs/sdk.md do not compile (line N is docs/sdk.md's block at line N):\n%s", out)
 	}
 	env, _ := stack(t)
+	api, err := os.ReadFile(filepath.Join("..", "..", "shared", "openapi", "openapi.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	filesServed := bytes.Contains(api, []byte("\n  /v1/environments/{id}/files:"))
 	for _, b := range blocks {
 		t.Run("line_"+strconv.Itoa(b.line), func(t *testing.T) {
+			if strings.Contains(b.body, "env.files.") && !filesServed {
+				// Compiled above all the same: only the run needs the endpoint.
+				t.Skip("the API description has no files route (POST /v1/environments/{id}/files), so the stack serves no files")
+			}
 			file := filepath.Join(dir, name(b)+".mjs")
 			if b.lang == "ts" {
 				file = filepath.Join(dir, "out", name(b)+".js")
