@@ -33,6 +33,30 @@ function fromEnv(name: string): string | undefined {
   return p?.env?.[name] || undefined;
 }
 
+// Reads and deletes are sent again when the service is briefly unavailable
+// (502, 503, or no answer), after its Retry-After or a doubling pause, as
+// the Go client does; anything else is answered once: a lease or an exec
+// ticket sent twice would be two.
+const retried = new Set(["GET", "HEAD", "DELETE"]);
+const attempts = 4;
+
+async function retrying(f: typeof fetch, req: Request): Promise<Response> {
+  if (!retried.has(req.method)) return f(req);
+  for (let n = 1; ; n++) {
+    let res: Response | undefined;
+    try {
+      res = await f(req.clone());
+    } catch (e) {
+      if (n >= attempts || req.signal.aborted) throw e;
+    }
+    if (res && (n >= attempts || (res.status !== 502 && res.status !== 503))) return res;
+    const after = Number(res?.headers.get("Retry-After"));
+    await res?.body?.cancel();
+    const pause = Number.isFinite(after) && after > 0 ? Math.min(after, 10) * 1000 : 200 * 2 ** (n - 1);
+    await new Promise((r) => setTimeout(r, pause));
+  }
+}
+
 /** @internal A result of openapi-fetch: data, or the error's body and the response. */
 export async function ok<T>(p: Promise<{ data?: T; error?: unknown; response: Response }>): Promise<T> {
   const { data, error, response } = await p;
@@ -72,7 +96,7 @@ export class Envlease {
     this.api = createClient<paths>({
       baseUrl: this.baseUrl,
       headers: { Authorization: `Bearer ${token}` },
-      fetch: (req: Request) => this.fetch(req),
+      fetch: (req: Request) => retrying(this.fetch, req),
     });
     this.webSocket = o.WebSocket;
     this.artifacts = new Artifacts(this);
