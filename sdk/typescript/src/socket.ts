@@ -1,10 +1,12 @@
 // The connection a yamux session runs on: a WebSocket to the node's
 // endpoint, the ticket as its bearer token. The ticket travels only in the
-// Authorization header, so the WebSocket must be one that can send headers:
-// the global WebSocket of Node 22 and later (undici), Deno and Bun take
-// {headers} as their second argument; on Node 20, which has no global one,
-// the optional `ws` package is used. A browser's WebSocket cannot send the
-// header (see docs/sdk.md, "Where it runs").
+// Authorization header, so the WebSocket must be one that sends headers:
+// the `ws` package (an optional dependency, on Node.js) where it can be
+// imported, else the runtime's global WebSocket given {headers} as its
+// second argument, which Deno and Bun honour. A browser's WebSocket cannot
+// send the header (docs/sdk.md, "Where it runs"). `ws` comes first where it
+// is installed because sending headers is not part of the WebSocket
+// standard, and a global WebSocket that ignores them would be refused.
 
 /** A message connection, as the yamux session uses it. */
 export interface Conn {
@@ -18,16 +20,17 @@ export interface Conn {
 export type WebSocketConstructor = new (url: string, init: { headers: Record<string, string> }) => WebSocket;
 
 async function defaultWebSocket(): Promise<WebSocketConstructor> {
-  const g = (globalThis as { WebSocket?: unknown }).WebSocket;
-  if (typeof g === "function") return g as WebSocketConstructor;
   // A name in a variable keeps bundlers for browsers from resolving it.
   const name = "ws";
   try {
     const mod = (await import(name)) as { default: unknown };
-    return mod.default as WebSocketConstructor;
+    if (typeof mod.default === "function") return mod.default as WebSocketConstructor;
   } catch {
-    throw new Error("no WebSocket: this runtime has no global WebSocket and the optional package ws is not installed (npm install ws)");
+    // Not installed, or not a runtime that has it: the global one.
   }
+  const g = (globalThis as { WebSocket?: unknown }).WebSocket;
+  if (typeof g === "function") return g as WebSocketConstructor;
+  throw new Error("no WebSocket: the optional package ws is not installed (npm install ws) and this runtime has no global WebSocket");
 }
 
 /** dial opens a WebSocket to url with ticket as its bearer token. */
