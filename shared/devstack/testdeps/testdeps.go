@@ -1,5 +1,5 @@
 // Package testdeps knows the external packages the tests use (Chromium,
-// runc, busybox, Java, Node.js, DynamoDB Local, versitygw): it upgrades the
+// runc, busybox, Java, Node.js and npm, DynamoDB Local, versitygw): it upgrades the
 // Debian ones to what a new machine would install today and reads the
 // version of each, for scripts/testdeps and .ci/run.
 package testdeps
@@ -61,6 +61,7 @@ func Versions(ctx context.Context, progress io.Writer) []Version {
 		busyboxVersion(ctx),
 		command(ctx, "java", "java", "-version"),
 		command(ctx, "node", "node", "--version"),
+		command(ctx, "npm", "npm", "--version"),
 		dynamoLocalVersion(ctx, progress),
 		versityVersion(ctx, progress),
 	}
