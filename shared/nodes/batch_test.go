@@ -310,3 +310,23 @@ func TestClaimFence(t *testing.T) {
 		}
 	}
 }
+
+// Batch claims go on filling a node that holds more than a hundred: what it
+// holds is read in batch reads of at most a hundred keys, the index's and
+// the claim fence's together, each key once.
+func TestBatchClaimsFillALargeNode(t *testing.T) {
+	se := newSocketEnv(t)
+	se.roomFor(t, 400)
+	tok := se.credential(t, apitest.AliceToken, "local")
+	node := se.hello(t, "c1", tok, 400)
+	ids := se.leaseMany(t, 140)
+	got := 0
+	for i := 0; got < len(ids); i++ {
+		lo, hi := got, min(len(ids), got+nodes.MaxClaimBatch)
+		r := se.send(t, "c1", tok, nodes.Message{Type: nodes.MsgClaim, ID: fmt.Sprint(i), Node: node, Environments: ids[lo:hi], Max: hi - lo})
+		if r.Type != nodes.MsgClaimed || len(r.Claims) != hi-lo {
+			t.Fatalf("claim %d, holding %d: %d claimed (%+v)", i, got, len(r.Claims), r.Error)
+		}
+		got += len(r.Claims)
+	}
+}

@@ -184,8 +184,15 @@ func (s *Store) NodeHolding(ctx context.Context, n domain.Node) ([]domain.Enviro
 	if err != nil {
 		return nil, n, err
 	}
+	listed := make(map[string]bool, len(refs))
+	for _, r := range refs {
+		listed[attrString(r[AttrSK])] = true
+	}
 	for _, id := range n.Claims.Held {
-		refs = append(refs, key(orgPK(n.OrgID), envSK(id)))
+		if !listed[envSK(id)] {
+			listed[envSK(id)] = true
+			refs = append(refs, key(orgPK(n.OrgID), envSK(id)))
+		}
 	}
 	items, err := s.fetchItems(ctx, "node environments", refs)
 	if err != nil {
