@@ -66,3 +66,54 @@ func TestTakeAtOnce(t *testing.T) {
 		defer u.release()
 	}
 }
+
+// Ids given back after a clean end stay locked and come back, oldest first,
+// only after cleanReuseAfter others; one given back otherwise is unlocked
+// and not kept. A clean one is lent without a scan, and never twice.
+func TestCleanIDsComeBackLate(t *testing.T) {
+	if !CanConfine() {
+		t.Skip("lending user ids needs root")
+	}
+	p, err := NewUIDPool(UIDRange{First: 3_900_100, Last: 3_900_399})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first int
+	for i := range cleanReuseAfter + 1 {
+		u, err := p.Take()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			first = u.UID
+		}
+		u.ended.Store(true)
+		u.release()
+	}
+	dirty, err := p.Take()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dirty.UID != first {
+		t.Fatalf("after %d clean ends, lent %d, want the oldest clean, %d", cleanReuseAfter+1, dirty.UID, first)
+	}
+	dirty.release() // not ended: unlocked, not kept
+	p.mu.Lock()
+	kept, held := len(p.clean), p.held[uint32(first)]
+	p.mu.Unlock()
+	if kept != cleanReuseAfter || held {
+		t.Fatalf("%d kept clean (want %d), the dirty id still held: %v", kept, cleanReuseAfter, held)
+	}
+	seen := map[int]bool{}
+	for range 2 * cleanReuseAfter {
+		u, err := p.Take()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen[u.UID] {
+			t.Fatalf("uid %d lent twice", u.UID)
+		}
+		seen[u.UID] = true
+		defer u.release()
+	}
+}

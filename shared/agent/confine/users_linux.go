@@ -56,6 +56,11 @@ type UIDPool struct {
 	mu   sync.Mutex
 	next uint64 // offset into r of the next id to try
 	held map[uint32]bool
+	// clean are ids given back after a clean end (User.Ended), in the
+	// order they came back, whose locks the pool kept: no one else could
+	// run anything as them since, so they need no scan of the node's
+	// processes to be lent again.
+	clean []uint32
 
 	scans procScans
 }
@@ -87,6 +92,14 @@ func NewUIDPool(r UIDRange) (*UIDPool, error) {
 }
 
 func (p *UIDPool) Take() (*User, error) {
+	p.mu.Lock()
+	if len(p.clean) > cleanReuseAfter {
+		uid := p.clean[0]
+		p.clean = append(p.clean[:0], p.clean[1:]...)
+		p.mu.Unlock()
+		return p.lent(uid), nil
+	}
+	p.mu.Unlock()
 	tries := min(p.r.size(), 4096)
 	for i := uint64(0); i < tries; {
 		uid, n, err := p.lockNext(tries - i)
@@ -109,17 +122,37 @@ func (p *UIDPool) Take() (*User, error) {
 			p.mu.Unlock()
 			continue
 		}
-		var once sync.Once
-		return &User{UID: int(uid), release: func() {
-			once.Do(func() {
-				p.mu.Lock()
-				defer p.mu.Unlock()
-				delete(p.held, uid)
-				p.unlock(uid)
-			})
-		}}, nil
+		return p.lent(uid), nil
 	}
 	return nil, fmt.Errorf("no free user id in %s: the %d tried are in use (by environments of this node's agents, or by processes)", p.r, tries)
+}
+
+// cleanReuseAfter is how many ids given back clean the pool keeps before it
+// lends the oldest again: an id comes back to a new environment only after
+// that many others have ended (what one leaves in the node's shared folders
+// is removed at its end and again when the id is lent, RemoveLeftovers), and
+// the pool holds at most cleanReuseAfter+1 locks of idle ids.
+const cleanReuseAfter = 64
+
+// lent is uid, locked and held, as a User: given back clean (the
+// environment's processes all ended, User.Ended) it stays locked in clean,
+// else it is unlocked.
+func (p *UIDPool) lent(uid uint32) *User {
+	u := &User{UID: int(uid)}
+	var once sync.Once
+	u.release = func() {
+		once.Do(func() {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			if u.ended.Load() {
+				p.clean = append(p.clean, uid)
+				return
+			}
+			delete(p.held, uid)
+			p.unlock(uid)
+		})
+	}
+	return u
 }
 
 // lockNext takes the lock of the next id no one holds, trying at most
