@@ -22,14 +22,12 @@ const warmStarts = 4
 // warmCrowd is the window in which more than warmStarts handovers make a
 // crowd: while one is being served the pool starts no replacement (each is
 // a cold start's CPU, which the crowd's own handovers, ready reports and
-// first commands need), and refills once the handovers have calmed. A
-// crowd's claims come in batches a claim's round trip apart, so the window
-// spans a few of them. Leases one every 200 ms or slower are never a
-// crowd, and a pool of fewer than warmStarts+1 never sees one (it has no
-// more to hand over), so a small pool still refills at once behind each
-// lease; a stream of leases faster than 5 a second drains a larger pool
-// and refills it when the stream pauses.
-const warmCrowd = time.Second
+// first commands need), and refills once the handovers have calmed. Leases
+// one every 125 ms or slower are never a crowd (5 span 500 ms), and a pool
+// of fewer than warmStarts+1 never sees one (it has no more to hand over),
+// so a small pool still refills at once behind each lease; a faster stream
+// drains a larger pool and refills it when the stream pauses.
+const warmCrowd = 500 * time.Millisecond
 
 // warmPool keeps, per template of the pool with warm > 0, that many
 // processes started and ready (every export accepting connections) before

@@ -4,7 +4,11 @@ package confine
 
 import (
 	"os"
+	"os/exec"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // The status parser picks state, threads and the four user ids, as the
@@ -115,5 +119,52 @@ func TestCleanIDsComeBackLate(t *testing.T) {
 		}
 		seen[u.UID] = true
 		defer u.release()
+	}
+}
+
+// Users ended at once share their passes over /proc, and each call returns
+// once none of its user's processes is left (a child forked meanwhile
+// included), with how many it signalled.
+func TestKillUsersAtOnce(t *testing.T) {
+	if !CanConfine() {
+		t.Skip("running processes as other users needs root")
+	}
+	const first, users, each = 3_900_500, 6, 3
+	var cmds []*exec.Cmd
+	for u := range users {
+		for range each {
+			// A shell that forks a sleeper of its own: two processes each.
+			c := exec.Command("sh", "-c", "sleep 60 & wait")
+			c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(first + u), Gid: uint32(first + u)}}
+			if err := c.Start(); err != nil {
+				t.Fatal(err)
+			}
+			cmds = append(cmds, c)
+		}
+	}
+	for _, c := range cmds {
+		go func() { _ = c.Wait() }()
+	}
+	time.Sleep(100 * time.Millisecond) // the sleepers forked
+	var wg sync.WaitGroup
+	for u := range users {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n, err := killUser(first + u)
+			if err != nil || n < each {
+				t.Errorf("uid %d: %d signalled, %v", first+u, n, err)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, pid := range Pids() {
+		if s, ok := readStatus(pid); ok {
+			for u := range users {
+				if s.runsAs(first + u) {
+					t.Fatalf("pid %d of uid %d left", pid, first+u)
+				}
+			}
+		}
 	}
 }
