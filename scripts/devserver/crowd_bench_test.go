@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -273,9 +274,11 @@ func BenchmarkCrowd(b *testing.B) {
 							crowdSettle(b, c, ag, template, start.warm, nil)
 							load := loadAvg()
 							cpu0 := cpuTime()
+							stopProfile := crowdProfile(b, rt+"-"+start.name+"-"+mode)
 							b.StartTimer()
 							res := crowdMode(context.Background(), c, mode, template, runs)
 							b.StopTimer()
+							stopProfile()
 							cpu := cpuTime() - cpu0
 							crowdReport(b, res, cpu, load)
 							crowdSettle(b, c, ag, template, start.warm, res)
@@ -292,6 +295,29 @@ func BenchmarkCrowd(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// crowdProfile writes a CPU profile of the stack's process for one mode's
+// runs alone (the settling between modes left out) to
+// $ENVLEASE_CROWD_CPUPROFILE-<name>.prof, when that is set; go test's own
+// -cpuprofile must then be off, as one process has one profiler.
+func crowdProfile(b *testing.B, name string) func() {
+	base := os.Getenv("ENVLEASE_CROWD_CPUPROFILE")
+	if base == "" {
+		return func() {}
+	}
+	f, err := os.Create(base + "-" + strings.ReplaceAll(name, "/", "-") + ".prof")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
 	}
 }
 

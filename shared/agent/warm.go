@@ -19,6 +19,16 @@ const warmRetry = 10 * time.Second
 // warmStarts bounds the warm environments a node starts at once.
 const warmStarts = 4
 
+// warmCrowd is the window in which more than warmStarts handovers make a
+// crowd: while one is being served the pool starts no replacement (each is
+// a cold start's CPU, which the crowd's own handovers, ready reports and
+// first commands need), and refills once the handovers have calmed. Leases
+// one every 125 ms or slower are never a crowd (5 span 500 ms), and a pool
+// of fewer than warmStarts+1 never sees one (it has no more to hand over),
+// so a small pool still refills at once behind each lease; a faster stream
+// drains a larger pool and refills it when the stream pauses.
+const warmCrowd = 500 * time.Millisecond
+
 // warmPool keeps, per template of the pool with warm > 0, that many
 // processes started and ready (every export accepting connections) before
 // any lease asks for them. A claim of the template takes one (when the lease
@@ -37,6 +47,10 @@ type warmPool struct {
 	starting    map[string]int
 	failedUntil map[string]time.Time
 	pokeCh      chan struct{}
+	// takes are the times of the last warmStarts+1 handovers; calm pokes
+	// the pool when a crowd is over.
+	takes []time.Time
+	calm  *time.Timer
 }
 
 type warmProc struct {
@@ -134,10 +148,11 @@ func (w *warmPool) reconcile(ctx context.Context, wg *sync.WaitGroup) {
 	// A node short of disk starts no warm process (noRoom, asked by the
 	// claims and the heartbeats, keeps short current). Nor does one whose
 	// claimed environments are still starting: they come first, and the
-	// last of them to be ready pokes the pool. At most warmStarts start at
+	// last of them to be ready pokes the pool. Nor does one serving a crowd
+	// of warm leases (crowdLocked). At most warmStarts start at
 	// once, so a pool refilling after a crowd leaves the node room for the
 	// next.
-	short := w.a.short.Load() || w.a.starting.Load() > 0
+	short := w.a.short.Load() || w.a.starting.Load() > 0 || w.crowdLocked(now)
 	inFlight := 0
 	for _, n := range w.starting {
 		inFlight += n
@@ -210,6 +225,22 @@ func (w *warmPool) start(ctx context.Context, t domain.Template) {
 	}
 }
 
+// crowdLocked says whether the handovers of the last warmCrowd make a
+// crowd, and then arranges a poke for when they will not (or for the next
+// handover to rearrange). w.mu is held.
+func (w *warmPool) crowdLocked(now time.Time) bool {
+	if len(w.takes) <= warmStarts || now.Sub(w.takes[0]) >= warmCrowd {
+		return false
+	}
+	wait := warmCrowd - now.Sub(w.takes[0])
+	if w.calm == nil {
+		w.calm = time.AfterFunc(wait, w.poke)
+	} else {
+		w.calm.Reset(wait)
+	}
+	return true
+}
+
 // take hands out a ready warm environment of exactly this template, or nil.
 func (w *warmPool) take(t domain.Template) runtimes.Handle {
 	fp := fingerprint(t)
@@ -219,6 +250,10 @@ func (w *warmPool) take(t domain.Template) runtimes.Handle {
 	for i, x := range list {
 		if x.fp == fp && alive(x.h) {
 			w.ready[t.Name] = append(list[:i:i], list[i+1:]...)
+			w.takes = append(w.takes, time.Now())
+			if len(w.takes) > warmStarts+1 {
+				w.takes = append(w.takes[:0], w.takes[len(w.takes)-warmStarts-1:]...)
+			}
 			// No refill yet: the caller pokes the pool once the lease it
 			// serves is reported ready, so that starting the replacement
 			// (for a container: runc create, an overlay) does not compete

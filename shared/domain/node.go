@@ -50,7 +50,26 @@ type Node struct {
 	// TunnelKey signs the node's tunnel tickets. The service made it at
 	// registration and told only the registering agent; it is never listed.
 	TunnelKey []byte `json:"-"`
+	// Claims is the node's claim fence (store.ClaimEnvironments): never
+	// listed.
+	Claims NodeClaims `json:"-"`
 }
+
+// NodeClaims is what a claim of a node must see and move so that no two
+// claims of it fill the same free capacity: Seq, moved by every claim
+// (each is conditioned on the one it read), and Held, the environments
+// claimed for the node and not yet seen to have left it. The environments
+// index alone is eventually consistent in DynamoDB and may not show a
+// claim just made; Held does, since it is written with each claim.
+type NodeClaims struct {
+	Seq  int64
+	Held []string
+}
+
+// ErrClaimRaced is a claim refused because another claim of the same node
+// committed after the node was read: the claimer reads the node and what it
+// holds again and claims again. A 409 should it ever reach a node.
+var ErrClaimRaced = Errorf(CodeConflict, "another claim of this node came first; claim again")
 
 // RuntimesOrDefault are the runtimes the node offers: process for a node
 // registered before nodes said.

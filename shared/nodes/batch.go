@@ -3,6 +3,7 @@ package nodes
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	mrand "math/rand/v2"
 	"sync"
 
@@ -33,9 +34,10 @@ const (
 // that it can run), then, unless only, the oldest few pending in random
 // order. They are claimed together, in one conditional transaction
 // (store.ClaimEnvironments: each environment's put conditioned on its
-// version and pending, the node active, the credential unrevoked), so no
-// environment is claimed twice and one node's claims never meet on its own
-// item; want is cut to the node's free capacity, read once. A batch costs
+// version and pending, the node's claim fence, the credential unrevoked),
+// so no environment is claimed twice and claims of one node racing each
+// other never take more than its free capacity together; want is cut to
+// that capacity, read with the node. A batch costs
 // one transaction and four calls beside it, whatever its size: the node,
 // its environments, one batch read of the offered ones, one read per
 // distinct template; one pending query per class when the offered ones did
@@ -134,15 +136,22 @@ func (b *batch) template(ctx context.Context, org, name string) (domain.Template
 	return r.t, r.err
 }
 
-// claim claims from cands, in order, until the batch holds limit or the
-// answer has no room: in waves, each wave's environments in one transaction
-// (ClaimEnvironments), so claims of one node never meet on its item. Those
+// claim claims from cands, in order, until the batch holds limit, the node
+// has no room or the answer has none: in waves, each wave's environments in
+// one transaction (ClaimEnvironments), under the node's claim fence, so a
+// wave never takes more than the room the node has (another claim of the
+// node that came first makes the wave read the node again). Those
 // a wave was refused are read again and, still pending, tried once more
 // (another node may have them, or a touch changed their version).
 func (b *batch) claim(ctx context.Context, cands []domain.Environment, limit int) error {
 	retried := map[string]bool{}
+	raced := 0
 	for len(cands) > 0 && len(b.out) < limit && !b.full {
-		wave := b.fits(ctx, cands[:min(len(cands), limit-len(b.out))])
+		room := b.n.Capacity - len(b.n.Claims.Held)
+		if room <= 0 {
+			return nil
+		}
+		wave := b.fits(ctx, cands[:min(len(cands), limit-len(b.out), room)])
 		if wave == 0 {
 			if len(b.out) > 0 {
 				b.full = true
@@ -151,10 +160,29 @@ func (b *batch) claim(ctx context.Context, cands []domain.Environment, limit int
 			wave = 1 // one claim always fits the protocol's own limit
 		}
 		claimed, refused, err := b.s.store.ClaimEnvironments(ctx, cands[:wave], b.n, b.keyHash, b.s.clock.Now())
+		if errors.Is(err, domain.ErrClaimRaced) && raced < attempts {
+			// Another claim of this node came first: read what it holds
+			// now and go on with the room left.
+			raced++
+			n, err := b.s.roomOf(ctx, b.n)
+			if err != nil {
+				if len(b.out) > 0 && domain.ErrorCode(err) == domain.CodeConflict {
+					return nil
+				}
+				return err
+			}
+			b.n = n
+			continue
+		}
 		cands = cands[wave:]
 		if err != nil {
 			return err
 		}
+		claimedIDs := make([]string, len(claimed))
+		for i, e := range claimed {
+			claimedIDs[i] = e.ID
+		}
+		b.n = holds(b.n, claimedIDs...)
 		if err := b.prepare(ctx, claimed); err != nil {
 			return err
 		}

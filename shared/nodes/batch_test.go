@@ -3,6 +3,7 @@ package nodes_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -183,5 +184,149 @@ func TestBatchClaimAnswerFitsOneMessage(t *testing.T) {
 	}
 	if pending != len(ids)-len(r.Claims) {
 		t.Fatalf("%d pending after %d of %d were claimed", pending, len(r.Claims), len(ids))
+	}
+}
+
+// Claims of one node racing each other (batches and single claims, at
+// once) never take more than its capacity together, and no environment
+// twice: each claim moves the node's claim fence, so of two that read the
+// same free capacity the second reads again.
+func TestClaimsOfOneNodeRacingStayWithinCapacity(t *testing.T) {
+	for round := range 3 {
+		t.Run(fmt.Sprint(round), func(t *testing.T) {
+			se := newSocketEnv(t)
+			se.roomFor(t, 100)
+			tok := se.credential(t, apitest.AliceToken, "local")
+			const capacity, envs, racers = 5, 24, 8
+			node := se.hello(t, "c1", tok, capacity)
+			leased := se.leaseMany(t, envs)
+			var wg sync.WaitGroup
+			got := make([]nodes.Message, racers)
+			for i := range racers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					m := nodes.Message{Type: nodes.MsgClaim, ID: fmt.Sprint(i), Node: node}
+					if i%2 == 0 {
+						// A batch of offered ones, each racer its own.
+						m.Environments, m.Max = leased[i*3:i*3+3], nodes.MaxClaimBatch
+					} else {
+						m.Environment = leased[i*3]
+					}
+					got[i] = se.send(t, "c1", tok, m)
+				}()
+			}
+			wg.Wait()
+			owner := map[string]bool{}
+			for i, r := range got {
+				claims := r.Claims
+				if r.Claimed != nil {
+					claims = append(claims, *r.Claimed)
+				}
+				switch {
+				case r.Type == nodes.MsgError && r.Error.Status != 409:
+					t.Fatalf("racer %d: %+v", i, r.Error)
+				case r.Type == nodes.MsgError:
+				case r.Type != nodes.MsgClaimed:
+					t.Fatalf("racer %d: %+v", i, r)
+				}
+				for _, c := range claims {
+					if owner[c.Environment.ID] {
+						t.Fatalf("%s claimed twice", c.Environment.ID)
+					}
+					owner[c.Environment.ID] = true
+				}
+			}
+			if len(owner) == 0 || len(owner) > capacity {
+				t.Fatalf("%d claimed by a node of capacity %d", len(owner), capacity)
+			}
+			onNode := 0
+			for _, id := range leased {
+				if e := se.get(t, apitest.BobToken, id); e.Node == node {
+					onNode++
+				}
+			}
+			if onNode != len(owner) {
+				t.Fatalf("%d on the node, %d claims answered", onNode, len(owner))
+			}
+		})
+	}
+}
+
+// A claim made with a node read before another claim of it committed is
+// refused on the node's claim fence, whatever the environments' index
+// shows yet; and a claim past the capacity held is refused before a call.
+func TestClaimFence(t *testing.T) {
+	ctx := context.Background()
+	se := newSocketEnv(t)
+	se.roomFor(t, 100)
+	tok := se.credential(t, apitest.AliceToken, "local")
+	id := se.hello(t, "c1", tok, 4)
+	leased := se.leaseMany(t, 6)
+	n, err := se.Store.GetNode(ctx, "acme", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, n, err = se.Store.NodeHolding(ctx, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	envs, err := se.Store.GetEnvironments(ctx, "acme", leased)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := se.Clock.Now()
+	if claimed, _, err := se.Store.ClaimEnvironments(ctx, envs[:2], n, "", now); err != nil || len(claimed) != 2 {
+		t.Fatalf("first claim: %d, %v", len(claimed), err)
+	}
+	// The same node as read before the first claim: refused, nothing moved.
+	if _, _, err := se.Store.ClaimEnvironments(ctx, envs[2:5], n, "", now); !errors.Is(err, domain.ErrClaimRaced) {
+		t.Fatalf("a claim with a stale node: %v, want ErrClaimRaced", err)
+	}
+	if _, _, err := se.Store.ClaimEnvironment(ctx, envs[2], n, "", now); !errors.Is(err, domain.ErrClaimRaced) {
+		t.Fatalf("a single claim with a stale node: %v, want ErrClaimRaced", err)
+	}
+	n, err = se.Store.GetNode(ctx, "acme", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs, n, err := se.Store.NodeHolding(ctx, n)
+	if err != nil || len(runs) != 2 || len(n.Claims.Held) != 2 {
+		t.Fatalf("holding after the first claim: %d environments, held %v, %v", len(runs), n.Claims.Held, err)
+	}
+	if _, _, err := se.Store.ClaimEnvironments(ctx, envs[2:5], n, "", now); domain.ErrorCode(err) != domain.CodeConflict {
+		t.Fatalf("three more on a node of 4 holding 2: %v, want a conflict", err)
+	}
+	if claimed, _, err := se.Store.ClaimEnvironments(ctx, envs[2:4], n, "", now); err != nil || len(claimed) != 2 {
+		t.Fatalf("two more: %d, %v", len(claimed), err)
+	}
+	for i, e := range envs {
+		cur, err := se.Store.GetEnvironment(ctx, "acme", e.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := i < 4; (cur.Node == id) != want {
+			t.Fatalf("environment %d: on %q", i, cur.Node)
+		}
+	}
+}
+
+// Batch claims go on filling a node that holds more than a hundred: what it
+// holds is read in batch reads of at most a hundred keys, the index's and
+// the claim fence's together, each key once.
+func TestBatchClaimsFillALargeNode(t *testing.T) {
+	se := newSocketEnv(t)
+	se.roomFor(t, 400)
+	tok := se.credential(t, apitest.AliceToken, "local")
+	node := se.hello(t, "c1", tok, 400)
+	ids := se.leaseMany(t, 140)
+	got := 0
+	for i := 0; got < len(ids); i++ {
+		lo, hi := got, min(len(ids), got+nodes.MaxClaimBatch)
+		r := se.send(t, "c1", tok, nodes.Message{Type: nodes.MsgClaim, ID: fmt.Sprint(i), Node: node, Environments: ids[lo:hi], Max: hi - lo})
+		if r.Type != nodes.MsgClaimed || len(r.Claims) != hi-lo {
+			t.Fatalf("claim %d, holding %d: %d claimed (%+v)", i, got, len(r.Claims), r.Error)
+		}
+		got += len(r.Claims)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	mrand "math/rand/v2"
 	"net"
@@ -63,6 +64,10 @@ type Store interface {
 	// class (domain.Needs.Class), oldest first.
 	PendingEnvironments(ctx context.Context, org, pool, class string, limit int) ([]domain.Environment, error)
 	NodeEnvironments(ctx context.Context, org, node string) ([]domain.Environment, error)
+	// NodeHolding reads what a node holds for a claim of it: its
+	// environments, strongly consistent, and the node with its claim
+	// fence's Held cut to them.
+	NodeHolding(ctx context.Context, n domain.Node) ([]domain.Environment, domain.Node, error)
 	ClaimEnvironment(ctx context.Context, e domain.Environment, n domain.Node, keyHash string, now time.Time) (domain.Environment, bool, error)
 	// ClaimEnvironments claims many for one node in one transaction
 	// (a batch claim), leaving out those refused.
@@ -526,7 +531,7 @@ func (s *Service) Claim(ctx context.Context, p domain.Principal, id string, wait
 		return nil, err
 	}
 	wait = min(max(wait, 0), MaxClaimWait)
-	runs, err := s.store.NodeEnvironments(ctx, n.OrgID, n.ID)
+	runs, n, err := s.store.NodeHolding(ctx, n)
 	if err != nil {
 		return nil, err
 	}
@@ -596,10 +601,19 @@ func (s *Service) claimFirstWith(ctx context.Context, keyHash string, n domain.N
 		// conditioned on the version read, so this check holds for the write.
 		for try := 0; try < attempts && e.State == domain.StatePending && e.Node == "" && e.Pool == n.Pool && n.Runs(e.Needs); try++ {
 			after, ok, err := s.store.ClaimEnvironment(ctx, e, n, keyHash, s.clock.Now())
+			if errors.Is(err, domain.ErrClaimRaced) {
+				// Another claim of this node came first: read what it
+				// holds now and try this one again.
+				if n, err = s.roomOf(ctx, n); err != nil {
+					return nil, err
+				}
+				continue
+			}
 			if err != nil {
 				return nil, err
 			}
 			if ok {
+				n = holds(n, after.ID)
 				c, err := s.prepare(ctx, after, tmpl)
 				if err != nil || c != nil {
 					return c, err
@@ -615,6 +629,39 @@ func (s *Service) claimFirstWith(ctx context.Context, keyHash string, n domain.N
 		}
 	}
 	return nil, nil
+}
+
+// roomOf reads node n again with what it holds, after another claim of it
+// overtook one of ours: refused when it is no longer active or has no room
+// left.
+func (s *Service) roomOf(ctx context.Context, n domain.Node) (domain.Node, error) {
+	cur, err := s.store.GetNode(ctx, n.OrgID, n.ID)
+	if err != nil {
+		return domain.Node{}, err
+	}
+	if cur.State != domain.NodeActive {
+		return domain.Node{}, domain.Errorf(domain.CodeGone, "node %s is %s; its environments were failed; register again", n.ID, cur.State)
+	}
+	runs, cur, err := s.store.NodeHolding(ctx, cur)
+	if err != nil {
+		return domain.Node{}, err
+	}
+	if len(runs) >= cur.Capacity {
+		return domain.Node{}, atCapacity(cur)
+	}
+	return cur, nil
+}
+
+// holds is n after a claim of ids committed: its fence moved on, and they
+// held.
+func holds(n domain.Node, ids ...string) domain.Node {
+	n.Claims.Seq++
+	n.Claims.Held = append(append([]string(nil), n.Claims.Held...), ids...)
+	return n
+}
+
+func atCapacity(n domain.Node) error {
+	return domain.Errorf(domain.CodeConflict, "node %s is at its capacity of %d environment(s); claim again when one has stopped", n.ID, n.Capacity)
 }
 
 // fail ends an environment as failed with msg: through StopEnvironment while

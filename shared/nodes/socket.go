@@ -379,19 +379,20 @@ func (s *Service) envStates(ctx context.Context, n domain.Node, ids []string, as
 	return out, nil
 }
 
-// nodeWithRoom reads the claiming node and what it runs, and refuses a
-// claim when it runs as many environments as its capacity.
+// nodeWithRoom reads the claiming node and what it holds (NodeHolding:
+// what its index lists and its claim fence holds), and refuses a claim when
+// it holds as many environments as its capacity.
 func (s *Service) nodeWithRoom(ctx context.Context, p domain.Principal, id string) (domain.Node, []domain.Environment, error) {
 	n, err := s.activeNode(ctx, p, id)
 	if err != nil {
 		return domain.Node{}, nil, err
 	}
-	runs, err := s.store.NodeEnvironments(ctx, n.OrgID, n.ID)
+	runs, n, err := s.store.NodeHolding(ctx, n)
 	if err != nil {
 		return domain.Node{}, nil, err
 	}
 	if len(runs) >= n.Capacity {
-		return domain.Node{}, nil, domain.Errorf(domain.CodeConflict, "node %s is at its capacity of %d environment(s); claim again when one has stopped", n.ID, n.Capacity)
+		return domain.Node{}, nil, atCapacity(n)
 	}
 	return n, runs, nil
 }

@@ -211,6 +211,9 @@ func (s *Store) fetchItems(ctx context.Context, op string, refs []map[string]typ
 			keys = append(keys, map[string]types.AttributeValue{AttrPK: r[AttrPK], AttrSK: r[AttrSK]})
 		}
 		refs = refs[n:]
+		if len(keys) == 0 {
+			continue // all of this hundred were read already
+		}
 		req := map[string]types.KeysAndAttributes{s.table: {Keys: keys, ConsistentRead: aws.Bool(true)}}
 		for attempt := 0; len(req) > 0; attempt++ {
 			if attempt > 5 {

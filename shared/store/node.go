@@ -49,6 +49,9 @@ type nodeItem struct {
 	TunnelKey     []byte     `dynamodbav:"tunnelKey,omitempty"`
 	Platform      string     `dynamodbav:"platform,omitempty"`
 	Runtimes      []string   `dynamodbav:"runtimes,omitempty"`
+	// ClaimSeq and Held are the claim fence (domain.NodeClaims; claim.go).
+	ClaimSeq int64    `dynamodbav:"claimSeq,omitempty"`
+	Held     []string `dynamodbav:"held,omitempty"`
 }
 
 // NodeDuePK is the base of the GSI2 partitions of active nodes
@@ -67,6 +70,10 @@ func (s *Store) newNodeItem(n domain.Node) nodeItem {
 		State: n.State, Agent: n.Agent, KeyID: n.KeyID, Registered: n.Registered,
 		LastHeartbeat: n.LastHeartbeat, Deadline: n.Deadline, Left: n.Left, Version: n.Version,
 		TunnelURL: n.TunnelURL, TunnelKey: n.TunnelKey, Platform: n.Platform, Runtimes: n.Runtimes,
+		ClaimSeq: n.Claims.Seq, Held: n.Claims.Held,
+	}
+	if len(it.Held) == 0 {
+		it.Held = nil
 	}
 	if len(it.Runtimes) == 0 {
 		it.Runtimes = nil
@@ -90,6 +97,7 @@ func (it nodeItem) domain() domain.Node {
 		LastHeartbeat: it.LastHeartbeat.UTC(), Deadline: it.Deadline.UTC(), Left: utcPtr(it.Left), Version: it.Version,
 		TunnelURL: it.TunnelURL, TunnelKey: it.TunnelKey, Platform: it.Platform,
 		Runtimes: domain.Node{Runtimes: it.Runtimes}.RuntimesOrDefault(),
+		Claims:   domain.NodeClaims{Seq: it.ClaimSeq, Held: it.Held},
 	}
 }
 
@@ -347,6 +355,29 @@ func (s *Store) NodeEnvironments(ctx context.Context, org, node string) ([]domai
 }
 
 func (s *Store) queryGSI3(ctx context.Context, op, pk string, limit int) ([]domain.Environment, error) {
+	refs, err := s.queryRefs(ctx, op, pk, limit)
+	if err != nil {
+		return nil, err
+	}
+	// GSI3 projects keys only: what a node acts on is the base item, read
+	// strongly consistent (no read at all when the partition is empty).
+	items, err := s.fetchItems(ctx, op, refs)
+	if err != nil {
+		return nil, err
+	}
+	envs := make([]domain.Environment, 0, len(items))
+	for _, raw := range items {
+		e, err := decodeEnv(raw)
+		if err != nil {
+			return nil, err
+		}
+		envs = append(envs, e)
+	}
+	return envs, nil
+}
+
+// queryRefs reads the keys GSI3 lists under pk (at most limit, 0 for all).
+func (s *Store) queryRefs(ctx context.Context, op, pk string, limit int) ([]map[string]types.AttributeValue, error) {
 	in := &dynamodb.QueryInput{
 		TableName:                 aws.String(s.table),
 		IndexName:                 aws.String(IndexGSI3),
@@ -368,21 +399,7 @@ func (s *Store) queryGSI3(ctx context.Context, op, pk string, limit int) ([]doma
 			break
 		}
 	}
-	// GSI3 projects keys only: what a node acts on is the base item, read
-	// strongly consistent (no read at all when the partition is empty).
-	items, err := s.fetchItems(ctx, op, refs)
-	if err != nil {
-		return nil, err
-	}
-	envs := make([]domain.Environment, 0, len(items))
-	for _, raw := range items {
-		e, err := decodeEnv(raw)
-		if err != nil {
-			return nil, err
-		}
-		envs = append(envs, e)
-	}
-	return envs, nil
+	return refs, nil
 }
 
 // GetEnvironments reads environments of org by id, strongly consistent, in
@@ -428,9 +445,16 @@ func (s *Store) GetEnvironments(ctx context.Context, org string, ids []string) (
 // nodes racing for it exactly one wins, and a node the lost-node sweep has
 // ended can claim nothing more. With keyHash (a node protocol claim, whose
 // principal was authenticated when its connection opened) the transaction
-// also checks the node credential is not revoked since. It reports whether
-// this call claimed it.
+// also checks the node credential is not revoked since. The node's claim
+// fence (claimFence) keeps it within the node's capacity however many
+// claims of the node run at once: n must come from NodeHolding, and a claim
+// another one overtook fails with domain.ErrClaimRaced. It reports whether this
+// call claimed it.
 func (s *Store) ClaimEnvironment(ctx context.Context, e domain.Environment, n domain.Node, keyHash string, now time.Time) (domain.Environment, bool, error) {
+	fence, err := s.claimFence(n, []string{e.ID})
+	if err != nil {
+		return domain.Environment{}, false, err
+	}
 	after := e
 	after.State = domain.StateStarting
 	after.Node = n.ID
@@ -448,7 +472,7 @@ func (s *Store) ClaimEnvironment(ctx context.Context, e domain.Environment, n do
 				":v": num(e.Version), ":pending": str(string(domain.StatePending)),
 			},
 		}},
-		s.nodeActiveCheck(n),
+		fence,
 	}
 	credAt := -1
 	if keyHash != "" {
@@ -470,7 +494,7 @@ func (s *Store) ClaimEnvironment(ctx context.Context, e domain.Environment, n do
 	case conditionFailed(reasons, credAt):
 		return domain.Environment{}, false, errRevokedCredential()
 	case conditionFailed(reasons, 1):
-		return domain.Environment{}, false, domain.Errorf(domain.CodeGone, "node %s is no longer active; register again", n.ID)
+		return domain.Environment{}, false, s.fenceRefused(ctx, n)
 	case conditionFailed(reasons, 0):
 		return domain.Environment{}, false, nil
 	}
@@ -509,15 +533,4 @@ func (s *Store) ReplaceEnvironment(ctx context.Context, before, after domain.Env
 		return cur, false, err
 	}
 	return after, true, nil
-}
-
-// nodeActiveCheck is the condition of a claim's transaction that the
-// claiming node is still active (not draining, not lost).
-func (s *Store) nodeActiveCheck(n domain.Node) types.TransactWriteItem {
-	return types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
-		TableName: aws.String(s.table), Key: key(orgPK(n.OrgID), nodeSK(n.ID)),
-		ConditionExpression:       aws.String("#state = :active"),
-		ExpressionAttributeNames:  map[string]string{"#state": "state"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":active": str(domain.NodeActive)},
-	}}
 }

@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/envlease/envlease/shared/agent/capped"
 	"github.com/envlease/envlease/shared/agent/runtimes"
@@ -84,6 +85,9 @@ type Box struct {
 	// Disk is the filesystem mounted at Root, nil without (Node.Disks).
 	Disk *Disk
 	once sync.Once
+	// ended: EndAll found no process of the environment left, in its
+	// cgroup or of its user.
+	ended atomic.Bool
 }
 
 // User is a user id lent to one environment, held (against other agents
@@ -91,6 +95,10 @@ type Box struct {
 type User struct {
 	UID     int
 	release func()
+	// ended: every process of the id ended, and none can start again (the
+	// environment's cgroup, which all of them run in, was emptied and is
+	// removed): the pool may lend it again without looking (UIDPool).
+	ended atomic.Bool
 }
 
 // Owner is the box's user as the owner of its files, nil for the agent's own.
@@ -187,12 +195,19 @@ func (n *Node) Cleanup(b *Box) {
 }
 
 func (n *Node) releaseBox(b *Box) {
+	gone := false
 	if b.Cgroup != "" {
 		if err := removeCgroup(b.Cgroup); err != nil {
 			n.Log.Warn("cgroup not removed", "cgroup", b.Cgroup, "err", err)
+		} else {
+			gone = true
 		}
 	}
 	if b.User != nil {
+		// Clean only if the end found no process of the id left and its
+		// cgroup is gone: a process started into the cgroup after the end
+		// (an exec racing the stop) kept it from being removed.
+		b.User.ended.Store(gone && b.ended.Load())
 		b.User.release()
 	}
 }

@@ -58,6 +58,7 @@ func (b *Box) EndAll(cmd *exec.Cmd) error {
 			errs = append(errs, err)
 		}
 	}
+	b.ended.Store(len(errs) == 0 && b.Cgroup != "" && b.User != nil)
 	return errors.Join(errs...)
 }
 

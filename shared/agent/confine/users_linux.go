@@ -56,6 +56,11 @@ type UIDPool struct {
 	mu   sync.Mutex
 	next uint64 // offset into r of the next id to try
 	held map[uint32]bool
+	// clean are ids given back after a clean end (User.Ended), in the
+	// order they came back, whose locks the pool kept: no one else could
+	// run anything as them since, so they need no scan of the node's
+	// processes to be lent again.
+	clean []uint32
 
 	scans procScans
 }
@@ -87,6 +92,14 @@ func NewUIDPool(r UIDRange) (*UIDPool, error) {
 }
 
 func (p *UIDPool) Take() (*User, error) {
+	p.mu.Lock()
+	if len(p.clean) > cleanReuseAfter {
+		uid := p.clean[0]
+		p.clean = append(p.clean[:0], p.clean[1:]...)
+		p.mu.Unlock()
+		return p.lent(uid), nil
+	}
+	p.mu.Unlock()
 	tries := min(p.r.size(), 4096)
 	for i := uint64(0); i < tries; {
 		uid, n, err := p.lockNext(tries - i)
@@ -109,17 +122,37 @@ func (p *UIDPool) Take() (*User, error) {
 			p.mu.Unlock()
 			continue
 		}
-		var once sync.Once
-		return &User{UID: int(uid), release: func() {
-			once.Do(func() {
-				p.mu.Lock()
-				defer p.mu.Unlock()
-				delete(p.held, uid)
-				p.unlock(uid)
-			})
-		}}, nil
+		return p.lent(uid), nil
 	}
 	return nil, fmt.Errorf("no free user id in %s: the %d tried are in use (by environments of this node's agents, or by processes)", p.r, tries)
+}
+
+// cleanReuseAfter is how many ids given back clean the pool keeps before it
+// lends the oldest again: an id comes back to a new environment only after
+// that many others have ended (what one leaves in the node's shared folders
+// is removed at its end and again when the id is lent, RemoveLeftovers), and
+// the pool holds at most cleanReuseAfter+1 locks of idle ids.
+const cleanReuseAfter = 64
+
+// lent is uid, locked and held, as a User: given back clean (the
+// environment's processes all ended, User.Ended) it stays locked in clean,
+// else it is unlocked.
+func (p *UIDPool) lent(uid uint32) *User {
+	u := &User{UID: int(uid)}
+	var once sync.Once
+	u.release = func() {
+		once.Do(func() {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			if u.ended.Load() {
+				p.clean = append(p.clean, uid)
+				return
+			}
+			delete(p.held, uid)
+			p.unlock(uid)
+		})
+	}
+	return u
 }
 
 // lockNext takes the lock of the next id no one holds, trying at most
@@ -369,29 +402,135 @@ func userProcesses(uid int) int {
 // pass finds none (one may fork while a pass runs), and says how many it
 // signalled. Each is signalled through a pidfd opened before its status is
 // read (again, after a first read found it uid's), so a pid that is reused
-// meanwhile is never signalled.
+// meanwhile is never signalled. The passes over /proc are shared by every
+// user ended at the same time (a crowd deleted at once would otherwise read
+// every process's status once per environment): a call returns once a
+// pass that began after it found no process of uid.
 func killUser(uid int) (int, error) {
 	if uid <= 0 || uid == os.Geteuid() {
 		return 0, fmt.Errorf("refusing to kill every process of uid %d", uid)
 	}
-	killed := 0
-	deadline := time.Now().Add(10 * time.Second)
+	return userKills.end(uid)
+}
+
+// userKills is the node's one runner of kill passes.
+var userKills = &killPasses{waiting: map[int][]*killWaiter{}}
+
+type killPasses struct {
+	mu      sync.Mutex
+	waiting map[int][]*killWaiter
+	started uint64 // passes begun
+	running bool
+}
+
+type killWaiter struct {
+	from     uint64 // the first pass that counts for it
+	deadline time.Time
+	killed   int
+	done     chan error
+}
+
+func (k *killPasses) end(uid int) (int, error) {
+	w := &killWaiter{deadline: time.Now().Add(10 * time.Second), done: make(chan error, 1)}
+	k.mu.Lock()
+	w.from = k.started + 1
+	k.waiting[uid] = append(k.waiting[uid], w)
+	if !k.running {
+		k.running = true
+		go k.run()
+	}
+	k.mu.Unlock()
+	err := <-w.done
+	return w.killed, err
+}
+
+// run makes passes while anyone waits: each kills the processes of every
+// uid waited for, and answers those whose uid it found none of.
+func (k *killPasses) run() {
 	for {
-		found := 0
-		var buf [4096]byte
-		for _, pid := range Pids() {
-			// Most processes are not uid's: read first, and open a pidfd
-			// only for those that are, then read again through it, so the
-			// process signalled is the one read.
-			if s, ok := readStatusInto(pid, buf[:]); !ok || !s.runsAs(uid) {
-				continue
+		k.mu.Lock()
+		if len(k.waiting) == 0 {
+			k.running = false
+			k.mu.Unlock()
+			return
+		}
+		k.started++
+		pass := k.started
+		uids := make(map[int]bool, len(k.waiting))
+		for uid := range k.waiting {
+			uids[uid] = true
+		}
+		k.mu.Unlock()
+
+		found, killed := killPass(uids)
+
+		k.mu.Lock()
+		now := time.Now()
+		for uid, ws := range k.waiting {
+			if !uids[uid] {
+				continue // came during the pass: the next one is its
 			}
-			fd, err := unix.PidfdOpen(pid, 0)
-			if err != nil && !errors.Is(err, unix.ENOSYS) {
-				continue // gone
+			keep := ws[:0]
+			for _, w := range ws {
+				if pass < w.from {
+					keep = append(keep, w)
+					continue
+				}
+				w.killed += killed[uid]
+				switch {
+				case found[uid] == 0:
+					w.done <- nil
+				case now.After(w.deadline):
+					w.done <- fmt.Errorf("%d process(es) of uid %d still run after SIGKILL", found[uid], uid)
+				default:
+					keep = append(keep, w)
+				}
 			}
-			if s, ok := readStatusInto(pid, buf[:]); ok && s.runsAs(uid) {
-				found++
+			if len(keep) == 0 {
+				delete(k.waiting, uid)
+			} else {
+				k.waiting[uid] = keep
+			}
+		}
+		again := len(found) > 0
+		k.mu.Unlock()
+		if again {
+			time.Sleep(5 * time.Millisecond) // what was killed is going
+		}
+	}
+}
+
+// killPass reads every process's status once and signals each of the uids
+// with SIGKILL through a pidfd; it says how many of each it found and how
+// many it signalled.
+func killPass(uids map[int]bool) (found, killed map[int]int) {
+	found, killed = map[int]int{}, map[int]int{}
+	var buf [4096]byte
+	which := func(s procStatus) int {
+		if s.zombie && s.threads <= 1 {
+			return -1 // gone (runsAs)
+		}
+		for _, u := range s.uids {
+			if uids[u] {
+				return u
+			}
+		}
+		return -1
+	}
+	for _, pid := range Pids() {
+		// Most processes are not those users': read first, and open a
+		// pidfd only for those that are, then read again through it, so
+		// the process signalled is the one read.
+		if s, ok := readStatusInto(pid, buf[:]); !ok || which(s) < 0 {
+			continue
+		}
+		fd, err := unix.PidfdOpen(pid, 0)
+		if err != nil && !errors.Is(err, unix.ENOSYS) {
+			continue // gone
+		}
+		if s, ok := readStatusInto(pid, buf[:]); ok {
+			if uid := which(s); uid >= 0 {
+				found[uid]++
 				if fd >= 0 && err == nil {
 					err = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
 				} else {
@@ -399,19 +538,13 @@ func killUser(uid int) (int, error) {
 					err = unix.Kill(pid, unix.SIGKILL)
 				}
 				if err == nil {
-					killed++
+					killed[uid]++
 				}
 			}
-			if fd >= 0 {
-				unix.Close(fd)
-			}
 		}
-		if found == 0 {
-			return killed, nil
+		if fd >= 0 {
+			unix.Close(fd)
 		}
-		if time.Now().After(deadline) {
-			return killed, fmt.Errorf("%d process(es) of uid %d still run after SIGKILL", found, uid)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
+	return found, killed
 }

@@ -1,0 +1,51 @@
+package agent
+
+import (
+	"testing"
+	"time"
+)
+
+// The pool holds its refill while more than warmStarts handovers fall
+// within warmCrowd, and only then: a lease every 200 ms, or a pool of at
+// most warmStarts, never holds it.
+func TestWarmCrowd(t *testing.T) {
+	now := time.Now()
+	for _, tc := range []struct {
+		name  string
+		every time.Duration
+		takes int
+		crowd bool
+	}{
+		{"a burst", 0, warmStarts + 1, true},
+		{"a lease every 100 ms", 100 * time.Millisecond, warmStarts + 1, true},
+		{"a lease every 200 ms", 200 * time.Millisecond, 20, false},
+		{"a pool of warmStarts, taken at once", 0, warmStarts, false},
+		{"a burst a window ago", 0, warmStarts + 1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWarmPool(&Agent{})
+			start := now.Add(-time.Duration(tc.takes-1) * tc.every)
+			if tc.name == "a burst a window ago" {
+				start = now.Add(-warmCrowd)
+			}
+			for i := range tc.takes {
+				w.takes = append(w.takes, start.Add(time.Duration(i)*tc.every))
+				if len(w.takes) > warmStarts+1 {
+					w.takes = w.takes[1:]
+				}
+			}
+			w.mu.Lock()
+			got := w.crowdLocked(now)
+			w.mu.Unlock()
+			if got != tc.crowd {
+				t.Fatalf("crowd = %v, want %v", got, tc.crowd)
+			}
+			if got && w.calm == nil {
+				t.Fatal("a crowd arranged no poke for when it calms")
+			}
+			if w.calm != nil {
+				w.calm.Stop()
+			}
+		})
+	}
+}
