@@ -13,13 +13,16 @@ import (
 // Event types. Each is "<kind>.<what happened>"; the kind is the first
 // segment, and `GET /v1/events?type=environment.` lists one kind.
 const (
-	EventEnvLeased    = "environment.leased"
-	EventEnvStarting  = "environment.starting"
-	EventEnvReady     = "environment.ready"
-	EventEnvStopping  = "environment.stopping"
-	EventEnvStopped   = "environment.stopped"
-	EventEnvFailed    = "environment.failed"
-	EventEnvExec      = "environment.exec"
+	EventEnvLeased   = "environment.leased"
+	EventEnvStarting = "environment.starting"
+	EventEnvReady    = "environment.ready"
+	EventEnvStopping = "environment.stopping"
+	EventEnvStopped  = "environment.stopped"
+	EventEnvFailed   = "environment.failed"
+	EventEnvExec     = "environment.exec"
+	// EventEnvFiles is a write ticket for an environment's files: every
+	// write is on record, coalesced per ticket (docs/files.md).
+	EventEnvFiles     = "environment.files"
 	EventArtSealed    = "artifact.sealed"
 	EventArtExpired   = "artifact.expired"
 	EventKeyCreated   = "key.created"
@@ -45,6 +48,7 @@ const (
 // EventTypes are every type the service writes, in documentation order.
 var EventTypes = []string{
 	EventEnvLeased, EventEnvStarting, EventEnvReady, EventEnvStopping, EventEnvStopped, EventEnvFailed, EventEnvExec,
+	EventEnvFiles,
 	EventEnvNetRefused,
 	EventEnvPreview, EventEnvPreviewRevoked,
 	EventArtSealed, EventArtExpired, EventKeyCreated, EventKeyRevoked, EventSbxRegister, EventSbxJoined,

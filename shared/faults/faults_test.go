@@ -457,6 +457,7 @@ func endpoints(sbx string, key string) []endpoint {
 		claimEndpoint(),
 		tunnelEndpoint(),
 		execEndpoint(),
+		filesEndpoint(),
 		keepLogEndpoint(),
 		completeLogEndpoint(),
 		logsEndpoint(),
