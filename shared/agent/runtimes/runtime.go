@@ -73,6 +73,16 @@ type Files struct {
 	// Reserved are names at Root that the runtime mounts over (a
 	// container's init): a checkpoint neither packs nor restores them.
 	Reserved []string
+	// Writable, when not nil, are the absolute paths inside below which
+	// the environment may change files (a container's read-only root but
+	// for these); nil: everywhere. The files endpoint keeps to them.
+	Writable []string
+	// InRoot says that absolute symbolic links inside mean Root (a
+	// container's own root), not the node's root.
+	InRoot bool
+	// Mounted are absolute paths inside where the environment sees a
+	// mount of the node's (a build cache), not Root's files.
+	Mounted []string
 }
 
 // Owner is a user and group of the node.
