@@ -152,6 +152,9 @@ func (f *FS) writableDir(fd int, asked string) error {
 
 // mapErr turns a system error about p into the endpoint's.
 func mapErr(p string, err error) error {
+	if err == nil {
+		return nil
+	}
 	var e *envfiles.Error
 	if errors.As(err, &e) {
 		return err
