@@ -252,7 +252,9 @@ func TestWatch(t *testing.T) {
 	defer w.Close()
 	ch := make(chan envfiles.FileChange, 100)
 	ended := make(chan string, 1)
-	go func() { ended <- w.Run(context.Background(), func(c envfiles.FileChange) error { ch <- c; return nil }) }()
+	go func() {
+		ended <- w.Run(context.Background(), func(c envfiles.FileChange) error { ch <- c; return nil })
+	}()
 	buf := make([]byte, 64)
 	_, err = f.Mkdir("/work/d", 0o755, false)
 	must(t, err)
