@@ -375,6 +375,7 @@ func killUser(uid int) (int, error) {
 		return 0, fmt.Errorf("refusing to kill every process of uid %d", uid)
 	}
 	killed := 0
+	self := os.Getpid()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		found := 0
@@ -383,6 +384,12 @@ func killUser(uid int) (int, error) {
 			// Most processes are not uid's: read first, and open a pidfd
 			// only for those that are, then read again through it, so the
 			// process signalled is the one read.
+			// Never the agent itself: a thread of its may act on an
+			// environment's files with uid as its file-system user
+			// (docs/files.md).
+			if pid == self {
+				continue
+			}
 			if s, ok := readStatusInto(pid, buf[:]); !ok || !s.runsAs(uid) {
 				continue
 			}

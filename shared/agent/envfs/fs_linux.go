@@ -45,12 +45,12 @@ func Open(r Root) (*FS, error) {
 // Close frees the root's descriptor.
 func (f *FS) Close() error { return unix.Close(f.fd) }
 
-// asUser runs fn on a thread of its own whose file-system user and group
-// are the environment's and that holds no supplementary group, so the
-// kernel checks every path and change as it would the environment's
-// command's (setfsuid drops the capabilities that bypass permissions). The
-// thread is never handed back to the Go runtime: the goroutine ends locked,
-// and the runtime ends the thread with it.
+// asUser runs fn on a thread whose file-system user and group are the
+// environment's and that holds no supplementary group, so the kernel
+// checks every path and change as it would the environment's command's
+// (setfsuid drops the capabilities that bypass permissions), then puts the
+// thread back as it was. A thread that cannot be put back is never handed
+// back to the Go runtime: its goroutine ends locked, and the thread with it.
 func (f *FS) asUser(fn func() error) error {
 	if !f.r.AsUser {
 		return fn()
@@ -58,25 +58,42 @@ func (f *FS) asUser(fn func() error) error {
 	done := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
-		// No UnlockOSThread: the thread's credentials are changed.
-		if err := unix.Setgroups(nil); err != nil {
-			done <- fmt.Errorf("drop the groups: %w", err)
+		groups, err := unix.Getgroups()
+		if err != nil {
+			runtime.UnlockOSThread()
+			done <- fmt.Errorf("read the agent's groups: %w", err)
 			return
 		}
-		_ = unix.Setfsgid(f.r.GID)
-		_ = unix.Setfsuid(f.r.UID)
-		// setfsuid reports no failure: check what the thread now is.
-		if u, _ := unix.SetfsuidRetUid(-1); u != f.r.UID {
-			done <- fmt.Errorf("the thread's file-system user is %d, not %d", u, f.r.UID)
+		uid, gid := unix.Getuid(), unix.Getgid()
+		if err := become(f.r.UID, f.r.GID, nil); err != nil {
+			done <- err // locked: the thread ends with the goroutine
 			return
 		}
-		if g, _ := unix.SetfsgidRetGid(-1); g != f.r.GID {
-			done <- fmt.Errorf("the thread's file-system group is %d, not %d", g, f.r.GID)
-			return
+		err = fn()
+		if become(uid, gid, groups) == nil {
+			runtime.UnlockOSThread()
 		}
-		done <- fn()
+		done <- err
 	}()
 	return <-done
+}
+
+// become sets the calling thread's file-system user and group and its
+// supplementary groups (raw, per-thread system calls), and checks them.
+func become(uid, gid int, groups []int) error {
+	if err := unix.Setgroups(groups); err != nil {
+		return fmt.Errorf("set the thread's groups: %w", err)
+	}
+	_ = unix.Setfsgid(gid)
+	_ = unix.Setfsuid(uid)
+	// setfsuid reports no failure: check what the thread now is.
+	if u, _ := unix.SetfsuidRetUid(-1); u != uid {
+		return fmt.Errorf("the thread's file-system user is %d, not %d", u, uid)
+	}
+	if g, _ := unix.SetfsgidRetGid(-1); g != gid {
+		return fmt.Errorf("the thread's file-system group is %d, not %d", g, gid)
+	}
+	return nil
 }
 
 // rel is abs (absolute, clean) relative to the root, as openat2 takes it.
