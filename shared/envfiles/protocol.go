@@ -137,7 +137,14 @@ type Error struct {
 	Status int `json:"-"`
 }
 
-func (e *Error) Error() string { return e.Message }
+// Error says what was refused, then its code and reason, such as
+// "/proc is the kernel's view (forbidden: special_path)".
+func (e *Error) Error() string {
+	if e.Code == "" && e.Reason == "" {
+		return e.Message
+	}
+	return e.Message + " (" + e.Code + ": " + e.Reason + ")"
+}
 
 // Errorf makes the error of reason, with its code and status.
 func Errorf(reason, format string, args ...any) *Error {
