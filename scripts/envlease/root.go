@@ -126,6 +126,7 @@ ENVLEASE_PROFILE selects a profile like --profile.`,
 		root.AddCommand(c)
 	}
 	root.AddCommand(a.consoleCommand())
+	root.AddCommand(a.mcpCommand())
 	root.AddCommand(newExitCodesTopic())
 	return root
 }
