@@ -415,7 +415,6 @@ func (s *Server) writeFile(ctx context.Context, in writeArgs) (*mcp.CallToolResu
 	return nil, fi, nil
 }
 
-
 // capped keeps at most max bytes of what is written: with head, the first
 // half and the last half (the middle cut), else the last max bytes.
 type capped struct {
