@@ -391,7 +391,11 @@ func (a *Agent) filesEnv(id string) (FilesEnv, bool) {
 		return FilesEnv{}, false
 	}
 	f := (*hp).Files()
-	root := envfs.Root{Dir: f.Root, Home: f.Home, InRoot: f.InRoot, Writable: f.Writable, UID: os.Geteuid(), GID: os.Getegid()}
+	home := f.Workdir
+	if home == "" {
+		home = f.Home
+	}
+	root := envfs.Root{Dir: f.Root, Home: home, InRoot: f.InRoot, Writable: f.Writable, Tmp: f.Tmp, UID: os.Geteuid(), GID: os.Getegid()}
 	if f.Owner != nil && os.Geteuid() == 0 {
 		root.UID, root.GID, root.AsUser = f.Owner.UID, f.Owner.GID, true
 	}

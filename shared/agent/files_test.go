@@ -84,6 +84,13 @@ func checkFiles(t *testing.T, s *stack, id string, container bool, readOnly stri
 	if got := s.run(t, ctx, id, "sh hello.sh; [ \"$(stat -c %u hello.sh)\" = \"$(id -u)\" ] && echo mine"); got != "hello from inside\nmine\n" {
 		t.Errorf("inside: %q", got)
 	}
+	// /tmp is the environment's own /tmp.
+	if _, err := f.Write(ctx, "/tmp/from-outside", strings.NewReader("tmp"), client.WriteOptions{}); err != nil {
+		t.Fatalf("write /tmp: %v", err)
+	}
+	if got := s.run(t, ctx, id, "cat /tmp/from-outside"); got != "tmp" {
+		t.Errorf("/tmp inside: %q", got)
+	}
 	b, err := f.ReadFile(ctx, "hello.sh", 1<<20)
 	if err != nil || string(b) != "echo hello from inside\n" {
 		t.Errorf("read back: %q %v", b, err)
@@ -179,7 +186,7 @@ func checkFiles(t *testing.T, s *stack, id string, container bool, readOnly stri
 
 // Files of a process environment, as its lent user.
 func TestFilesProcess(t *testing.T) {
-	s := newStack(t, domain.Template{Name: "box", Command: []string{"sh", "-c", "exec sleep 3600"}})
+	s := newStack(t, domain.Template{Name: "box", Workdir: "/workspace", Command: []string{"sh", "-c", "exec sleep 3600"}})
 	s.Clock.Set(time.Now()) // the agent judges tickets by the real clock
 	s.runAgent(t, time.Second)
 	id := s.lease(t, "box")

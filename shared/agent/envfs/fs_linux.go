@@ -96,10 +96,19 @@ func become(uid, gid int, groups []int) error {
 	return nil
 }
 
-// rel is abs (absolute, clean) relative to the root, as openat2 takes it.
-func rel(abs string) string {
+// rel is abs (absolute, clean, as the environment names it) relative to
+// the root, as openat2 takes it: /tmp and /var/tmp are the root's Tmp
+// folder when the environment sees that there.
+func (f *FS) rel(abs string) string {
 	if abs == "/" {
 		return "."
+	}
+	if f.r.Tmp != "" {
+		for _, t := range []string{"/tmp", "/var/tmp"} {
+			if under(abs, t) {
+				return f.r.Tmp + strings.TrimPrefix(abs, t)
+			}
+		}
 	}
 	return strings.TrimPrefix(abs, "/")
 }
@@ -114,7 +123,7 @@ func (f *FS) open(abs string, flags int, mode uint32) (int, error) {
 	}
 	how := unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Mode: uint64(mode), Resolve: res}
 	for range 8 {
-		fd, err := unix.Openat2(f.fd, rel(abs), &how)
+		fd, err := unix.Openat2(f.fd, f.rel(abs), &how)
 		// EAGAIN: a rename raced the resolution; the kernel asks to retry.
 		if err == unix.EAGAIN || err == unix.EINTR {
 			continue

@@ -32,6 +32,9 @@ type Root struct {
 	// Writable are the absolute paths below which the environment may
 	// change files; nil: everywhere.
 	Writable []string
+	// Tmp, when set, is the folder (relative to Dir) that the environment
+	// sees as /tmp and /var/tmp.
+	Tmp string
 	// Hidden are absolute paths that are not the environment's files as
 	// it sees them (mounted over inside it): refused.
 	Hidden []string

@@ -80,6 +80,12 @@ type Files struct {
 	// InRoot says that absolute symbolic links inside mean Root (a
 	// container's own root), not the node's root.
 	InRoot bool
+	// Workdir is the command's working folder, relative to Root, where
+	// the files endpoint's relative paths start ("" for Home).
+	Workdir string
+	// Tmp is the folder, relative to Root, that the environment sees as
+	// /tmp and /var/tmp ("" when it sees Root's own).
+	Tmp string
 	// Mounted are absolute paths inside where the environment sees a
 	// mount of the node's (a build cache), not Root's files.
 	Mounted []string
