@@ -78,7 +78,7 @@ func (a *app) serveMCP(ctx context.Context, srv *mcpserver.Server, addr string) 
 		return err
 	}
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv.MCP() },
-		&mcp.StreamableHTTPOptions{SessionTimeout: mcpSessionTimeout})
+		&mcp.StreamableHTTPOptions{SessionTimeout: mcpSessionTimeout, JSONResponse: true})
 	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	a.say("serving MCP at http://%s/", ln.Addr())
 	go func() {

@@ -106,8 +106,8 @@ func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
 	return err
 }
 
-// Close deletes what every session leased and did not keep, and waits for
-// the deletions of sessions that ended before.
+// Close ends every session, deletes what each leased and did not keep, and
+// waits for the deletions of sessions that ended before.
 func (s *Server) Close() {
 	s.mu.Lock()
 	var all []*mcp.ServerSession
@@ -116,6 +116,11 @@ func (s *Server) Close() {
 	}
 	s.mu.Unlock()
 	for _, ss := range all {
+		// An HTTP session outlives the server's listener: end it, so its
+		// waiter returns.
+		if ss != nil {
+			_ = ss.Close()
+		}
 		s.cleanup(ss)
 	}
 	s.cleanups.Wait()
