@@ -82,6 +82,10 @@ func (f *Files) ticket(ctx context.Context, write bool) (FilesTicket, error) {
 		return t, err
 	}
 	f.tickets[i] = &t
+	// Working with its files is using the environment: each new ticket
+	// (every few minutes at most) touches it, so a long copy does not let
+	// it go idle. A token that may not touch still reaches the files.
+	_, _ = f.c.TouchEnvironment(ctx, f.env)
 	return t, nil
 }
 
