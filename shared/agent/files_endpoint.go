@@ -96,51 +96,51 @@ func (h *FilesHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	route := strings.TrimPrefix(r.URL.Path, tunnel.FilesPath)
 	spec, ok := fileRoutes[route]
 	if !ok {
-		writeFileError(w, envfiles.Errorf(envfiles.ReasonBadParameter, "no route %s: the files endpoint has /read, /write, /stat, /list, /mkdir, /remove and /watch", r.URL.Path))
+		h.fail(w, envfiles.Errorf(envfiles.ReasonBadParameter, "no route %s: the files endpoint has /read, /write, /stat, /list, /mkdir, /remove and /watch", r.URL.Path))
 		return
 	}
 	if r.Method != spec.method && !(spec.method == http.MethodGet && r.Method == http.MethodHead) {
 		w.Header().Set("Allow", spec.method)
-		writeFileError(w, &envfiles.Error{Message: route + " takes " + spec.method, Code: "bad_request", Reason: envfiles.ReasonBadParameter, Status: http.StatusMethodNotAllowed})
+		h.fail(w, &envfiles.Error{Message: route + " takes " + spec.method, Code: "bad_request", Reason: envfiles.ReasonBadParameter, Status: http.StatusMethodNotAllowed})
 		return
 	}
 	c, env, ferr := h.authorize(r)
 	if ferr != nil {
 		h.cfg.Log.Info("files refused", "status", ferr.Status, "reason", ferr.Message, "from", r.RemoteAddr)
-		writeFileError(w, ferr)
+		h.fail(w, ferr)
 		return
 	}
 	if spec.write && !c.Write {
-		writeFileError(w, envfiles.Errorf(envfiles.ReasonReadOnly, "the ticket only reads: ask the API for one with \"write\": true"))
+		h.fail(w, envfiles.Errorf(envfiles.ReasonReadOnly, "the ticket only reads: ask the API for one with \"write\": true"))
 		return
 	}
 	q := r.URL.Query()
 	for k := range q {
 		if k != "path" && !containsString(fileParams[route], k) {
-			writeFileError(w, envfiles.Errorf(envfiles.ReasonBadParameter, "unknown query parameter %q for %s", k, route))
+			h.fail(w, envfiles.Errorf(envfiles.ReasonBadParameter, "unknown query parameter %q for %s", k, route))
 			return
 		}
 	}
 	p := q.Get("path")
 	abs, err := env.Root.Clean(p)
 	if err != nil {
-		writeFileError(w, err)
+		h.fail(w, err)
 		return
 	}
 	// The ticket opens its path and what is below it.
 	if scope, err := env.Root.Clean(ticketPath(c.Path)); err != nil || !envfs.Within(abs, scope) {
-		writeFileError(w, envfiles.Errorf(envfiles.ReasonOutsideTicket, "%s is not at or below %s, which the ticket opens", abs, c.Path))
+		h.fail(w, envfiles.Errorf(envfiles.ReasonOutsideTicket, "%s is not at or below %s, which the ticket opens", abs, c.Path))
 		return
 	}
 	if env.Slots.Add(1) > int64(h.cfg.MaxPerEnv) {
 		env.Slots.Add(-1)
-		writeFileError(w, envfiles.Errorf(envfiles.ReasonBusy, "environment %s has %d file requests at once already (agent limit); retry when one ended", c.Env, h.cfg.MaxPerEnv))
+		h.fail(w, envfiles.Errorf(envfiles.ReasonBusy, "environment %s has %d file requests at once already (agent limit); retry when one ended", c.Env, h.cfg.MaxPerEnv))
 		return
 	}
 	defer env.Slots.Add(-1)
 	fsys, err := envfs.Open(env.Root)
 	if err != nil {
-		writeFileError(w, err)
+		h.fail(w, err)
 		return
 	}
 	defer fsys.Close()
@@ -150,23 +150,23 @@ func (h *FilesHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.read(w, r, fsys, abs)
 	case envfiles.RouteStat:
 		fi, err := fsys.Stat(abs)
-		writeFileAnswer(w, fi, err)
+		h.answer(w, fi, err)
 	case envfiles.RouteList:
 		l, err := fsys.List(abs)
-		writeFileAnswer(w, l, err)
+		h.answer(w, l, err)
 	case envfiles.RouteMkdir:
 		mode, parents, err := modeParents(q, 0o755)
 		if err == nil {
 			var fi envfiles.FileInfo
 			fi, err = fsys.Mkdir(abs, *mode, parents)
-			writeFileAnswer(w, fi, err)
+			h.answer(w, fi, err)
 			return
 		}
-		writeFileError(w, err)
+		h.fail(w, err)
 	case envfiles.RouteWrite:
 		mode, parents, err := modeParents(q, 0)
 		if err != nil {
-			writeFileError(w, err)
+			h.fail(w, err)
 			return
 		}
 		if !q.Has("mode") {
@@ -179,14 +179,14 @@ func (h *FilesHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if err == nil {
 			log.Info("file written", "bytes", fi.Size, "took", time.Since(began).Round(time.Millisecond))
 		}
-		writeFileAnswer(w, fi, err)
+		h.answer(w, fi, err)
 	case envfiles.RouteRemove:
 		rec, err := boolParam(q, "recursive")
 		if err == nil {
 			err = fsys.Remove(abs, rec)
 		}
 		if err != nil {
-			writeFileError(w, err)
+			h.fail(w, err)
 			return
 		}
 		log.Info("removed", "recursive", rec)
@@ -194,7 +194,7 @@ func (h *FilesHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case envfiles.RouteWatch:
 		rec, err := boolParam(q, "recursive")
 		if err != nil {
-			writeFileError(w, err)
+			h.fail(w, err)
 			return
 		}
 		h.watch(w, r, fsys, abs, rec, env.Done)
@@ -206,7 +206,7 @@ func (h *FilesHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (h *FilesHandler) read(w http.ResponseWriter, r *http.Request, fsys *envfs.FS, abs string) {
 	f, fi, err := fsys.OpenFile(abs)
 	if err != nil {
-		writeFileError(w, err)
+		h.fail(w, err)
 		return
 	}
 	defer f.Close()
@@ -231,7 +231,7 @@ func (h *FilesHandler) watch(w http.ResponseWriter, r *http.Request, fsys *envfs
 	}()
 	wt, err := fsys.Watch(abs, recursive)
 	if err != nil {
-		writeFileError(w, err)
+		h.fail(w, err)
 		return
 	}
 	defer wt.Close()
@@ -345,9 +345,9 @@ func containsString(list []string, s string) bool {
 	return false
 }
 
-func writeFileAnswer(w http.ResponseWriter, v any, err error) {
+func (h *FilesHandler) answer(w http.ResponseWriter, v any, err error) {
 	if err != nil {
-		writeFileError(w, err)
+		h.fail(w, err)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -356,10 +356,13 @@ func writeFileAnswer(w http.ResponseWriter, v any, err error) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-func writeFileError(w http.ResponseWriter, err error) {
+// fail answers err: the endpoint's own errors as they are; any other is
+// logged, and answered without its text (it may name the node's paths).
+func (h *FilesHandler) fail(w http.ResponseWriter, err error) {
 	var e *envfiles.Error
 	if !errors.As(err, &e) {
-		e = envfiles.Errorf(envfiles.ReasonInternal, "%v", err)
+		h.cfg.Log.Warn("files: the request failed", "err", err)
+		e = envfiles.Errorf(envfiles.ReasonInternal, "the node could not complete the request (its log says why)")
 	}
 	if e.Status == 0 {
 		e.Status = envfiles.StatusOf(e.Reason)
