@@ -13,16 +13,13 @@ import (
 // Event types. Each is "<kind>.<what happened>"; the kind is the first
 // segment, and `GET /v1/events?type=environment.` lists one kind.
 const (
-	EventEnvLeased   = "environment.leased"
-	EventEnvStarting = "environment.starting"
-	EventEnvReady    = "environment.ready"
-	EventEnvStopping = "environment.stopping"
-	EventEnvStopped  = "environment.stopped"
-	EventEnvFailed   = "environment.failed"
-	EventEnvExec     = "environment.exec"
-	// EventEnvFiles is a write ticket for an environment's files: every
-	// write is on record, coalesced per ticket (docs/files.md).
-	EventEnvFiles     = "environment.files"
+	EventEnvLeased    = "environment.leased"
+	EventEnvStarting  = "environment.starting"
+	EventEnvReady     = "environment.ready"
+	EventEnvStopping  = "environment.stopping"
+	EventEnvStopped   = "environment.stopped"
+	EventEnvFailed    = "environment.failed"
+	EventEnvExec      = "environment.exec"
 	EventArtSealed    = "artifact.sealed"
 	EventArtExpired   = "artifact.expired"
 	EventKeyCreated   = "key.created"
@@ -44,6 +41,10 @@ const (
 	EventIssuerRemoved = "issuer.removed"
 	EventIssuerRefused = "issuer.refused"
 )
+
+// EventEnvFiles is a write ticket for an environment's files: every write
+// is on record, coalesced per ticket (docs/files.md).
+const EventEnvFiles = "environment.files"
 
 // EventTypes are every type the service writes, in documentation order.
 var EventTypes = []string{
