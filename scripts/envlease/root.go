@@ -113,7 +113,7 @@ ENVLEASE_PROFILE selects a profile like --profile.`,
 		root.AddCommand(c)
 	}
 	root.AddCommand(a.portForwardCommand())
-	for _, c := range []*cobra.Command{a.execCommand(), a.shellCommand()} {
+	for _, c := range []*cobra.Command{a.execCommand(), a.shellCommand(), a.cpCommand(), a.fsCommand()} {
 		c.GroupID = "env"
 		root.AddCommand(c)
 	}
@@ -126,6 +126,7 @@ ENVLEASE_PROFILE selects a profile like --profile.`,
 		root.AddCommand(c)
 	}
 	root.AddCommand(a.consoleCommand())
+	root.AddCommand(a.mcpCommand())
 	root.AddCommand(newExitCodesTopic())
 	return root
 }

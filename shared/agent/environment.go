@@ -36,6 +36,8 @@ type runningEnv struct {
 	checkpoints sync.Map
 	// execs counts its exec sessions running now (Config.MaxExecs).
 	execs atomic.Int64
+	// files counts its file requests now (files_endpoint.go).
+	files atomic.Int64
 	// started is called once the environment is reported ready (or has
 	// ended before): it is no longer starting (Agent.starting).
 	started   func()

@@ -252,12 +252,14 @@ func (h *LogsHandler) authorize(r *http.Request, env string) (*envlog.Log, *refu
 	return l, nil
 }
 
-// endpoint is the agent's one endpoint: tunnels, and live logs beside them.
+// endpoint is the agent's one endpoint: tunnels, and live logs and files
+// beside them.
 func (a *Agent) endpoint(t *tunnels) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(tunnel.LogsPath, NewLogsHandler(LogsConfig{Identity: t.identity, Logs: a.envLog, Log: a.log}))
 	mux.Handle(tunnel.NetLogPath, NewLogsHandler(LogsConfig{Identity: t.identity, Logs: a.netLog, Log: a.log, Open: ticket.OpenNetLog}))
 	mux.Handle(tunnel.MetricsPath, NewMetricsHandler(MetricsConfig{Identity: t.identity, Series: a.envSeries, Every: a.cfg.SampleEvery, Log: a.log}))
+	mux.Handle(tunnel.FilesPath+"/", NewFilesHandler(FilesConfig{Identity: t.identity, Env: a.filesEnv, Log: a.log}))
 	mux.Handle("/", t.h)
 	return a.previewsFirst(t, mux)
 }

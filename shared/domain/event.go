@@ -46,10 +46,15 @@ const (
 	EventIssuerRefused = "issuer.refused"
 )
 
+// EventEnvFiles is a write ticket for an environment's files: every write
+// is on record, coalesced per ticket (docs/files.md).
+const EventEnvFiles = "environment.files"
+
 // EventTypes are every type the service writes, in documentation order.
 var EventTypes = []string{
 	EventEnvLeased, EventEnvStarting, EventEnvReady, EventEnvStopping, EventEnvStopped, EventEnvFailed, EventEnvExec,
 	EventEnvPaused, EventEnvResumed,
+	EventEnvFiles,
 	EventEnvNetRefused,
 	EventEnvPreview, EventEnvPreviewRevoked,
 	EventArtSealed, EventArtExpired, EventKeyCreated, EventKeyRevoked, EventSbxRegister, EventSbxJoined,

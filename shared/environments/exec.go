@@ -49,37 +49,11 @@ func (s *Service) Exec(ctx context.Context, p domain.Principal, id string, req E
 	if err := validExec(req); err != nil {
 		return Exec{}, err
 	}
-	// A paused environment wakes for the command (pause.go).
-	e, err := s.getWoken(ctx, p, id)
+	e, n, err := s.insideReady(ctx, p, id, "a command runs in it")
 	if err != nil {
 		return Exec{}, err
 	}
-	switch {
-	case e.State == domain.StatePending || e.State == domain.StateStarting:
-		return Exec{}, domain.Errorf(domain.CodeConflict, "environment %s is %s: a command runs in it once it is ready; wait for it and ask again", e.ID, e.State)
-	case e.State != domain.StateReady || e.Node == "":
-		return Exec{}, domain.Errorf(domain.CodeConflict, "environment %s is %s: it no longer runs, so nothing can run inside it", e.ID, e.State)
-	}
 	now := s.clock.Now()
-	t, err := s.template(ctx, p.OrgID, e.Template, now)
-	if err != nil && domain.ErrorCode(err) != domain.CodeNotFound {
-		return Exec{}, err
-	}
-	// A template removed since the lease says nothing any more: its
-	// environments keep the default.
-	if err == nil && !t.ExecAllowed() {
-		return Exec{}, domain.Errorf(domain.CodeExecDisabled, "template %s turns exec off (exec: false): no command or shell runs inside its environments", e.Template)
-	}
-	n, err := s.store.GetNode(ctx, p.OrgID, e.Node)
-	if err != nil && domain.ErrorCode(err) != domain.CodeNotFound {
-		return Exec{}, err
-	}
-	if err != nil || n.State != domain.NodeActive {
-		return Exec{}, domain.Errorf(domain.CodeConflict, "the node that runs environment %s is no longer active; the environment is about to fail", e.ID)
-	}
-	if n.TunnelURL == "" || len(n.TunnelKey) == 0 {
-		return Exec{}, domain.Errorf(domain.CodeConflict, "node %s, which runs environment %s, has no endpoint for commands: its agent registered without one (started with -no-tunnel)", n.ID, e.ID)
-	}
 	exp := now.Add(ExecTicketTTL).Truncate(time.Second).UTC()
 	tk, err := ticket.Sign(n.TunnelKey, ticket.Claims{Org: p.OrgID, Env: e.ID, Node: n.ID, Exp: exp.Unix(),
 		Open: ticket.OpenExec, Command: ticket.CommandDigest(req.Command)})
@@ -92,6 +66,45 @@ func (s *Service) Exec(ctx context.Context, p domain.Principal, id string, req E
 		return Exec{}, err
 	}
 	return Exec{URL: n.TunnelURL, Ticket: tk, Expires: exp}, nil
+}
+
+// insideReady finds a ready environment of the caller's organization that
+// may be entered (its template does not turn exec off: exec and files
+// reach the same things) and the active node that runs it, with an
+// endpoint. what says what waits for ready, in the conflict's message.
+func (s *Service) insideReady(ctx context.Context, p domain.Principal, id, what string) (domain.Environment, domain.Node, error) {
+	var n domain.Node
+	// A paused environment wakes for the command or the files (pause.go).
+	e, err := s.getWoken(ctx, p, id)
+	if err != nil {
+		return e, n, err
+	}
+	switch {
+	case e.State == domain.StatePending || e.State == domain.StateStarting:
+		return e, n, domain.Errorf(domain.CodeConflict, "environment %s is %s: %s once it is ready; wait for it and ask again", e.ID, e.State, what)
+	case e.State != domain.StateReady || e.Node == "":
+		return e, n, domain.Errorf(domain.CodeConflict, "environment %s is %s: it no longer runs, so nothing can reach inside it", e.ID, e.State)
+	}
+	t, err := s.template(ctx, p.OrgID, e.Template, s.clock.Now())
+	if err != nil && domain.ErrorCode(err) != domain.CodeNotFound {
+		return e, n, err
+	}
+	// A template removed since the lease says nothing any more: its
+	// environments keep the default.
+	if err == nil && !t.ExecAllowed() {
+		return e, n, domain.Errorf(domain.CodeExecDisabled, "template %s turns exec off (exec: false): no command, shell or file access reaches inside its environments", e.Template)
+	}
+	n, err = s.store.GetNode(ctx, p.OrgID, e.Node)
+	if err != nil && domain.ErrorCode(err) != domain.CodeNotFound {
+		return e, n, err
+	}
+	if err != nil || n.State != domain.NodeActive {
+		return e, n, domain.Errorf(domain.CodeConflict, "the node that runs environment %s is no longer active; the environment is about to fail", e.ID)
+	}
+	if n.TunnelURL == "" || len(n.TunnelKey) == 0 {
+		return e, n, domain.Errorf(domain.CodeConflict, "node %s, which runs environment %s, has no endpoint for commands or files: its agent registered without one (started with -no-tunnel)", n.ID, e.ID)
+	}
+	return e, n, nil
 }
 
 func validExec(req ExecRequest) error {

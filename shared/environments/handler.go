@@ -18,6 +18,7 @@ func Routes(s *Service) []httpapi.Route {
 		{Method: http.MethodPost, Path: "/v1/environments/{id}/touch", Access: httpapi.Member, Handler: s.handleTouch},
 		{Method: http.MethodPost, Path: "/v1/environments/{id}/tunnel", Access: httpapi.Member, Handler: s.handleTunnel},
 		{Method: http.MethodPost, Path: "/v1/environments/{id}/exec", Access: httpapi.Member, Handler: s.handleExec},
+		{Method: http.MethodPost, Path: "/v1/environments/{id}/files", Access: httpapi.Member, Handler: s.handleFiles},
 		{Method: http.MethodGet, Path: "/v1/environments/{id}/logs", Access: httpapi.Member, Handler: s.handleLogs},
 	}, checkpointRoutes(s), networkRoutes(s), previewRoutes(s), metricsRoutes(s), wakeRoutes(s))
 }

@@ -474,6 +474,7 @@ func endpoints(sbx string, key string) []endpoint {
 		claimEndpoint(),
 		tunnelEndpoint(),
 		execEndpoint(),
+		filesEndpoint(),
 		keepLogEndpoint(),
 		completeLogEndpoint(),
 		logsEndpoint(),

@@ -19,6 +19,7 @@ var routeMakers = map[string]string{
 	"POST /v1/artifacts/{id}/links":       "a download link",
 	"POST /v1/environments/{id}/tunnel":   "a tunnel ticket",
 	"POST /v1/environments/{id}/previews": "a preview link, a bearer URL that opens an export until it expires",
+	"POST /v1/environments/{id}/files":    "a files ticket, which opens the environment's files until it expires",
 }
 
 // routeNotMakers are the other write routes a token may call, each with why

@@ -142,6 +142,12 @@ var makerCases = map[string]makerCase{
 		},
 		expires: field("expires"), scoped: 201, restricted: 201,
 	},
+	"POST /v1/environments/{id}/files": {
+		request: func(w *makerWorld) (string, any) {
+			return "/v1/environments/" + w.readyEnvironment() + "/files", map[string]any{"write": true}
+		},
+		expires: field("expires"), scoped: 200, restricted: 200,
+	},
 }
 
 // A scoped or restricted token that expires makes nothing that outlives

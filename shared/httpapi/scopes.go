@@ -30,6 +30,7 @@ var routeScopes = map[string]string{
 	"POST /v1/sandboxes":                                 domain.ScopeEnvLease,
 	"POST /v1/sandboxes/join":                            domain.ScopeEnvLease,
 	"POST /v1/environments/{id}/exec":                    domain.ScopeEnvExec,
+	"POST /v1/environments/{id}/files":                   domain.ScopeEnvExec,
 	"GET /v1/environments":                               domain.ScopeEnvRead,
 	"GET /v1/environments/{id}":                          domain.ScopeEnvRead,
 	"GET /v1/environments/{id}/logs":                     domain.ScopeEnvRead,

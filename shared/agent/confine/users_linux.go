@@ -517,7 +517,14 @@ func killPass(uids map[int]bool) (found, killed map[int]int) {
 		}
 		return -1
 	}
+	self := os.Getpid()
 	for _, pid := range Pids() {
+		// Never the agent itself: a thread of its may act on an
+		// environment's files with a lent uid as its file-system user
+		// (docs/files.md).
+		if pid == self {
+			continue
+		}
 		// Most processes are not those users': read first, and open a
 		// pidfd only for those that are, then read again through it, so
 		// the process signalled is the one read.

@@ -100,6 +100,22 @@ type Files struct {
 	// Reserved are names at Root that the runtime mounts over (a
 	// container's init): a checkpoint neither packs nor restores them.
 	Reserved []string
+	// Writable, when not nil, are the absolute paths inside below which
+	// the environment may change files (a container's read-only root but
+	// for these); nil: everywhere. The files endpoint keeps to them.
+	Writable []string
+	// InRoot says that absolute symbolic links inside mean Root (a
+	// container's own root), not the node's root.
+	InRoot bool
+	// Workdir is the command's working folder, relative to Root, where
+	// the files endpoint's relative paths start ("" for Home).
+	Workdir string
+	// Tmp is the folder, relative to Root, that the environment sees as
+	// /tmp and /var/tmp ("" when it sees Root's own).
+	Tmp string
+	// Mounted are absolute paths inside where the environment sees a
+	// mount of the node's (a build cache), not Root's files.
+	Mounted []string
 }
 
 // IdentityReserved is the folder of an identity's token files

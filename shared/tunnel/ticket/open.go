@@ -23,6 +23,10 @@ const (
 	// OpenPreview is a preview link's token: plain HTTP to one export
 	// target, by the host name it names, on the endpoint's preview proxy.
 	OpenPreview = "preview"
+	// OpenFiles reads (and, with Claims.Write, changes) the environment's
+	// files at or below Claims.Path, on the endpoint's files routes
+	// (/files/...).
+	OpenFiles = "files"
 )
 
 // CommandDigest names a command's argv in an exec ticket: hex SHA-256 of

@@ -60,6 +60,10 @@ type Claims struct {
 	// for, so a cookie copied to another preview's host opens nothing.
 	Preview string `json:"pv,omitempty"`
 	Host    string `json:"host,omitempty"`
+	// Path and Write are, for OpenFiles, the path the ticket opens (and
+	// what is below it) and whether it may change files there.
+	Path  string `json:"path,omitempty"`
+	Write bool   `json:"write,omitempty"`
 }
 
 // Expires is Exp as a time.

@@ -230,6 +230,16 @@ func (r *Runtime) Prepare(ctx context.Context, e runtimes.Env) (_ runtimes.Handl
 	cfg.Stdout, cfg.Stderr = h.out, io.MultiWriter(h.tail, h.out)
 	cfg.UserNS = r.userns
 	h.home = strings.TrimPrefix(cfg.Cwd, "/")
+	// The files endpoint changes only what the container may write (its
+	// root is read-only but for these, bound from the root itself).
+	h.writable = []string{}
+	if cfg.ReadOnly {
+		if h.writable, err = runc.WritablePaths(cfg.Writable); err != nil {
+			return nil, err
+		}
+	} else {
+		h.writable = nil
+	}
 	h.uid, h.gid = int(cfg.UID), int(cfg.GID)
 	if r.userns != nil {
 		h.uid += int(r.userns.HostID)
@@ -310,6 +320,7 @@ type handle struct {
 	net      *confine.Net
 	ports    map[string]int
 	home     string
+	writable []string
 	uid, gid int
 	// cache is the environment's build cache, nil without.
 	cache *buildcache.Lease
@@ -322,8 +333,12 @@ type handle struct {
 }
 
 func (h *handle) Files() runtimes.Files {
-	return runtimes.Files{Root: filepath.Join(h.ctr.Dir, "rootfs"), Home: h.home, Owner: &runtimes.Owner{UID: h.uid, GID: h.gid},
-		Reserved: []string{strings.TrimPrefix(ctrinit.Dir, "/"), runtimes.IdentityReserved}}
+	f := runtimes.Files{Root: filepath.Join(h.ctr.Dir, "rootfs"), Home: h.home, Owner: &runtimes.Owner{UID: h.uid, GID: h.gid},
+		Reserved: []string{strings.TrimPrefix(ctrinit.Dir, "/"), runtimes.IdentityReserved}, Writable: h.writable, InRoot: true}
+	if h.cache != nil {
+		f.Mounted = []string{CachePath}
+	}
+	return f
 }
 
 func (h *handle) Start(ctx context.Context) error {

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -103,7 +104,15 @@ type handle struct {
 }
 
 func (h *handle) Files() runtimes.Files {
-	return runtimes.Files{Root: h.b.Root, Owner: h.b.Owner(), Reserved: []string{confine.TmpName, runtimes.IdentityReserved}}
+	f := runtimes.Files{Root: h.b.Root, Owner: h.b.Owner(), Reserved: []string{confine.TmpName, runtimes.IdentityReserved}}
+	if dir, err := runtimes.WorkdirIn("/", h.t.Workdir); err == nil {
+		f.Workdir = strings.TrimPrefix(dir, "/")
+	}
+	// In namespaces of its own the command sees its TmpName folder as /tmp.
+	if h.Namespaced() {
+		f.Tmp = confine.TmpName
+	}
+	return f
 }
 
 func (h *handle) Start(context.Context) error {
