@@ -3,6 +3,7 @@ import { h, labels, timeEl, left, table } from './dom.js';
 import { get, post, del, enc } from './api.js';
 import { errorBox, guard } from './ui.js';
 import { logPanel } from './envlog.js';
+import { netLogPanel } from './netlog.js';
 import { previewsPanel } from './previews.js';
 
 const REFRESH_MS = 2000;
@@ -12,6 +13,7 @@ export function renderDetail(root, id) {
   const out = h('div', { role: 'status' });
   let env = null;
   const log = logPanel();
+  const netlog = netLogPanel();
   const previews = previewsPanel(id);
 
   const draw = () => {
@@ -50,6 +52,8 @@ export function renderDetail(root, id) {
       : h('p', { class: 'muted', text: 'None.' }));
     log.update(e);
     parts.push(log.panel);
+    netlog.update(e);
+    parts.push(netlog.panel);
     body.replaceChildren(...parts);
   };
 
