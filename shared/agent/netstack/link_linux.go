@@ -144,7 +144,14 @@ func (l *tunLink) Attach(d stack.NetworkDispatcher) {
 	}
 }
 
-func (l *tunLink) Wait() { l.wg.Wait() }
+// Wait returns at once: the stack calls it holding its own lock, which
+// the reader may be waiting for to deliver a packet that arrived as the
+// stack closed. The boundary waits for the reader after the stack is done
+// (waitReader).
+func (l *tunLink) Wait() {}
+
+// waitReader waits until the reader has ended, after Close.
+func (l *tunLink) waitReader() { l.wg.Wait() }
 
 // Close closes the device, which ends the reader.
 func (l *tunLink) Close() {

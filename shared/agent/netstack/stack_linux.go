@@ -63,6 +63,7 @@ func Open(h netns.NsHandle, cfg Config) (*Boundary, error) {
 		s.Close()
 		s.Wait()
 		ep.Close()
+		ep.waitReader()
 	}
 	fail := func(what string, e tcpip.Error) (*Boundary, error) {
 		b.Close()
