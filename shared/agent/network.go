@@ -240,11 +240,38 @@ func (a *Agent) networkPushed(id string, n *domain.EnvNetwork) {
 func (a *Agent) networkBeat(id string, n *domain.EnvNetwork) {
 	a.boundaries.mu.Lock()
 	e := a.boundaries.byID[id]
-	same := e == nil || e.own != nil && slices.Equal(e.own.Allow, n.Allow) && slices.Equal(e.own.Deny, n.Deny)
+	same := e == nil || e.own != nil && e.own.Version == n.Version && slices.Equal(e.own.Allow, n.Allow) && slices.Equal(e.own.Deny, n.Deny)
 	a.boundaries.mu.Unlock()
 	if !same {
 		a.networkPushed(id, n)
 	}
+}
+
+// netVersions are the versions of the own network layers applied to the
+// boundaries of the environments this node runs (0: the lease's, or none),
+// which heartbeats report so a lost push is sent again.
+func (a *Agent) netVersions() map[string]int64 {
+	a.boundaries.mu.Lock()
+	all := make(map[string]int64, len(a.boundaries.byID))
+	for id, e := range a.boundaries.byID {
+		var v int64
+		if e.own != nil {
+			v = e.own.Version
+		}
+		all[id] = v
+	}
+	a.boundaries.mu.Unlock()
+	var out map[string]int64
+	for id, v := range all {
+		if a.env(id) == nil {
+			continue // a warm environment's: no lease has its own layer yet
+		}
+		if out == nil {
+			out = map[string]int64{}
+		}
+		out[id] = v
+	}
+	return out
 }
 
 // netRecorder writes records to a network log, one JSON line each, and

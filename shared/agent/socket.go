@@ -312,6 +312,11 @@ func (a *Agent) serveSocket(ctx context.Context, node string, sock *socketClient
 		if lastShort == nil || *lastShort != short {
 			m.Short = &short
 		}
+		if beatDue.IsZero() || !time.Now().Before(beatDue) {
+			// A beat that writes the deadline: the service checks the
+			// network layers applied here against the environments'.
+			m.NetVersions = a.netVersions()
+		}
 		// Nothing to report and the deadline not due: no message. Stops
 		// come as stop messages; a ping now and then checks the
 		// connection without invoking anything.

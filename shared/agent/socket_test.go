@@ -1,6 +1,7 @@
 package agent_test
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
 	"net/http"
@@ -29,9 +30,18 @@ type socketStack struct {
 	beats atomic.Int32
 	// dropOffers swallows every offer while set.
 	dropOffers atomic.Bool
+	// dropNetwork swallows every network rules push while set.
+	dropNetwork atomic.Bool
 }
 
 func newSocketStack(t *testing.T, templates ...domain.Template) *socketStack {
+	t.Helper()
+	return newSocketStackEvery(t, 0, templates...)
+}
+
+// newSocketStackEvery is newSocketStack whose service writes a node's
+// deadline every deadlineEvery (0: the default).
+func newSocketStackEvery(t *testing.T, deadlineEvery time.Duration, templates ...domain.Template) *socketStack {
 	t.Helper()
 	ss := &socketStack{}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -39,7 +49,7 @@ func newSocketStack(t *testing.T, templates ...domain.Template) *socketStack {
 	srv := httptest.NewServer(mux)
 	e := apitest.New(t, func(e *apitest.Env) [][]httpapi.Route {
 		svc := nodes.NewService(e.Store, nil, e.Clock, nodes.Options{HeartbeatInterval: 200 * time.Millisecond,
-			PollMax: 20 * time.Millisecond, SocketURL: "ws" + strings.TrimPrefix(srv.URL, "http") + nodes.SocketPath})
+			PollMax: 20 * time.Millisecond, DeadlineEvery: deadlineEvery, SocketURL: "ws" + strings.TrimPrefix(srv.URL, "http") + nodes.SocketPath})
 		log := slog.New(beatCounter{n: &ss.beats, next: e.Log.Handler()})
 		ss.sockets = nodes.NewLocalSockets(ctx, nodes.NewSocket(svc, e.Store, log), apitest.NewAuth(e))
 		ss.offerer = nodes.NewOfferer(e.Store, ss.sockets, e.Clock, e.Log, time.Second)
@@ -47,7 +57,9 @@ func newSocketStack(t *testing.T, templates ...domain.Template) *socketStack {
 		return [][]httpapi.Route{nodes.Routes(svc), environments.Routes(environments.NewService(e.Store, e.Clock,
 			environments.WithTemplateTTL(0), environments.WithOfferer(ss.offerer), environments.WithStopper(ss.stopper)))}
 	})
-	ss.sockets.DropPosts(func(nodes.ConnectionID, []byte) bool { return ss.dropOffers.Load() })
+	ss.sockets.DropPosts(func(_ nodes.ConnectionID, msg []byte) bool {
+		return ss.dropOffers.Load() || ss.dropNetwork.Load() && bytes.Contains(msg, []byte(`"type":"network"`))
+	})
 	for _, tpl := range templates {
 		tpl.Pools = []string{"local"}
 		tpl.Timeouts = domain.Timeouts{Idle: domain.Duration(time.Hour), Hard: domain.Duration(time.Hour)}

@@ -91,6 +91,11 @@ func ValidateNetworkRules(field, mode string, r netpolicy.Rules) error {
 type EnvNetwork struct {
 	Allow []string `json:"allow"`
 	Deny  []string `json:"deny"`
+	// Version is the environment record's version that set this layer (0:
+	// the layer of its lease). A node reports the version it applies in its
+	// heartbeats, and the service sends the layer again when the node's is
+	// older: a lost push is made good (docs/nodes.md, "Network boundary").
+	Version int64 `json:"version,omitempty"`
 }
 
 // Policy is the layer compiled.

@@ -68,6 +68,9 @@ func (s *Service) SetNetwork(ctx context.Context, p domain.Principal, id string,
 			return domain.Environment{}, err
 		}
 		n = n.Normalized()
+		// The version of the record this write makes: nodes report the one
+		// they apply, and are sent the layer again while it is older.
+		n.Version = e.Version + 1
 		after := e
 		after.Network = &n
 		var done bool

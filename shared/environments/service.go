@@ -432,6 +432,7 @@ func (s *Service) newEnvironment(ctx context.Context, p domain.Principal, req Le
 			return domain.Environment{}, err
 		}
 		n := req.Network.Normalized()
+		n.Version = 0 // the lease's layer; only the service sets versions
 		network = &n
 	}
 	name := req.Name

@@ -69,10 +69,16 @@ type Message struct {
 	// their idle deadlines move (preview.go, touchActive).
 	Active []string `json:"active,omitempty"`
 	// Opened are the preview links opened since the last beat.
-	Opened   []PreviewOpened `json:"opened,omitempty"`
-	Full     *bool           `json:"full,omitempty"`
-	Short    *bool           `json:"short,omitempty"`
-	Deadline time.Time       `json:"deadline,omitzero"`
+	Opened []PreviewOpened `json:"opened,omitempty"`
+	// NetVersions are the versions of the environments' own network
+	// layers the node applies (EnvNetwork.Version), of every environment
+	// it runs behind a network boundary; on a beat that writes the
+	// deadline, the service reads them and names, with its layer, each
+	// whose layer is newer: a push that was lost is sent again.
+	NetVersions map[string]int64 `json:"netVersions,omitempty"`
+	Full        *bool            `json:"full,omitempty"`
+	Short       *bool            `json:"short,omitempty"`
+	Deadline    time.Time        `json:"deadline,omitzero"`
 
 	// claim and report: the environment (a claim's is the one offered, to
 	// try first); report: what became of it.

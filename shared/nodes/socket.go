@@ -8,6 +8,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -307,7 +308,15 @@ func (s *Service) socketBeat(ctx context.Context, p domain.Principal, m Message)
 	// next write is due once less than LostAfter of it is left.
 	write := m.Deadline.IsZero() || m.Deadline.Sub(now) < s.opt.LostAfter
 	all := m.Deadline.IsZero() && m.Running > 0
-	look := len(m.Changed) > 0 || all
+	// The network layers the node applies are checked on the beats that
+	// write anyway, in the same read as the changed environments: a lost
+	// push is sent again within DeadlineEvery, at no call of its own on
+	// the beats in between.
+	var netIDs []string
+	if write && !all {
+		netIDs = netBehindCandidates(m)
+	}
+	look := len(m.Changed) > 0 || all || len(netIDs) > 0
 	out := SocketBeat{Deadline: m.Deadline, Environments: []EnvState{}}
 	if !write && !look && len(m.Active) == 0 && len(m.Opened) == 0 {
 		return out, nil
@@ -329,8 +338,11 @@ func (s *Service) socketBeat(ctx context.Context, p domain.Principal, m Message)
 		}
 	}
 	if look {
-		if out.Environments, err = s.envStates(ctx, n, m.Changed, all); err != nil {
+		if out.Environments, err = s.envStates(ctx, n, append(slices.Clip(m.Changed), netIDs...), all); err != nil {
 			return SocketBeat{}, err
+		}
+		if len(netIDs) > 0 {
+			out.Environments = netBehind(out.Environments, m)
 		}
 	}
 	if len(m.Active) > 0 || len(m.Opened) > 0 {
@@ -434,4 +446,39 @@ func validNodeID(id string) bool {
 
 func validEnvID(id string) bool {
 	return strings.HasPrefix(id, "env_") && len(id) <= 64 && !strings.ContainsAny(id, "#/ ")
+}
+
+// netBehindCandidates are the environments whose network layer version the
+// node reported and that the beat does not name as changed (those are
+// answered in full anyway), at most MaxHeartbeatIDs of them all.
+func netBehindCandidates(m Message) []string {
+	named := make(map[string]bool, len(m.Changed))
+	for _, id := range m.Changed {
+		named[id] = true
+	}
+	var ids []string
+	for id := range m.NetVersions {
+		if !named[id] && validEnvID(id) && len(ids)+len(m.Changed) < MaxHeartbeatIDs {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// netBehind keeps, of the states read, those the beat named as changed and
+// those whose network layer is newer than the version the node reported.
+func netBehind(states []EnvState, m Message) []EnvState {
+	named := make(map[string]bool, len(m.Changed))
+	for _, id := range m.Changed {
+		named[id] = true
+	}
+	out := states[:0]
+	for _, st := range states {
+		v, reported := m.NetVersions[st.ID]
+		if named[st.ID] || reported && st.Network != nil && st.Network.Version > v {
+			out = append(out, st)
+		}
+	}
+	return out
 }

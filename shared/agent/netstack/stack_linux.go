@@ -13,8 +13,6 @@ import (
 	"golang.org/x/sys/unix"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
-	"gvisor.dev/gvisor/pkg/tcpip/link/fdbased"
-	"gvisor.dev/gvisor/pkg/tcpip/link/tun"
 	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
 	"gvisor.dev/gvisor/pkg/tcpip/network/ipv6"
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
@@ -53,9 +51,8 @@ func Open(h netns.NsHandle, cfg Config) (*Boundary, error) {
 	if err != nil {
 		return nil, err
 	}
-	ep, err := fdbased.New(&fdbased.Options{FDs: []int{fd}, MTU: MTU, RXChecksumOffload: true})
+	ep, err := newTUNLink(fd, MTU)
 	if err != nil {
-		unix.Close(fd)
 		return nil, fmt.Errorf("TUN endpoint: %w", err)
 	}
 	s := stack.New(stack.Options{
@@ -65,7 +62,8 @@ func Open(h netns.NsHandle, cfg Config) (*Boundary, error) {
 	b.stop = func() {
 		s.Close()
 		s.Wait()
-		unix.Close(fd)
+		ep.Close()
+		ep.waitReader()
 	}
 	fail := func(what string, e tcpip.Error) (*Boundary, error) {
 		b.Close()
@@ -124,7 +122,7 @@ func openTUN(h netns.NsHandle) (int, error) {
 	fd := -1
 	err := confine.InNamespace(h, func() error {
 		var err error
-		fd, err = tun.Open(LinkName)
+		fd, err = openTUNDevice(LinkName)
 		return err
 	})
 	if err != nil {

@@ -3,6 +3,7 @@ import { h, labels, timeEl, left, table } from './dom.js';
 import { get, post, del, enc } from './api.js';
 import { errorBox, guard } from './ui.js';
 import { logPanel } from './envlog.js';
+import { netLogPanel } from './netlog.js';
 import { previewsPanel } from './previews.js';
 import { identityPanel } from './identity.js';
 import { metricsPanel } from './envmetrics.js';
@@ -14,6 +15,7 @@ export function renderDetail(root, id) {
   const out = h('div', { role: 'status' });
   let env = null;
   const log = logPanel();
+  const netlog = netLogPanel();
   const previews = previewsPanel(id);
   const identity = identityPanel(id);
   const metrics = metricsPanel();
@@ -57,6 +59,8 @@ export function renderDetail(root, id) {
     parts.push(metrics.panel);
     log.update(e);
     parts.push(log.panel);
+    netlog.update(e);
+    parts.push(netlog.panel);
     body.replaceChildren(...parts);
   };
 
