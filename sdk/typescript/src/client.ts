@@ -35,13 +35,37 @@ function fromEnv(name: string): string | undefined {
 
 // Reads and deletes are sent again when the service is briefly unavailable
 // (502, 503, or no answer), after its Retry-After or a doubling pause, as
-// the Go client does; anything else is answered once: a lease or an exec
-// ticket sent twice would be two.
+// the Go client does; anything else is answered once (a lease or an exec
+// ticket sent twice would be two), unless the environment is waking.
 const retried = new Set(["GET", "HEAD", "DELETE"]);
 const attempts = 4;
 
+// A paused environment wakes on use: the service answers 503 with code
+// "waking" (and issues nothing) until it is ready again, so any request so
+// answered is asked again, for at most wakeMs.
+const wakeMs = 120_000;
+
+async function isWaking(res: Response): Promise<boolean> {
+  if (res.status !== 503) return false;
+  try {
+    const body = (await res.clone().json()) as { code?: string };
+    return body?.code === "waking";
+  } catch {
+    return false;
+  }
+}
+
 async function retrying(f: typeof fetch, req: Request): Promise<Response> {
-  if (!retried.has(req.method)) return f(req);
+  if (!retried.has(req.method)) {
+    const until = Date.now() + wakeMs;
+    for (;;) {
+      const res = await f(req.clone());
+      if (!(await isWaking(res)) || Date.now() >= until || req.signal.aborted) return res;
+      const after = Number(res.headers.get("Retry-After"));
+      await res.body?.cancel();
+      await new Promise((r) => setTimeout(r, Number.isFinite(after) && after > 0 ? Math.min(after, 10) * 1000 : 1000));
+    }
+  }
   for (let n = 1; ; n++) {
     let res: Response | undefined;
     try {

@@ -403,6 +403,38 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/environments/{id}/wake": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The environment's id.
+                 * @example env_19cec2a0e00p4k7w1m9z3c5b
+                 */
+                id: components["parameters"]["EnvironmentID"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Wake a paused environment
+         * @description Wakes a paused environment: pending again in its pool, restored from its checkpoint (verified
+         *     file by file) by whichever node claims it, its template's command started as a fresh start
+         *     would; answers it at once (wait with `GET ?wait=ready`). Any other environment is answered as
+         *     it is. A touch, an exec, a tunnel or a preview link wakes a paused environment too; those wait
+         *     for it up to 8 s and then answer 503 `waking` with Retry-After (ask again), or 503 `no_node`
+         *     when no active node of its pool can run it. 429 `quota` when the template's running quota is
+         *     full. Takes no body.
+         */
+        post: operations["wakeEnvironment"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/environments/{id}/tunnel": {
         parameters: {
             query?: never;
@@ -570,6 +602,53 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/environments/{id}/files": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The environment's id.
+                 * @example env_19cec2a0e00p4k7w1m9z3c5b
+                 */
+                id: components["parameters"]["EnvironmentID"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Get a ticket to read, write and watch an environment's files
+         * @description A ticket, valid 5 minutes, for the files endpoint of the node that runs the environment
+         *     (what `envlease cp` and `envlease fs` use; docs/files.md). With `write: false` it reads,
+         *     lists, stats and watches; with `write: true` it also writes, makes folders and removes.
+         *     `path` (default `/`) bounds it to that path and below. A write ticket is recorded first as
+         *     an `environment.files` event with who asked; without that record there is no ticket. The
+         *     node checks the ticket itself when each request starts, and does every change as the
+         *     environment's user, within its root and the paths it may write.
+         *
+         *     Requests to the node (`Authorization: Bearer <ticket>`, query `path`, absolute from the
+         *     environment's root or relative to its working folder, never holding `..`):
+         *     `GET <url>/read` (the bytes; `Range` honoured; header `Envlease-File-Mode`),
+         *     `PUT <url>/write[?mode=0644][&parents=true]` (the body replaces the file atomically;
+         *     answers a FileInfo), `GET <url>/stat` (a FileInfo), `GET <url>/list` (a FileList),
+         *     `POST <url>/mkdir[?mode=0755][&parents=true]` (a FileInfo),
+         *     `POST <url>/remove[?recursive=true]` (204) and `GET <url>/watch[?recursive=true]`
+         *     (`application/x-ndjson`, one FileChange a line). The node's errors are a FileError:
+         *     the API's `code` with its status, and a `reason` (`outside_root`, `special_path`,
+         *     `read_only`, `permission_denied`, `not_found`, `is_dir`, `not_dir`, ...).
+         *
+         *     A template with `exec: false` is 403 `exec_disabled` (files reach what a command does); an
+         *     environment that is not `ready`, or whose node has no endpoint, is 409; another
+         *     organization's is 404.
+         */
+        post: operations["createFilesTicket"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/environments/{id}/logs": {
         parameters: {
             query?: never;
@@ -653,6 +732,78 @@ export interface paths {
          *     query.
          */
         get: operations["getEnvironmentNetworkLog"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/environments/{id}/identity": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The environment's id.
+                 * @example env_19cec2a0e00p4k7w1m9z3c5b
+                 */
+                id: components["parameters"]["EnvironmentID"];
+            };
+            cookie?: never;
+        };
+        /**
+         * The claims an environment's identity tokens carry
+         * @description For an environment whose template has an `identity`: the issuer, the tokens' lifetime, and for
+         *     each audience the file inside the environment and the claims a token issued now carries (its
+         *     `jti` aside). Never a token: the environment's node fetches those (docs/identity.md). An
+         *     environment without an identity is 404, as is another organization's. Requires
+         *     `environments:read`.
+         */
+        get: operations["getEnvironmentIdentity"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/environments/{id}/metrics": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The environment's id.
+                 * @example env_19cec2a0e00p4k7w1m9z3c5b
+                 */
+                id: components["parameters"]["EnvironmentID"];
+            };
+            cookie?: never;
+        };
+        /**
+         * An environment's CPU, memory, disk, network and processes
+         * @description Its node samples every environment every 5 s: CPU (a percentage of one CPU since the previous
+         *     sample), memory, disk (what it wrote to its disk of its own; absent without one), the bytes per
+         *     second through its network boundary, and its processes. For containers the numbers are runc's,
+         *     from the container's cgroup; for process environments they come from the environment's cgroup
+         *     (cgroup v2, the agent root), else from `/proc` of the process tree its command started (resident
+         *     sets summed; exec sessions not included).
+         *
+         *     While the environment runs the answer is `live`, as for its log: the node's metrics endpoint
+         *     and a ticket of kind `metrics`, valid 5 minutes; `GET <url>?env=<id>[&since=10m][&follow=true]`
+         *     with `Authorization: Bearer <ticket>` answers JSON lines (`application/x-ndjson`), one
+         *     `MetricSample` each, oldest first: those of the last `since` (default 10 minutes; the node keeps
+         *     30), and with `follow` each new one as it is taken. `history` is then empty.
+         *
+         *     Once the environment ended, `history` is the coarse history its node kept of its whole life (at
+         *     most 121 points, each the average of its samples, memory and processes their peak), empty when
+         *     its node kept none (it was lost). Requires `environments:read`. A pending environment, or one
+         *     whose node serves no endpoint, is 409; another organization's is 404. Takes no query.
+         */
+        get: operations["getEnvironmentMetrics"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1343,6 +1494,41 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/nodes/{id}/environments/{env}/identity": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The node's id.
+                 * @example node_19cec2a0e00k3m8q2w5z7c1b
+                 */
+                id: components["parameters"]["NodeID"];
+                /**
+                 * @description The environment's id.
+                 * @example env_19cec2a0e00p4k7w1m9z3c5b
+                 */
+                env: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Sign the identity tokens of an environment the node runs
+         * @description A node's agent fetches, with its own node credential, one signed token per audience of a
+         *     running (`starting` or `ready`) environment it runs, writes each at its `path` inside the
+         *     environment and asks again at `refresh` (80% of the lifetime). The node never holds the
+         *     signing key. An environment of another node, or not running, is 409; one without an identity
+         *     is 409. Takes an empty body or none.
+         */
+        post: operations["fetchIdentityTokens"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/nodes/{id}/environments/{env}/log/complete": {
         parameters: {
             query?: {
@@ -1470,9 +1656,12 @@ export interface paths {
          *
          *     - `environment.leased` (template, name, state, pool, expires), `environment.starting`
          *       (template, name, state, node), `environment.ready` (… readyMs),
-         *       `environment.stopping` (… reason), `environment.stopped` (… reason: `deleted`, `idle`,
-         *       `hard`, `budget`, `node`, `lost`, `left`), `environment.failed` (… reason, error),
+         *       `environment.stopping` (… reason), `environment.stopped` (… reason, one word of
+         *       `stopReason`'s vocabulary), `environment.failed` (… reason, error),
          *       `environment.exec` (command: the program only, never its arguments; tty; node),
+         *       `environment.paused` (template, name, state, node, reason `idle`, checkpoint, retainUntil),
+         *       `environment.resumed` (template, name, state, pool, checkpoint),
+         *       `environment.files` (a write ticket for its files: path, write, node),
          *       `environment.network.refused` (count: connections and DNS questions its network boundary
          *       refused since the last such event, at most one per environment every 5 seconds; refusals:
          *       the first 10 of them, each time, proto, addr, port, name, rule; node),
@@ -1618,6 +1807,50 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/.well-known/openid-configuration": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The identity issuer's discovery document
+         * @description envlease is an OIDC issuer for its environments (docs/identity.md): its identifier is the API's
+         *     public base URL, and a verifier (AWS IAM's OIDC provider, a GCP workload identity pool,
+         *     go-oidc) reads this document and the key set it names.
+         */
+        get: operations["getOpenIDConfiguration"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/.well-known/jwks.json": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The identity issuer's public keys
+         * @description The keys that verify environments' tokens: the current one, the next one (published before it
+         *     signs) and retired ones until the longest token lifetime (12h) has passed since they stopped
+         *     signing. Cacheable for 5 minutes.
+         */
+        get: operations["getJWKS"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/openapi.json": {
         parameters: {
             query?: never;
@@ -1675,12 +1908,16 @@ export interface components {
             files?: number;
             /** @description Their bytes. */
             bytes?: number;
+            /** @description The archive's size as stored (compressed), once its node asked to upload it. */
+            size?: number;
             error?: string;
             createdBy?: string;
             /** Format: date-time */
             requested?: string;
             /** Format: date-time */
             sealed?: string | null;
+            /** @description The timeout job asked for it to pause the idle environment; once sealed it is paused. */
+            pause?: boolean;
         };
         CheckpointAnswer: {
             checkpoint?: components["schemas"]["Checkpoint"];
@@ -1777,8 +2014,11 @@ export interface components {
         };
         ErrorUnavailable: {
             error: string;
-            /** @enum {string} */
-            code: "unavailable";
+            /**
+             * @description `waking`: the environment was paused and is waking, ask again after Retry-After; `no_node`: no active node of its pool can run it yet.
+             * @enum {string}
+             */
+            code: "unavailable" | "waking" | "no_node";
             field?: string;
         };
         /**
@@ -1980,10 +2220,13 @@ export interface components {
         };
         /**
          * @description `pending` (leased, waiting for a node), `starting`, `ready`, `stopping`, `stopped`,
-         *     `failed`. The first three are live: they hold a lease and count in `running`.
+         *     `failed`. The first three are live: they hold a lease and count in `running`. `paused`
+         *     (a template whose idle action is `pause`): its files kept as a checkpoint, no node, not live,
+         *     counted in the quota's `paused`; a touch, an exec, a tunnel, a preview link or
+         *     `POST /v1/environments/{id}/wake` wakes it (pending again, restored from the checkpoint).
          * @enum {string}
          */
-        State: "pending" | "starting" | "ready" | "stopping" | "stopped" | "failed";
+        State: "pending" | "starting" | "ready" | "stopping" | "stopped" | "failed" | "paused";
         ShareRequest: {
             /** @description A share of the template. */
             name: string;
@@ -2069,8 +2312,32 @@ export interface components {
             shares: components["schemas"]["Share"][];
             snapshot: string;
             restored: components["schemas"]["Restored"];
-            /** @description Why it left the live states (`deleted`, `idle`, `hard`, or a node's report); empty while live. */
-            stopReason: string;
+            /**
+             * @description Why it left the live states; empty while live. One vocabulary for stopped and failed environments: `deleted` (through the API), `idle` (nothing its template counts as activity for its idle timeout), `expired` (its hard timeout), `budget` (a hard budget was spent), `retention` (it stayed paused past its template's retention), `exited` (its command ended on its own), `out_of_memory` (killed at its memory limit), `out_of_disk` (its disk filled), `failed` (its node could not start or keep it; `error` says why), `node_lost` (its node stopped heartbeating), `node_left` (its node left the pool), `node_revoked` (its node's credential was revoked). Environments stored before read with today's words (`hard` as `expired`, `lost` as `node_lost`, `left` as `node_left`, `node` as `exited`). The same word is the `reason` of its `environment.stopping`, `environment.stopped` and `environment.failed` events. A paused environment's is `idle` (why it was paused).
+             * @enum {string}
+             */
+            stopReason: "" | "deleted" | "idle" | "expired" | "budget" | "retention" | "exited" | "out_of_memory" | "out_of_disk" | "failed" | "node_lost" | "node_left" | "node_revoked";
+            /**
+             * @description Added: `pause` when its template pauses idle environments (absent: they stop).
+             * @enum {string}
+             */
+            onIdle?: "pause";
+            retention?: components["schemas"]["Duration"];
+            /**
+             * Format: date-time
+             * @description Added: when it was last paused; absent if never.
+             */
+            pausedAt?: string;
+            /**
+             * Format: date-time
+             * @description Added, while paused: when it is deleted with its checkpoint unless woken (stopReason `retention`).
+             */
+            retainUntil?: string;
+            /**
+             * Format: date-time
+             * @description Added: when it last woke from paused; its compute time runs from then.
+             */
+            resumed?: string;
             /** @description The sealed artifact that keeps its log once it ended (its node uploads it; `GET /v1/environments/{id}/logs`), empty until then. */
             log?: string;
             /** @description Its own layer of its network policy (set at lease or by `PATCH /v1/environments/{id}/network`); absent when it has none. */
@@ -2079,6 +2346,8 @@ export interface components {
             networkLog?: string;
             /** @description The latest checkpoint asked of it (POST /v1/environments/{id}/checkpoints); absent if none. */
             checkpoint?: components["schemas"]["Checkpoint"];
+            /** @description Its template's identity at lease (audiences, lifetime); absent when it has none (docs/identity.md). */
+            identity?: components["schemas"]["TemplateIdentity"];
         };
         /** @description The sandbox's new configuration. */
         SandboxConfig: {
@@ -2102,6 +2371,23 @@ export interface components {
             environments: components["schemas"]["Environment"][];
             /** @description The cursor of the following page; absent on the last. */
             next?: string;
+        };
+        /** @description Added to the specification's template: what counts as activity, which keeps its environments from going idle (absent: `api`, `tunnel`, `preview`, `exec`). Whether an environment is idle is decided by the service alone, when its `idleUntil` has passed; the node measures the activity and moves `idleUntil` as a touch would, at most every quarter of the idle timeout while the activity goes on. See docs/environments.md, "When an environment is idle". */
+        TemplateIdle: {
+            /** @description `api`: touches (always counted, it is the specification's touch); `tunnel`: bytes through a tunnel to one of its exports; `preview`: requests and bytes through its preview links; `exec`: an exec session or shell open inside it; `cpu`: its CPU use above `cpu.above` over `cpu.window`; `network`: bytes through its network boundary (network open or rules). */
+            activity?: ("api" | "tunnel" | "preview" | "exec" | "cpu" | "network")[];
+            cpu?: {
+                /** @description A percentage of one CPU (default 5). */
+                above?: number;
+                window?: components["schemas"]["Duration"];
+            };
+            /**
+             * @description What idleness does: `stop` (the default, the specification's behaviour) or `pause`: a verified checkpoint, then state `paused`, no node, no running quota slot, no compute usage, kept `retention` and then deleted with its checkpoint; it wakes on use.
+             * @enum {string}
+             */
+            action?: "stop" | "pause";
+            /** @description How long a paused environment is kept (default 168h, at most 720h). */
+            retention?: components["schemas"]["Duration"];
         };
         Template: {
             name: string;
@@ -2151,6 +2437,7 @@ export interface components {
                 idle: components["schemas"]["Duration"];
                 hard: components["schemas"]["Duration"];
             };
+            idle?: components["schemas"]["TemplateIdle"];
             warm: number;
             /** @description The platforms (os/arch or os/arch/variant, as linux/amd64, linux/arm64) whose nodes may run the template; empty means any. An environment is claimed only by a node whose registered platform is one of them. At most 16. */
             platforms: string[];
@@ -2164,16 +2451,96 @@ export interface components {
              */
             network: "none" | "open" | "rules" | "egress";
             networkRules?: components["schemas"]["NetworkRules"];
+            identity?: components["schemas"]["TemplateIdentity"];
             /** @description The pools that run this template. */
             pools: string[];
             quota: {
                 maxLeases: number;
+                /** @description Added: how many environments of it may be paused at once, apart from maxLeases (default maxLeases when idle.action is pause). When full, an idle environment is stopped instead. */
+                maxPaused?: number;
             };
+        };
+        /** @description The identity a template's environments carry (docs/identity.md): for each audience an OIDC token that envlease signs as an issuer, in a file inside the environment (`/run/envlease/identity/<audience>/token`, the audience with every character outside `[A-Za-z0-9._-]` made `_`; a process environment finds it under its own folder) named by `ENVLEASE_IDENTITY_TOKEN_FILE` (the first audience) and `AWS_WEB_IDENTITY_TOKEN_FILE` (the first `sts.amazonaws.com`), replaced at 80% of its lifetime. At most 8 audiences, each 1-255 bytes without spaces, no two in the same folder; a lifetime from 10m to 12h (default 1h). Anything else is refused with 422 naming the entry (`identity.audiences[1]`, `identity.lifetime`). */
+        TemplateIdentity: {
+            /**
+             * @example [
+             *       "sts.amazonaws.com"
+             *     ]
+             */
+            audiences: string[];
+            lifetime?: components["schemas"]["Duration"];
+        };
+        /** @description The claims of an environment's token. `sub` is `org:<org>:template:<template>:project:<project>` (the project last, empty when the lease named none), what a cloud's trust policy matches. `leasedBy` is the person who leased it, or `key:<id>` for an organization key (`leasedByKind` `user` or `key`). */
+        IdentityClaims: {
+            iss: string;
+            sub: string;
+            aud: string;
+            exp: number;
+            iat: number;
+            nbf: number;
+            /** @description The token's own id; absent from the claims shown by GET /v1/environments/{id}/identity. */
+            jti?: string;
+            org: string;
+            template: string;
+            project: string;
+            labels: {
+                [key: string]: string;
+            };
+            environment: string;
+            pool: string;
+            leasedBy: string;
+            /** @enum {string} */
+            leasedByKind: "user" | "key";
+        };
+        EnvironmentIdentity: {
+            issuer: string;
+            lifetime: components["schemas"]["Duration"];
+            tokens: {
+                audience: string;
+                path: string;
+                claims: components["schemas"]["IdentityClaims"];
+            }[];
+        };
+        NodeIdentityTokens: {
+            tokens: {
+                audience: string;
+                /** @description A signed JWT (ES256). */
+                token: string;
+                expires: components["schemas"]["Timestamp"];
+                /** @description Its file inside the environment. */
+                path: string;
+            }[];
+            refresh: components["schemas"]["Timestamp"];
+        };
+        OpenIDConfiguration: {
+            issuer: string;
+            jwks_uri: string;
+            response_types_supported: string[];
+            subject_types_supported: string[];
+            id_token_signing_alg_values_supported: string[];
+            claims_supported?: string[];
+            scopes_supported?: string[];
+        };
+        JSONWebKeySet: {
+            keys: {
+                kty: string;
+                kid: string;
+                alg: string;
+                use: string;
+                crv?: string;
+                x?: string;
+                y?: string;
+            }[];
         };
         /** @description An environment's own layer of its network policy, entries as in `NetworkRules`, at most 256 together. A connection needs the template's policy and this layer both to allow it: with `allow` entries only what they name, without every address the template allows; never what `deny` names. */
         EnvNetwork: {
             allow?: string[];
             deny?: string[];
+            /**
+             * Format: int64
+             * @description The environment record's version that set this layer (absent: the lease's). Nodes report the version they apply in their heartbeats and are sent the layer again while theirs is older, so a change whose push was lost still arrives.
+             */
+            readonly version?: number;
         };
         /** @description Allow and deny entries of a network policy, at most 256 together. An entry is a domain (`github.com`), a wildcard (`*.pypi.org`: every name below it, not itself), an address, a CIDR or `*` (every address), each with an optional `:PORT` or `:LOW-HIGH` (IPv6 in brackets: `[2001:db8::1]:443`). A name entry holds for the addresses that name resolved to in the environment's own DNS, and is checked against the TLS server name (SNI) or HTTP Host a connection carries. Deny wins: a connection a deny entry names is refused whatever allows it. Allow entries only with network `rules`. A bad entry is 422 naming it (`networkRules.allow[3]`). */
         NetworkRules: {
@@ -2190,6 +2557,10 @@ export interface components {
             maxLeases: number;
             /** @description Live environments of the template now. */
             running: number;
+            /** @description Added, for a template that may pause: the most paused environments of it. */
+            maxPaused?: number;
+            /** @description Added, for a template that may pause: its paused environments now (not in running). */
+            paused?: number;
             idle: components["schemas"]["Duration"];
             hard: components["schemas"]["Duration"];
         };
@@ -2224,6 +2595,13 @@ export interface components {
                 seconds: number;
                 /** @description The seconds at each day's rate, when the organization set rates. */
                 cost?: number;
+            }[];
+            /** @description Added: paused environments now, per template (absent when none is). They accrue no seconds; their checkpoints are stored. */
+            paused?: {
+                template: string;
+                environments: number;
+                /** @description Their checkpoints' stored (compressed) bytes. */
+                bytes: number;
             }[];
         };
         UsageSettings: {
@@ -2352,6 +2730,34 @@ export interface components {
             url: string;
             expires: components["schemas"]["Timestamp"];
         };
+        MetricSample: {
+            /** Format: date-time */
+            time: string;
+            /** @description CPU use since the previous sample, a percentage of one CPU (200: two CPUs busy). */
+            cpu: number;
+            /** @description Bytes of memory held (the cgroup's less its file cache; without a cgroup the resident sets of its processes). */
+            memory: number;
+            /** @description Bytes written to its disk of its own; absent without one. */
+            disk?: number;
+            processes: number;
+            /** @description Bytes per second received through its network boundary. */
+            netIn: number;
+            /** @description Bytes per second sent through its network boundary. */
+            netOut: number;
+        };
+        EnvironmentMetrics: {
+            environment: string;
+            state: string;
+            live?: {
+                /** @description The node's live metrics endpoint, an `http://` or `https://` URL. */
+                url: string;
+                /** @description A ticket of `"open": "metrics"`: the bearer token of the metrics request. */
+                ticket: string;
+                /** Format: date-time */
+                expires: string;
+            };
+            history: components["schemas"]["MetricSample"][];
+        };
         /** @description Exactly one of `live` and `kept` is set. */
         EnvironmentLogs: {
             environment: string;
@@ -2415,6 +2821,108 @@ export interface components {
             command: string[];
             /** @description Run it in a pseudo-terminal (a shell). */
             tty?: boolean;
+        };
+        FilesRequest: {
+            /** @description Also write, make folders and remove (recorded as an `environment.files` event). */
+            write?: boolean;
+            /** @description The ticket opens this path and what is below it (absolute, or relative to the working folder); default `/`. */
+            path?: string;
+        };
+        FilesTicket: {
+            /** @description The node's files endpoint, an `http://` or `https://` URL; requests go to `<url>/read`, `<url>/write`, ... */
+            url: string;
+            /**
+             * @description A tunnel ticket (see TunnelTicket) whose payload also says `"open": "files"`, `"path"`
+             *     and, for a write ticket, `"write": true`, with no targets.
+             */
+            ticket: string;
+            expires: components["schemas"]["Timestamp"];
+            write: boolean;
+            /** @description The path it opens, absolute (`/` for the whole environment). */
+            path: string;
+        };
+        /**
+         * @description An entry of an environment's files, as the node's files endpoint answers it.
+         * @example {
+         *       "name": "app.py",
+         *       "path": "/workspace/app.py",
+         *       "type": "file",
+         *       "size": 1234,
+         *       "mode": "0644",
+         *       "modified": "2026-03-14T09:00:00.123Z"
+         *     }
+         */
+        FileInfo: {
+            name: string;
+            /** @description Its absolute path in the environment. */
+            path: string;
+            /** @enum {string} */
+            type: "file" | "dir" | "symlink" | "other";
+            /** Format: int64 */
+            size: number;
+            /** @description Permission bits (with setuid, setgid, sticky) in octal: `0644`. */
+            mode: string;
+            modified: components["schemas"]["Timestamp"];
+            /** @description Where a symbolic link points (type symlink only). */
+            target?: string;
+        };
+        /**
+         * @description A folder's entries (the node's `GET <url>/list`), sorted by name.
+         * @example {
+         *       "path": "/workspace",
+         *       "entries": [
+         *         {
+         *           "name": "app.py",
+         *           "path": "/workspace/app.py",
+         *           "type": "file",
+         *           "size": 1234,
+         *           "mode": "0644",
+         *           "modified": "2026-03-14T09:00:00.123Z"
+         *         }
+         *       ],
+         *       "truncated": false
+         *     }
+         */
+        FileList: {
+            path: string;
+            entries: components["schemas"]["FileInfo"][];
+            /** @description The folder holds more than the 10000 entries listed. */
+            truncated: boolean;
+        };
+        /**
+         * @description One line of a watch (the node's `GET <url>/watch`).
+         * @example {
+         *       "op": "write",
+         *       "path": "/workspace/app.py",
+         *       "type": "file",
+         *       "time": "2026-03-14T09:00:00.123Z"
+         *     }
+         */
+        FileChange: {
+            /** @enum {string} */
+            op: "watching" | "create" | "write" | "remove" | "rename" | "chmod" | "overflow" | "end";
+            /** @description The absolute path of what changed (of the folder for watching). */
+            path?: string;
+            /** @enum {string} */
+            type?: "file" | "dir";
+            time?: components["schemas"]["Timestamp"];
+            /** @description Why the watch ended (op end). */
+            reason?: string;
+        };
+        /**
+         * @description An error of the node's files endpoint.
+         * @example {
+         *       "error": "/proc is the kernel's view, not a file of the environment",
+         *       "code": "forbidden",
+         *       "reason": "special_path"
+         *     }
+         */
+        FileError: {
+            error: string;
+            /** @enum {string} */
+            code: "bad_request" | "unauthorized" | "forbidden" | "not_found" | "conflict" | "too_large" | "unavailable" | "internal";
+            /** @enum {string} */
+            reason: "bad_path" | "bad_parameter" | "ticket" | "outside_root" | "special_path" | "read_only" | "permission_denied" | "outside_ticket" | "not_found" | "environment_gone" | "is_dir" | "not_dir" | "not_empty" | "exists" | "out_of_disk" | "too_many_folders" | "busy" | "internal";
         };
         ExecTicket: {
             /** @description The endpoint of the node's agent, a `ws://` or `wss://` URL. */
@@ -2572,6 +3080,13 @@ export interface components {
             restored?: components["schemas"]["Restored"];
             /** @description With `failed`: why. Kept to its last 4000 bytes. */
             error?: string;
+            /** @description With `stopped` or `failed`, the coarse history of its use the node kept, kept with the environment. */
+            metrics?: components["schemas"]["MetricSample"][];
+            /**
+             * @description With `stopped` or `failed` of a live environment: the node's word for the end, which becomes its `stopReason`. Absent: `failed` unless `error` names `out_of_memory` or `out_of_disk`; `exited` with `stopped`.
+             * @enum {string}
+             */
+            reason?: "exited" | "out_of_memory" | "out_of_disk" | "failed";
         };
         /** @description An OpenAPI 3.1 document (this one). */
         OpenAPIDocument: {
@@ -4150,7 +4665,7 @@ export interface operations {
                  */
                 wait?: "ready" | "change";
                 /** @description With `wait=change`, the state the caller knows (default, the state when the request arrived). */
-                state?: "pending" | "starting" | "ready" | "stopping" | "stopped" | "failed";
+                state?: "pending" | "starting" | "ready" | "stopping" | "stopped" | "failed" | "paused";
                 /** @description With `wait`, the longest the answer is held, a duration such as `5s`, at most `8s` (the default). */
                 timeout?: string;
             };
@@ -4224,6 +4739,80 @@ export interface operations {
             410: components["responses"]["Gone"];
             413: components["responses"]["TooLarge"];
             429: components["responses"]["Locked"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    wakeEnvironment: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The environment's id.
+                 * @example env_19cec2a0e00p4k7w1m9z3c5b
+                 */
+                id: components["parameters"]["EnvironmentID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The environment, pending when it woke. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "env_19cec2a0e00p4k7w1m9z3c5b",
+                     *       "name": "review-42",
+                     *       "template": "shell",
+                     *       "state": "pending",
+                     *       "node": "",
+                     *       "sandbox": "",
+                     *       "pool": "local",
+                     *       "labels": {},
+                     *       "project": "",
+                     *       "readyMs": null,
+                     *       "error": "",
+                     *       "createdBy": "bob",
+                     *       "created": "2026-03-14T09:00:00Z",
+                     *       "ready": null,
+                     *       "stopped": null,
+                     *       "expires": "2026-03-14T15:00:00Z",
+                     *       "idleUntil": "2026-03-14T11:45:00Z",
+                     *       "idle": "15m",
+                     *       "hard": "6h",
+                     *       "exports": [
+                     *         {
+                     *           "service": "web",
+                     *           "listen": "",
+                     *           "target": ""
+                     *         }
+                     *       ],
+                     *       "shares": [],
+                     *       "snapshot": "art_19cec3b1f20q8m2k5w7z9c1d",
+                     *       "restored": null,
+                     *       "stopReason": "",
+                     *       "onIdle": "pause",
+                     *       "retention": "168h",
+                     *       "pausedAt": "2026-03-14T09:45:00Z",
+                     *       "resumed": "2026-03-14T11:30:00Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Environment"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
+            429: components["responses"]["QuotaOrLocked"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -4475,6 +5064,62 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
+    createFilesTicket: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The environment's id.
+                 * @example env_19cec2a0e00p4k7w1m9z3c5b
+                 */
+                id: components["parameters"]["EnvironmentID"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "write": true,
+                 *       "path": "/workspace"
+                 *     }
+                 */
+                "application/json": components["schemas"]["FilesRequest"];
+            };
+        };
+        responses: {
+            /** @description The ticket and where to use it. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "Cache-Control": components["headers"]["NoStore"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "url": "http://10.0.3.7:7443/files",
+                     *       "ticket": "eyJvcmciOiJhY21lIn0.kJSt5oxYA2YwHAEHAMTdiFt0fEHvkyxwVVkHHIODDW4",
+                     *       "expires": "2026-03-14T09:05:00Z",
+                     *       "write": true,
+                     *       "path": "/workspace"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["FilesTicket"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ExecForbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            422: components["responses"]["Invalid"];
+            429: components["responses"]["Locked"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
     getEnvironmentLogs: {
         parameters: {
             query?: never;
@@ -4557,6 +5202,132 @@ export interface operations {
                      *     }
                      */
                     "application/json": components["schemas"]["EnvironmentLogs"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            429: components["responses"]["Locked"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getEnvironmentIdentity: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The environment's id.
+                 * @example env_19cec2a0e00p4k7w1m9z3c5b
+                 */
+                id: components["parameters"]["EnvironmentID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The identity. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "issuer": "https://api.envlease.example",
+                     *       "lifetime": "1h",
+                     *       "tokens": [
+                     *         {
+                     *           "audience": "sts.amazonaws.com",
+                     *           "path": "/run/envlease/identity/sts.amazonaws.com/token",
+                     *           "claims": {
+                     *             "iss": "https://api.envlease.example",
+                     *             "sub": "org:acme:template:ci:project:payments",
+                     *             "aud": "sts.amazonaws.com",
+                     *             "exp": 1773482400,
+                     *             "iat": 1773478800,
+                     *             "nbf": 1773478800,
+                     *             "org": "acme",
+                     *             "template": "ci",
+                     *             "project": "payments",
+                     *             "labels": {
+                     *               "team": "pay"
+                     *             },
+                     *             "environment": "env_19cec2a0e00p4k7w1m9z3c5b",
+                     *             "pool": "local",
+                     *             "leasedBy": "bob",
+                     *             "leasedByKind": "user"
+                     *           }
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["EnvironmentIdentity"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["Locked"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getEnvironmentMetrics: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The environment's id.
+                 * @example env_19cec2a0e00p4k7w1m9z3c5b
+                 */
+                id: components["parameters"]["EnvironmentID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Where the metrics are, or their history. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "Cache-Control": components["headers"]["NoStore"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "environment": "env_19cec2a0e00p4k7w1m9z3c5b",
+                     *       "state": "stopped",
+                     *       "history": [
+                     *         {
+                     *           "time": "2026-03-14T09:00:05Z",
+                     *           "cpu": 97.5,
+                     *           "memory": 104857600,
+                     *           "disk": 4096,
+                     *           "processes": 3,
+                     *           "netIn": 0,
+                     *           "netOut": 0
+                     *         },
+                     *         {
+                     *           "time": "2026-03-14T09:00:10Z",
+                     *           "cpu": 12.25,
+                     *           "memory": 105906176,
+                     *           "disk": 8192,
+                     *           "processes": 3,
+                     *           "netIn": 1024,
+                     *           "netOut": 512
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["EnvironmentMetrics"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -6544,6 +7315,60 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
+    fetchIdentityTokens: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The node's id.
+                 * @example node_19cec2a0e00k3m8q2w5z7c1b
+                 */
+                id: components["parameters"]["NodeID"];
+                /**
+                 * @description The environment's id.
+                 * @example env_19cec2a0e00p4k7w1m9z3c5b
+                 */
+                env: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The tokens. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "Cache-Control": components["headers"]["NoStore"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "tokens": [
+                     *         {
+                     *           "audience": "sts.amazonaws.com",
+                     *           "token": "eyJhbGciOiJFUzI1NiIsImtpZCI6Ik5qVmsiLCJ0eXAiOiJKV1QifQ.eyJpc3MiOiJodHRwczovL2FwaS5lbnZsZWFzZS5leGFtcGxlIn0.c2ln",
+                     *           "expires": "2026-03-14T10:00:00Z",
+                     *           "path": "/run/envlease/identity/sts.amazonaws.com/token"
+                     *         }
+                     *       ],
+                     *       "refresh": "2026-03-14T09:48:00Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["NodeIdentityTokens"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            429: components["responses"]["Locked"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
     completeEnvironmentLog: {
         parameters: {
             query?: {
@@ -7102,6 +7927,82 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             429: components["responses"]["Locked"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getOpenIDConfiguration: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The OpenID Provider metadata. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "Cache-Control": components["headers"]["PublicCache"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "issuer": "https://api.envlease.example",
+                     *       "jwks_uri": "https://api.envlease.example/.well-known/jwks.json",
+                     *       "response_types_supported": [
+                     *         "id_token"
+                     *       ],
+                     *       "subject_types_supported": [
+                     *         "public"
+                     *       ],
+                     *       "id_token_signing_alg_values_supported": [
+                     *         "ES256"
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["OpenIDConfiguration"];
+                };
+            };
+        };
+    };
+    getJWKS: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The JSON Web Key Set. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "Cache-Control": components["headers"]["PublicCache"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "keys": [
+                     *         {
+                     *           "kty": "EC",
+                     *           "kid": "NjVkYjQ5",
+                     *           "alg": "ES256",
+                     *           "use": "sig",
+                     *           "crv": "P-256",
+                     *           "x": "f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU",
+                     *           "y": "x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["JSONWebKeySet"];
+                };
+            };
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };

@@ -7,7 +7,7 @@ import type { ErrorCode } from "@envlease/sdk";
 // a new one is not listed here.
 const codes = [
   "bad_request", "unauthorized", "forbidden", "insufficient_scope", "restricted", "exec_disabled", "not_found",
-  "method_not_allowed", "conflict", "gone", "too_large", "invalid", "quota", "budget", "locked", "internal", "unavailable",
+  "method_not_allowed", "conflict", "gone", "too_large", "invalid", "quota", "budget", "locked", "internal", "unavailable", "waking", "no_node",
 ] as const satisfies readonly ErrorCode[];
 type Missing = Exclude<ErrorCode, (typeof codes)[number]>;
 const none: [Missing] extends [never] ? true : Missing = true;
