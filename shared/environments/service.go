@@ -796,6 +796,11 @@ func touchable(e domain.Environment, now time.Time) error {
 	if !e.State.Live() {
 		return gone(e)
 	}
+	if c := e.Checkpoint; c != nil && c.Pause && !c.Done() && now.Before(e.Expires) {
+		// Idle and being paused: a touch is use, and keeps it running (its
+		// pause is not made once the checkpoint ends, nodes/pause.go).
+		return nil
+	}
 	if !now.Before(e.Due()) {
 		return domain.Errorf(domain.CodeGone, "environment %s timed out at %s and is being stopped; lease a new one",
 			e.ID, e.Due().Format(time.RFC3339))
