@@ -26,7 +26,7 @@ func TestContainerPauseWakesOnTunnel(t *testing.T) {
 		Name: "napper", Runtime: agent.RuntimeContainer, Image: &domain.Image{Ref: ref}, Command: []string{"sh", "-c", savedBox},
 		Workdir: "/work", Exports: map[string]domain.Export{"web": {Port: 8080}},
 		Timeouts: domain.Timeouts{Idle: domain.Duration(time.Second), Hard: domain.Duration(time.Hour)},
-		Idle:     &domain.IdlePolicy{Action: domain.IdlePause, Retention: domain.Duration(time.Hour)},
+		Idle:     &domain.Idle{Action: domain.IdlePause, Retention: domain.Duration(time.Hour)},
 		Quota:    domain.Quota{MaxLeases: 2, MaxPaused: 2},
 	})
 	s.runAgentWith(t, t.TempDir(), time.Second, func(c *agent.Config) { c.ReadyTimeout = time.Minute })

@@ -22,7 +22,7 @@ func TestPauseOnTheNodeProtocol(t *testing.T) {
 	if err := e.Store.PutTemplate(ctx, "acme", domain.Template{
 		Name: "napper", Command: []string{"sleep", "3600"}, Runtime: "process", Pools: []string{"local"},
 		Timeouts: domain.Timeouts{Idle: domain.Duration(10 * time.Minute), Hard: domain.Duration(6 * time.Hour)},
-		Idle:     &domain.IdlePolicy{Action: domain.IdlePause},
+		Idle:     &domain.Idle{Action: domain.IdlePause},
 		Quota:    domain.Quota{MaxLeases: 4},
 	}); err != nil {
 		t.Fatal(err)
