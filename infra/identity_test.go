@@ -74,7 +74,8 @@ func TestIdentityKeyLeastPrivilege(t *testing.T) {
 		}
 		json.Unmarshal(doc, &d)
 		var group string
-		for _, r := range p["Roles"].([]any) {
+		roles, _ := p["Roles"].([]any)
+		for _, r := range roles {
 			b, _ := json.Marshal(r)
 			for rid, g := range roleOf {
 				if strings.Contains(string(b), `"`+rid+`"`) {

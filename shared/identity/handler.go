@@ -169,4 +169,3 @@ func (s *Service) handleNodeTokens(w http.ResponseWriter, r *http.Request, p dom
 	httpapi.WriteSecret(w, http.StatusOK, out)
 	return nil
 }
-
