@@ -94,7 +94,7 @@ func TestIdentityKeyLeastPrivilege(t *testing.T) {
 			}
 			signers++
 			r, _ := json.Marshal(st.Resource)
-			if !reflect.DeepEqual(st.Action, []any{"kms:Sign", "kms:GetPublicKey"}) || !strings.Contains(string(r), keyID) || strings.Contains(string(r), "*") {
+			if !reflect.DeepEqual(st.Action, []any{"kms:GetPublicKey", "kms:Sign"}) || !strings.Contains(string(r), keyID) || strings.Contains(string(r), "*") {
 				t.Errorf("identity function's KMS grant: %s on %s, want kms:Sign and kms:GetPublicKey on the key alone", a, r)
 			}
 		}
