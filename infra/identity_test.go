@@ -74,7 +74,8 @@ func TestIdentityKeyLeastPrivilege(t *testing.T) {
 		}
 		json.Unmarshal(doc, &d)
 		var group string
-		for _, r := range p["Roles"].([]any) {
+		roles, _ := p["Roles"].([]any)
+		for _, r := range roles {
 			b, _ := json.Marshal(r)
 			for rid, g := range roleOf {
 				if strings.Contains(string(b), `"`+rid+`"`) {
@@ -93,7 +94,7 @@ func TestIdentityKeyLeastPrivilege(t *testing.T) {
 			}
 			signers++
 			r, _ := json.Marshal(st.Resource)
-			if !reflect.DeepEqual(st.Action, []any{"kms:Sign", "kms:GetPublicKey"}) || !strings.Contains(string(r), keyID) || strings.Contains(string(r), "*") {
+			if !reflect.DeepEqual(st.Action, []any{"kms:GetPublicKey", "kms:Sign"}) || !strings.Contains(string(r), keyID) || strings.Contains(string(r), "*") {
 				t.Errorf("identity function's KMS grant: %s on %s, want kms:Sign and kms:GetPublicKey on the key alone", a, r)
 			}
 		}

@@ -135,6 +135,9 @@ func startLambdas(t *testing.T, s *synthesized) *lambdaStack {
 				"AWS::S3::Bucket.Arn":                "arn:aws:s3:::" + ls.s3.Bucket,
 				"AWS::DynamoDB::Table.Arn":           "arn:aws:dynamodb:" + localRegion + ":" + localAccount + ":table/" + ls.dyn.Table,
 				"AWS::KMS::Key.Arn":                  "arn:aws:kms:" + localRegion + ":" + localAccount + ":key/identity",
+				// The identity function's ISSUER_URL: a name only (what
+				// tokens say as iss), never fetched by this test.
+				"AWS::ApiGatewayV2::Api.ApiEndpoint": "https://" + socketAPIID + ".execute-api." + localRegion + ".amazonaws.com",
 			},
 		}
 		taskRoot := t.TempDir()

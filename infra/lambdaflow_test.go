@@ -166,6 +166,9 @@ func serviceRecorded(action string) bool {
 // the test should reach the path; an entry is for a path it cannot reach
 // cheaply. Authentication's own writes are justified once, in authUnused.
 var justifiedUnused = map[string]string{
+	"identity kms:Sign": "a node's fetch of the tokens of an environment with an identity that it runs " +
+		"(POST /v1/nodes/{id}/environments/{env}/identity); the run's templates have no identity " +
+		"(shared/identity's TestKMSSigner signs through the SDK against a KMS stand-in)",
 	"usage dynamodb:PutItem": "an admin's PUT of the usage settings (store.PutUsageSettings) or of a budget " +
 		"(store.PutBudgets, a transaction of puts); the sample request is a GET of the usage",
 	"timeouts dynamodb:ConditionCheckItem": "the budget run drops an organization left without budgets only while " +

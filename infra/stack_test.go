@@ -387,6 +387,9 @@ func TestFunctions(t *testing.T) {
 		if g.NamesSocket {
 			want = append(want, "NODE_SOCKET_URL")
 		}
+		if g.SignsIdentity {
+			want = append(want, "IDENTITY_KMS_KEY", "ISSUER_URL")
+		}
 		var got []string
 		for k := range env {
 			got = append(got, k)

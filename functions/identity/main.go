@@ -61,6 +61,6 @@ func kmsConfig() (identity.KMSConfig, error) {
 // handler is the whole function behind the adapter; tests feed it events.
 func handler(st *store.Store, issuerURL string, keys identity.KeySource, clk clock.Clock, log *slog.Logger) http.Handler {
 	svc := identity.NewService(identity.NewIssuer(issuerURL, keys, clk),
-		nodes.NewService(st, nil, clk, nodes.Options{}), environments.NewService(st, clk))
+		nodes.NewService(st, nil, clk, nodes.Options{}), environments.NewService(st, clk)).WithLogger(log)
 	return httpapi.New(httpapi.Config{Logger: log, Auth: auth.New(st, clk, log)}, identity.Routes(svc))
 }

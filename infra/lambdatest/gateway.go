@@ -25,7 +25,8 @@ type Gateway struct {
 	OnInvoke func(fn string, status int)
 }
 
-// route picks the function as API Gateway does: an exact route first, then
+// route picks the function as API Gateway does: an exact route (or one whose
+// {param} segments match) first, then
 // the longest greedy {proxy+} prefix, then $default.
 func (g *Gateway) route(method, p string) (Route, bool) {
 	var best Route
@@ -47,11 +48,36 @@ func (g *Gateway) route(method, p string) (Route, bool) {
 			}
 			continue
 		}
-		if p == rp {
+		if p == rp || templateMatch(rp, p) {
 			return r, true
 		}
 	}
 	return best, bestLen >= 0
+}
+
+// templateMatch reports whether p matches a route path with {param}
+// segments (/v1/environments/{id}/identity), each standing for one whole
+// segment: API Gateway prefers such a route to a greedy {proxy+} one.
+func templateMatch(route, p string) bool {
+	if !strings.Contains(route, "{") {
+		return false
+	}
+	rs, ps := strings.Split(route, "/"), strings.Split(p, "/")
+	if len(rs) != len(ps) {
+		return false
+	}
+	for i := range rs {
+		if strings.HasPrefix(rs[i], "{") && strings.HasSuffix(rs[i], "}") {
+			if ps[i] == "" {
+				return false
+			}
+			continue
+		}
+		if rs[i] != ps[i] {
+			return false
+		}
+	}
+	return true
 }
 
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, req *http.Request) {

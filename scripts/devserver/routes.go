@@ -71,7 +71,7 @@ func identityService(d deps, nodeSvc *nodes.Service, envSvc *environments.Servic
 	if url == "" {
 		url = d.baseURL
 	}
-	return identity.NewService(identity.NewIssuer(url, identity.NewLocal(d.store, d.clock), d.clock), nodeSvc, envSvc)
+	return identity.NewService(identity.NewIssuer(url, identity.NewLocal(d.store, d.clock), d.clock), nodeSvc, envSvc).WithLogger(d.log)
 }
 
 // federationService is the CI token exchange; issuers' documents are

@@ -2,6 +2,7 @@ package identity
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -28,11 +29,20 @@ type Service struct {
 	issuer *Issuer
 	nodes  NodeEnvironments
 	envs   Environments
+	log    *slog.Logger
 }
 
 // NewService is the identity group.
 func NewService(is *Issuer, nodes NodeEnvironments, envs Environments) *Service {
-	return &Service{issuer: is, nodes: nodes, envs: envs}
+	return &Service{issuer: is, nodes: nodes, envs: envs, log: slog.New(slog.DiscardHandler)}
+}
+
+// WithLogger logs every issue of tokens to l: which node, environment,
+// audiences, token ids and expiry, for an auditor to follow a token
+// (docs/identity.md).
+func (s *Service) WithLogger(l *slog.Logger) *Service {
+	s.log = l
+	return s
 }
 
 // Routes are the identity group's routes (docs/identity.md).
@@ -89,7 +99,7 @@ func (s *Service) Describe(ctx context.Context, p domain.Principal, id string) (
 		return View{}, err
 	}
 	if e.Identity == nil {
-		return View{}, domain.NotFound("identity of environment " + e.ID + " (its template asks for none)")
+		return View{}, domain.Errorf(domain.CodeNotFound, "environment %s has no identity: its template asks for none", e.ID)
 	}
 	now := s.issuer.clock.Now()
 	v := View{Issuer: s.issuer.URL(), Lifetime: domain.Duration(e.Identity.LifetimeOrDefault()), Tokens: []ViewToken{}}
@@ -125,6 +135,10 @@ func (s *Service) ForNode(ctx context.Context, p domain.Principal, nodeID, envID
 	toks, err := s.Tokens(ctx, e)
 	if err != nil {
 		return NodeTokens{}, err
+	}
+	for _, t := range toks.Tokens {
+		s.log.Info("identity token issued", "org", e.OrgID, "environment", e.ID, "node", nodeID, "audience", t.Audience,
+			"jti", t.ID, "expires", t.Expires, "sub", Subject(e.OrgID, e.Template, e.Project))
 	}
 	return toks, nil
 }

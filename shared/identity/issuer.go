@@ -111,6 +111,8 @@ type Token struct {
 	Expires  time.Time `json:"expires"`
 	// Path is where the environment finds it (TokenPath).
 	Path string `json:"path"`
+	// ID is its jti, for the issuer's log.
+	ID string `json:"-"`
 }
 
 // TokenPath is the file inside an environment that holds its token for aud.
@@ -131,7 +133,7 @@ func (is *Issuer) Tokens(ctx context.Context, e domain.Environment) ([]Token, er
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, Token{Audience: aud, Token: tok, Expires: c.Expiry.Time().UTC(), Path: TokenPath(aud)})
+		out = append(out, Token{Audience: aud, Token: tok, Expires: c.Expiry.Time().UTC(), Path: TokenPath(aud), ID: c.ID})
 	}
 	return out, nil
 }
