@@ -39,6 +39,10 @@ type Template struct {
 	// shells inside the template's environments (envlease exec, shell);
 	// absent or true allows them. See ExecAllowed.
 	Exec *bool `json:"exec,omitempty"`
+	// Secrets are the organization secrets the network boundary adds to
+	// requests to the hosts each names (docs/secrets.md); they need
+	// network open or rules.
+	Secrets []SecretBinding `json:"secrets,omitempty"`
 }
 
 // Export is a service a template exposes.
@@ -160,6 +164,12 @@ func (t Template) Egress() bool { return t.Network == NetworkEgress }
 // inside DynamoDB's limits, and that its network is one there is.
 func (t Template) ValidateLimits() error {
 	if err := t.validateNetwork(); err != nil {
+		return err
+	}
+	if len(t.Secrets) > 0 && !t.Transparent() {
+		return Invalid("secrets", "secrets are added at the network boundary: %s needs network %q or %q, it has %q", t.Name, NetworkOpen, NetworkRules, t.Network)
+	}
+	if err := ValidateSecretBindings(t.Name, t.Secrets); err != nil {
 		return err
 	}
 	for _, r := range []struct{ field, size string }{{"resources.memory", t.Resources.Memory}, {"resources.disk", t.Resources.Disk}} {

@@ -39,6 +39,7 @@ import (
 	"github.com/envlease/envlease/shared/openapi"
 	"github.com/envlease/envlease/shared/openapi/check"
 	"github.com/envlease/envlease/shared/sandboxes"
+	"github.com/envlease/envlease/shared/secrets"
 	"github.com/envlease/envlease/shared/store"
 	"github.com/envlease/envlease/shared/templates"
 	"github.com/envlease/envlease/shared/usage"
@@ -183,10 +184,11 @@ func newStack(t *testing.T) *stack {
 		usage.Routes(usage.NewService(e.Store, e.Clock)),
 		budgets.Routes(budgets.NewService(e.Store, e.Clock)),
 		// The admin's node operations and the node agent's own calls.
-		nodes.Routes(nodes.NewService(e.Store, artSvc, e.Clock, nodes.Options{})),
+		nodes.Routes(nodes.NewService(e.Store, artSvc, e.Clock, nodes.Options{Secrets: apitest.NewSecrets(e)})),
 		events.Routes(events.NewService(e.Store, e.Clock)),
 		webhooks.Routes(webhooks.NewService(e.Store, e.Clock, webhooks.Guard{})),
 		federation.Routes(apitest.NewFederation(e)),
+		secrets.Routes(apitest.NewSecrets(e)),
 		openapi.Routes(),
 	)
 	// lastUsed is written at most once a minute per key, and a failure of that
@@ -591,6 +593,32 @@ func networkAndPreviewEndpoints() []endpoint {
 			node, env = s.readyOnEndpoint("netbox")
 			return request{method: http.MethodPost, path: "/v1/nodes/" + node + "/environments/" + env + "/network-refused", token: s.nodeToken,
 				body: map[string]any{"count": 1, "refusals": []map[string]any{{"time": "2026-03-14T09:05:01Z", "proto": "tcp", "addr": "203.0.113.9", "port": 443, "rule": "no allow entry"}}}}
+		}},
+		// A set is one transaction (the sealed item and its event) after
+		// two reads; a retry sets it again, a second secret.set.
+		{name: "PUT /v1/secrets/{name}", status: 200, prepare: func(*stack) request {
+			return request{method: http.MethodPut, path: "/v1/secrets/FAULT_TOKEN", token: apitest.AliceToken, body: map[string]any{"value": "s3cr3t-value"}}
+		}},
+		{name: "GET /v1/secrets", status: 200, prepare: func(s *stack) request {
+			s.must(http.MethodPut, "/v1/secrets/LISTED", apitest.AliceToken, map[string]any{"value": "v"}, 200)
+			return request{method: http.MethodGet, path: "/v1/secrets", token: apitest.BobToken}
+		}},
+		{name: "GET /v1/secrets/{name}", status: 200, prepare: func(s *stack) request {
+			s.must(http.MethodPut, "/v1/secrets/SHOWN", apitest.AliceToken, map[string]any{"value": "v"}, 200)
+			return request{method: http.MethodGet, path: "/v1/secrets/SHOWN", token: apitest.BobToken}
+		}},
+		{name: "DELETE /v1/secrets/{name}", status: 204, prepare: func(s *stack) request {
+			s.must(http.MethodPut, "/v1/secrets/GONE", apitest.AliceToken, map[string]any{"value": "v"}, 200)
+			return request{method: http.MethodDelete, path: "/v1/secrets/GONE", token: apitest.AliceToken}
+		}, retried: func(s *stack, res *apitest.Response) {
+			if res.Status != 204 && res.Status != 404 {
+				s.T.Fatalf("retried delete: %d %s", res.Status, res.Body)
+			}
+		}},
+		{name: "GET /v1/nodes/{id}/environments/{env}/secrets", status: 200, cleanup: deleteEnv, prepare: func(s *stack) request {
+			var node string
+			node, env = s.readyOnEndpoint("netbox")
+			return request{method: http.MethodGet, path: "/v1/nodes/" + node + "/environments/" + env + "/secrets", token: s.nodeToken}
 		}},
 		{name: "POST /v1/environments/{id}/previews", status: 201, cleanup: deleteEnv, prepare: func(s *stack) request {
 			_, env = s.readyOnEndpoint("shell")
@@ -1015,6 +1043,8 @@ func (s *stack) eventsMatch(items []map[string]types.AttributeValue) {
 		switch kind {
 		case "template", "webhook":
 			continue // quota refusals and disabled webhooks report no record of their own
+		case "secret":
+			continue // each set of a secret is an event, and a deleted one leaves no record
 		case "issuer":
 			// A removed issuer's record is gone: its trust and its removal
 			// are both told, once each.
