@@ -9,8 +9,8 @@ import (
 	"path/filepath"
 
 	"github.com/envlease/envlease/shared/agent/confine"
-	"github.com/envlease/envlease/shared/agent/runtimes"
 	"github.com/envlease/envlease/shared/agent/nsinit"
+	"github.com/envlease/envlease/shared/agent/runtimes"
 	"github.com/envlease/envlease/shared/domain"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
