@@ -387,6 +387,9 @@ func TestFunctions(t *testing.T) {
 		if g.NamesSocket {
 			want = append(want, "NODE_SOCKET_URL")
 		}
+		if g.SecretsKey != SecretsNone {
+			want = append(want, "SECRETS_KEY_ARN")
+		}
 		var got []string
 		for k := range env {
 			got = append(got, k)
@@ -521,7 +524,7 @@ func asSlice(v any) []any {
 	return s
 }
 
-var dataAction = regexp.MustCompile(`^(dynamodb|s3|secretsmanager):`)
+var dataAction = regexp.MustCompile(`^(dynamodb|s3|secretsmanager|kms):`)
 
 // policyStatements returns every IAM statement in the template with the
 // logical ids of the roles and users it applies to.
@@ -646,6 +649,7 @@ func TestLeastPrivilege(t *testing.T) {
 		if g.WakeOnOutbox {
 			want = append(want, streamReadActions, streamListActions)
 		}
+		want = append(want, g.SecretsKey.actions())
 		if w, h := expect(want...), keys(got[g.Name]); w != h {
 			t.Errorf("%s: data actions\n  got  %s\n  want %s", g.Name, h, w)
 		}
