@@ -86,6 +86,17 @@ var (
 	secretReadActions = []string{
 		"secretsmanager:GetSecretValue",
 	}
+
+	// The secrets key (SecretsKeyUse): setting a secret makes a data key,
+	// a node's fetch opens one; no function does both, none encrypts or
+	// decrypts anything else with it (the encryption context must name an
+	// organization and a secret).
+	secretsSealActions = []string{
+		"kms:GenerateDataKey",
+	}
+	secretsOpenActions = []string{
+		"kms:Decrypt",
+	}
 )
 
 // authWriteCondition limits a read-only group's authWriteActions to the items

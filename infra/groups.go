@@ -103,10 +103,35 @@ type Group struct {
 	// get IDENTITY_KMS_KEY and ISSUER_URL, and kms:Sign and
 	// kms:GetPublicKey on the identity key alone (identity.go).
 	SignsIdentity bool
+	// SecretsKey is what the function may do with the KMS key that seals
+	// organization secrets' data keys (docs/secrets.md): make data keys
+	// (SecretsSeal: setting a secret) or open them (SecretsOpen: a node
+	// fetching its environment's secrets); it gets SECRETS_KEY_ARN.
+	SecretsKey SecretsKeyUse
 	// Throttle limits the group's routes on the API stage (nil: the stage's
 	// default limit), so one kind of traffic (nodes, people) cannot use up
 	// another's share of the account's API Gateway quota.
 	Throttle *Throttle
+}
+
+// SecretsKeyUse is a function's use of the secrets key: none, seal or open.
+type SecretsKeyUse int
+
+const (
+	SecretsNone SecretsKeyUse = iota
+	SecretsSeal
+	SecretsOpen
+)
+
+// actions are the KMS actions of the use.
+func (u SecretsKeyUse) actions() []string {
+	switch u {
+	case SecretsSeal:
+		return secretsSealActions
+	case SecretsOpen:
+		return secretsOpenActions
+	}
+	return nil
 }
 
 // Throttle is an API Gateway route limit: steady requests per second and burst.
@@ -233,9 +258,11 @@ var Groups = []Group{
 	// environment's log, and a checkpoint it packed, as artifacts of the
 	// organization: their uploads are presigned and sealed here, as the
 	// artifacts function does.
-	{Name: "nodes", Description: "node agents: registration, heartbeats, claims, state reports, kept logs, checkpoint uploads",
+	// A node fetches the secrets its environment's template binds here:
+	// the function opens their data keys, and makes none.
+	{Name: "nodes", Description: "node agents: registration, heartbeats, claims, state reports, kept logs, checkpoint uploads, their environments' secrets",
 		Routes:   []Route{{Path: "/v1/nodes", Proxy: true}},
-		MemoryMB: apiMemoryMB, Timeout: 28 * time.Second, SignsLinks: true, NamesSocket: true, Bucket: BucketArtifacts,
+		MemoryMB: apiMemoryMB, Timeout: 28 * time.Second, SignsLinks: true, NamesSocket: true, Bucket: BucketArtifacts, SecretsKey: SecretsOpen,
 		Table:               readWrite(batchGetItem, updateItem, putItem, getItem, query, conditionCheckItem, deleteItem),
 		ReservedConcurrency: nodesReserved, Throttle: nodesThrottle},
 	// The node protocol's WebSocket API (websocket.go): every message is a
@@ -267,6 +294,12 @@ var Groups = []Group{
 	{Name: "webhooks", Description: "webhooks, their deliveries and retries",
 		Routes:   []Route{{Path: "/v1/webhooks", Proxy: true}},
 		MemoryMB: apiMemoryMB, Timeout: apiTimeout,
+		Table: readWrite(batchGetItem, updateItem, putItem, getItem, query, deleteItem)},
+	// Organization secrets: setting one makes a data key (and never opens
+	// one); the item and its event are one transaction.
+	{Name: "secrets", Description: "organization secrets, write-only",
+		Routes:   []Route{{Path: "/v1/secrets", Proxy: true}},
+		MemoryMB: apiMemoryMB, Timeout: apiTimeout, SecretsKey: SecretsSeal,
 		Table: readWrite(batchGetItem, updateItem, putItem, getItem, query, deleteItem)},
 	// The API description is embedded and public, and the catch-all only
 	// answers 404: no data access, and the smallest size does.

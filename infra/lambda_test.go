@@ -273,7 +273,7 @@ func (ls *lambdaStack) sampleEvents(ctx context.Context, t *testing.T) {
 		"tokens-create.json": 201, "keys-whoami.json": 200, "keys-list.json": 200, "templates-list.json": 200,
 		"quotas-list.json": 200, "events-list.json": 200, "docs-openapi.json": 200, "console-index.json": 200,
 		"webhooks-list.json": 200, "sandboxes-list.json": 200, "environments-list.json": 200,
-		"artifacts-list.json": 200, "nodes-list.json": 200, "usage-get.json": 200,
+		"artifacts-list.json": 200, "nodes-list.json": 200, "usage-get.json": 200, "secrets-list.json": 200,
 	}
 	var wg sync.WaitGroup
 	// The $connect authorizer's context, which API Gateway hands every

@@ -169,6 +169,10 @@ var justifiedUnused = map[string]string{
 	"identity kms:Sign": "a node's fetch of the tokens of an environment with an identity that it runs " +
 		"(POST /v1/nodes/{id}/environments/{env}/identity); the run's templates have no identity " +
 		"(shared/identity's TestKMSSigner signs through the SDK against a KMS stand-in)",
+	"secrets dynamodb:PutItem": "setting a secret writes its sealed item and its event in one transaction (store.PutSecret); " +
+		"setting one needs KMS, which the run has not: its sample request is a GET of the list",
+	"secrets dynamodb:DeleteItem": "deleting a secret (store.DeleteSecret, a transaction with its event); the run deletes none",
+	"secrets dynamodb:GetItem":    "GET /v1/secrets/{name} reads one secret (store.GetSecret); the sample request lists them",
 	"usage dynamodb:PutItem": "an admin's PUT of the usage settings (store.PutUsageSettings) or of a budget " +
 		"(store.PutBudgets, a transaction of puts); the sample request is a GET of the usage",
 	"timeouts dynamodb:ConditionCheckItem": "the budget run drops an organization left without budgets only while " +

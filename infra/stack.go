@@ -85,6 +85,7 @@ type EnvleaseStack struct {
 	Functions  map[string]awslambda.Function
 	DLQ        awssqs.Queue
 	LinkSecret awssecretsmanager.Secret
+	SecretsKey awskms.Key
 	AlarmTopic awssns.Topic
 	// IdentityKey signs environments' identity tokens (identity.go).
 	IdentityKey awskms.Key
@@ -151,6 +152,7 @@ func NewEnvleaseStack(scope constructs.Construct, id string, props *EnvleaseStac
 	accessLogs := newAccessLogBucket(stack)
 	s.Bucket = newArtifactBucket(stack, accessLogs)
 	s.LinkSecret = newLinkSigner(stack, s.Bucket)
+	s.SecretsKey = newSecretsKey(stack)
 	s.DLQ = newDeadLetterQueue(stack)
 	s.AlarmTopic = newAlarmTopic(stack, props.AlarmEmail)
 	s.IdentityKey = newIdentityKey(stack)
@@ -348,6 +350,20 @@ func newLinkSigner(stack awscdk.Stack, bucket awss3.Bucket) awssecretsmanager.Se
 	return secret
 }
 
+// newSecretsKey creates the KMS key that seals organization secrets' data
+// keys (docs/secrets.md). Its key policy leaves the key to the account's
+// IAM (the CDK default), and the functions' roles get one action each on
+// it: the secrets function GenerateDataKey, the nodes function Decrypt. It
+// is rotated yearly by KMS (old versions still open what they sealed) and
+// retained when the stack goes, as the table that holds what it sealed is.
+func newSecretsKey(stack awscdk.Stack) awskms.Key {
+	return awskms.NewKey(stack, jsii.String("SecretsKey"), &awskms.KeyProps{
+		Description:       jsii.String("envlease: seals the data keys of organization secrets"),
+		EnableKeyRotation: jsii.Bool(true),
+		RemovalPolicy:     awscdk.RemovalPolicy_RETAIN,
+	})
+}
+
 // newDeadLetterQueue receives scheduled invocations that failed: events
 // EventBridge could not deliver and runs Lambda gave up on.
 func newDeadLetterQueue(stack awscdk.Stack) awssqs.Queue {
@@ -400,6 +416,9 @@ func (s *EnvleaseStack) newFunction(g Group, assetDir, logLevel, previewDomain s
 	}
 	if g.SignsLinks {
 		env["LINK_SIGNER_SECRET_ARN"] = s.LinkSecret.SecretArn()
+	}
+	if g.SecretsKey != SecretsNone {
+		env["SECRETS_KEY_ARN"] = s.SecretsKey.KeyArn()
 	}
 	if g.MakesPreviews && previewDomain != "" {
 		env["PREVIEW_DOMAIN"] = jsii.String(previewDomain)
@@ -502,6 +521,19 @@ func (s *EnvleaseStack) grant(role awsiam.Role, g Group) {
 		suppressTree(role, nagRule{"AwsSolutions-IAM5",
 			"Object keys are generated per organization and artifact; access is limited to the service's own prefix.",
 			[]string{"Resource::<" + logicalID(s.Bucket) + ".Arn>/" + ObjectPrefix + "*"}})
+	}
+	if actions := g.SecretsKey.actions(); len(actions) > 0 {
+		// Only with the encryption context the secrets service gives every
+		// data key: an organization and a secret's name.
+		role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid:       jsii.String("SecretsKey"),
+			Actions:   jsii.Strings(actions...),
+			Resources: jsii.Strings(*s.SecretsKey.KeyArn()),
+			Conditions: &map[string]interface{}{
+				"ForAllValues:StringEquals": map[string]interface{}{"kms:EncryptionContextKeys": []string{"envlease:org", "envlease:secret"}},
+				"Null":                      map[string]interface{}{"kms:EncryptionContextKeys": "false"},
+			},
+		}))
 	}
 	if g.SignsLinks {
 		role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{

@@ -390,6 +390,9 @@ func TestFunctions(t *testing.T) {
 		if g.SignsIdentity {
 			want = append(want, "IDENTITY_KMS_KEY", "ISSUER_URL")
 		}
+		if g.SecretsKey != SecretsNone {
+			want = append(want, "SECRETS_KEY_ARN")
+		}
 		var got []string
 		for k := range env {
 			got = append(got, k)

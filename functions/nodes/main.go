@@ -12,6 +12,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
 	"github.com/envlease/envlease/shared/artifacts"
@@ -21,6 +22,7 @@ import (
 	"github.com/envlease/envlease/shared/httpapi"
 	"github.com/envlease/envlease/shared/nodes"
 	"github.com/envlease/envlease/shared/platform"
+	"github.com/envlease/envlease/shared/secrets"
 	"github.com/envlease/envlease/shared/store"
 )
 
@@ -35,12 +37,18 @@ func main() {
 		blobs := blob.FromConfig(awsCfg, cfg.Bucket, cfg.LinkSignerSecretARN, clock.System{})
 		links = artifacts.NewService(st, blobs, clock.System{}, artifacts.Options{})
 	}
-	lambda.Start(httpadapter.NewV2(handler(st, links, clock.System{}, log, cfg.SocketURL)).ProxyWithContext)
+	// Nodes fetch their environments' secrets here: this function opens
+	// data keys (kms:Decrypt), and makes none.
+	var keys secrets.DataKeys
+	if cfg.SecretsKeyARN != "" {
+		keys = secrets.KMSKeys{Client: kms.NewFromConfig(awsCfg), KeyID: cfg.SecretsKeyARN}
+	}
+	lambda.Start(httpadapter.NewV2(handler(st, links, keys, clock.System{}, log, cfg.SocketURL)).ProxyWithContext)
 }
 
 // handler is the whole function behind the adapter; tests feed it events.
 // Registrations name socketURL, the node protocol's WebSocket.
-func handler(st *store.Store, links nodes.Linker, clk clock.Clock, log *slog.Logger, socketURL string) http.Handler {
-	svc := nodes.NewService(st, links, clk, nodes.Options{SocketURL: socketURL})
+func handler(st *store.Store, links nodes.Linker, keys secrets.DataKeys, clk clock.Clock, log *slog.Logger, socketURL string) http.Handler {
+	svc := nodes.NewService(st, links, clk, nodes.Options{SocketURL: socketURL, Secrets: secrets.NewService(st, keys, clk, log)})
 	return httpapi.New(httpapi.Config{Logger: log, Auth: auth.New(st, clk, log)}, nodes.Routes(svc))
 }

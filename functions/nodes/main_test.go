@@ -48,7 +48,7 @@ func TestLambdaNodes(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	proxy := apitest.CheckedProxy(t, httpadapter.NewV2(handler(e.Store, nil, e.Clock, e.Log, "")).ProxyWithContext)
+	proxy := apitest.CheckedProxy(t, httpadapter.NewV2(handler(e.Store, nil, nil, e.Clock, e.Log, "")).ProxyWithContext)
 	call := func(ev events.APIGatewayV2HTTPRequest, want int) string {
 		t.Helper()
 		res, err := proxy(ctx, ev)

@@ -36,6 +36,7 @@ const (
 func nodeService(d deps, links nodes.Linker) *nodes.Service {
 	opt := devNodeOptions
 	opt.SocketURL = "ws" + strings.TrimPrefix(d.baseURL, "http") + nodes.SocketPath
+	opt.Secrets = secretService(d)
 	return nodes.NewService(d.store, links, d.clock, opt)
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"sync"
 	"time"
 
 	"github.com/envlease/envlease/shared/artifacts"
@@ -17,6 +18,7 @@ import (
 	"github.com/envlease/envlease/shared/nodes"
 	"github.com/envlease/envlease/shared/openapi"
 	"github.com/envlease/envlease/shared/sandboxes"
+	"github.com/envlease/envlease/shared/secrets"
 	"github.com/envlease/envlease/shared/templates"
 	"github.com/envlease/envlease/shared/usage"
 	"github.com/envlease/envlease/shared/webhooks"
@@ -60,6 +62,7 @@ func routes(d deps) [][]httpapi.Route {
 		events.Routes(events.NewService(d.store, d.clock)),
 		webhooks.Routes(webhooks.NewService(d.store, d.clock, webhooks.Guard{AllowLocal: d.allowLocalHooks})),
 		federation.Routes(federationService(d)),
+		secrets.Routes(secretService(d)),
 	}
 }
 
@@ -72,6 +75,16 @@ func identityService(d deps, nodeSvc *nodes.Service, envSvc *environments.Servic
 		url = d.baseURL
 	}
 	return identity.NewService(identity.NewIssuer(url, identity.NewLocal(d.store, d.clock), d.clock), nodeSvc, envSvc).WithLogger(d.log)
+}
+
+// devSecretKeys seals secrets' data keys locally: a key the dev server
+// makes at start and holds in memory, as long as its table lives (KMS in
+// AWS; docs/secrets.md).
+var devSecretKeys = sync.OnceValue(func() secrets.DataKeys { return secrets.NewRandomLocalKeys() })
+
+// secretService is the organization secrets over the dev server's key.
+func secretService(d deps) *secrets.Service {
+	return secrets.NewService(d.store, devSecretKeys(), d.clock, d.log)
 }
 
 // federationService is the CI token exchange; issuers' documents are

@@ -121,7 +121,7 @@ ENVLEASE_PROFILE selects a profile like --profile.`,
 		c.GroupID = "account"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{a.templatesCommand(), a.quotasCommand(), a.usageCommand(), a.budgetsCommand(), a.keysCommand(), a.issuersCommand(), a.artifactsCommand(), a.imagesCommand(), a.eventsCommand(), a.webhooksCommand()} {
+	for _, c := range []*cobra.Command{a.templatesCommand(), a.quotasCommand(), a.usageCommand(), a.budgetsCommand(), a.keysCommand(), a.issuersCommand(), a.secretsCommand(), a.artifactsCommand(), a.imagesCommand(), a.eventsCommand(), a.webhooksCommand()} {
 		c.GroupID = "org"
 		root.AddCommand(c)
 	}

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"crypto/x509"
 	"log/slog"
 	"net"
 	"net/http"
@@ -142,4 +143,7 @@ type Config struct {
 	// resolver and dialer behind network boundaries (netstack.Config).
 	boundaryResolver netstack.Resolver
 	boundaryDial     func(ctx context.Context, network, addr string) (net.Conn, error)
+	// boundaryRoots, in tests, verify the servers a boundary adds secrets
+	// for (default: the system's roots).
+	boundaryRoots *x509.CertPool
 }

@@ -46,6 +46,9 @@ type runningEnv struct {
 	previews previewState
 	// m is what the node measures of it: activity and metrics (activity.go).
 	m *measured
+	// secrets are the values of the secrets its template binds, in
+	// memory only (secrets.go).
+	secrets envSecrets
 }
 
 func (r *runningEnv) requestStop(report bool) {
@@ -74,6 +77,11 @@ func (a *Agent) runEnv(ctx context.Context, node string, r *runningEnv, c *nodes
 		a.fail(ctx, node, r.id, err, log)
 		return
 	}
+	if err := a.fetchSecrets(ctx, node, r, c.Template); err != nil {
+		a.fail(ctx, node, r.id, fmt.Errorf("the secrets the template binds: %w", err), log)
+		return
+	}
+	defer r.secrets.set(nil) // dropped from memory when it ends
 
 	var (
 		h        runtimes.Handle

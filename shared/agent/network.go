@@ -43,6 +43,9 @@ type netEnv struct {
 	template *netpolicy.Policy
 	own      *domain.EnvNetwork
 	refused  *refusalBatch
+	// secrets holds the values of the secrets its template binds, once
+	// fetched (a warm environment's from the lease that adopts it).
+	secrets *envSecrets
 }
 
 func (a *Agent) netLogsDir() string { return filepath.Join(a.cfg.WorkDir, "netlogs") }
@@ -99,7 +102,12 @@ func (a *Agent) openBoundary(h netns.NsHandle, t domain.Template, id string) (co
 		return nil, err
 	}
 	refused := &refusalBatch{a: a, id: id}
+	holder := &envSecrets{}
+	if r != nil {
+		holder = &r.secrets
+	}
 	b, err := netstack.Open(h, netstack.Config{
+		Secrets:  boundarySecrets(t, holder, a.cfg.boundaryRoots),
 		Policy:   layers,
 		Guard:    a.confinement.Guard.Check,
 		Resolver: a.cfg.boundaryResolver,
@@ -116,7 +124,7 @@ func (a *Agent) openBoundary(h netns.NsHandle, t domain.Template, id string) (co
 	if r != nil {
 		own = r.env.Network
 	}
-	ne := &netEnv{b: b, log: l, template: p, own: own, refused: refused}
+	ne := &netEnv{b: b, log: l, template: p, own: own, refused: refused, secrets: holder}
 	a.boundaries.byID[id] = ne
 	a.boundaries.logs[id] = l
 	a.boundaries.mu.Unlock()
@@ -133,6 +141,10 @@ type boundaryHandle struct {
 	refused *refusalBatch
 	once    sync.Once
 }
+
+// CACert is the PEM certificate of the environment's CA, which the runtime
+// makes the environment trust (nil when its template binds no secret).
+func (h *boundaryHandle) CACert() []byte { return h.b.CACert() }
 
 func (h *boundaryHandle) Close() {
 	h.once.Do(func() {
@@ -183,6 +195,9 @@ func (a *Agent) adoptWarmBoundary(h runtimes.Handle, r *runningEnv) {
 		return
 	}
 	e.refused.rename(r.id)
+	r.secrets.mu.Lock()
+	e.secrets.set(r.secrets.vals)
+	r.secrets.mu.Unlock()
 	if r.env.Network != nil {
 		a.networkPushed(r.id, r.env.Network)
 	}

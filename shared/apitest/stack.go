@@ -14,6 +14,7 @@ import (
 	"github.com/envlease/envlease/shared/keys"
 	"github.com/envlease/envlease/shared/nodes"
 	"github.com/envlease/envlease/shared/sandboxes"
+	"github.com/envlease/envlease/shared/secrets"
 	"github.com/envlease/envlease/shared/templates"
 	"github.com/envlease/envlease/shared/usage"
 	"github.com/envlease/envlease/shared/webhooks"
@@ -23,7 +24,8 @@ import (
 // artifacts kept in blobs, as the deployed functions wire them.
 func AllRoutes(e *Env, blobs *blob.Store) [][]httpapi.Route {
 	artifactSvc := artifacts.NewService(e.Store, blobs, e.Clock, artifacts.Options{})
-	nodeSvc := nodes.NewService(e.Store, nil, e.Clock, nodes.Options{})
+	secretSvc := NewSecrets(e)
+	nodeSvc := nodes.NewService(e.Store, nil, e.Clock, nodes.Options{Secrets: secretSvc})
 	// Revoking a node credential ends its nodes, as the keys function does
 	// (there are no node protocol connections to close here).
 	keySvc := keys.NewService(e.Store, e.Clock, keys.WithConnectionCloser(nodes.NewRevocations(e.Store, nil, nodeSvc, e.Log)))
@@ -42,6 +44,7 @@ func AllRoutes(e *Env, blobs *blob.Store) [][]httpapi.Route {
 		events.Routes(events.NewService(e.Store, e.Clock)),
 		webhooks.Routes(webhooks.NewService(e.Store, e.Clock, webhooks.Guard{})),
 		federation.Routes(NewFederation(e)),
+		secrets.Routes(secretSvc),
 	}
 }
 
@@ -49,9 +52,22 @@ func AllRoutes(e *Env, blobs *blob.Store) [][]httpapi.Route {
 // tokens serves the issuer at its own URL instead.
 const IssuerURL = "https://envlease.test"
 
+// NewSecrets is the organization secrets over e's store and clock, sealed
+// by e's local key (the same for every service of e).
+func NewSecrets(e *Env) *secrets.Service {
+	return secrets.NewService(e.Store, e.SecretKeys(), e.Clock, e.Log)
+}
+
 // NewFederation is the token exchange over e's store and clock, allowed to
 // fetch from loopback issuers (a test's local issuer), as a local stack is.
 func NewFederation(e *Env) *federation.Service {
 	guard := webhooks.Guard{AllowLocal: true}
 	return federation.NewService(e.Store, e.Clock, guard, federation.NewVerifiers(guard.Client(10*time.Second, nil), e.Clock), e.Log)
 }
+
+// testSecretKeys seals the secrets of every Env of the test binary, as the
+// dev server's key does for its table.
+var testSecretKeys = secrets.NewRandomLocalKeys()
+
+// SecretKeys is the local key e's secrets are sealed with.
+func (e *Env) SecretKeys() secrets.DataKeys { return testSecretKeys }

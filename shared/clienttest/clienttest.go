@@ -37,6 +37,7 @@ import (
 	"github.com/envlease/envlease/shared/nodes"
 	"github.com/envlease/envlease/shared/openapi"
 	"github.com/envlease/envlease/shared/sandboxes"
+	"github.com/envlease/envlease/shared/secrets"
 	"github.com/envlease/envlease/shared/store"
 	"github.com/envlease/envlease/shared/templates"
 	"github.com/envlease/envlease/shared/usage"
@@ -137,7 +138,10 @@ func Start(t testing.TB, opts ...Option) *Stack {
 	}
 	blobs := blob.New(blob.Options{Client: s3.Client(ctx), Bucket: s3.Bucket, Clock: clk})
 	artifactSvc := artifacts.NewService(st, blobs, clk, artifacts.Options{})
-	nodeSvc := nodes.NewService(st, artifactSvc, clk, nodeOptions)
+	secretSvc := secrets.NewService(st, secrets.NewRandomLocalKeys(), clk, log)
+	nodeOpt := nodeOptions
+	nodeOpt.Secrets = secretSvc
+	nodeSvc := nodes.NewService(st, artifactSvc, clk, nodeOpt)
 	// Revoking a node credential ends its nodes, as the keys function does.
 	keySvc := keys.NewService(st, clk, keys.WithConnectionCloser(nodes.NewRevocations(st, nil, nodeSvc, log)))
 	tplSvc := templates.NewService(st)
@@ -163,6 +167,7 @@ func Start(t testing.TB, opts ...Option) *Stack {
 		// Trusted issuers may be on loopback: a test's local OIDC issuer.
 		federation.Routes(federation.NewService(st, clk, webhooks.Guard{AllowLocal: true},
 			federation.NewVerifiers(webhooks.Guard{AllowLocal: true}.Client(10*time.Second, nil), clk), log)),
+		secrets.Routes(secretSvc),
 	)
 	// The console's files are not the API: the API description does not
 	// hold them, so only API answers are checked against it.

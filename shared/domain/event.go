@@ -61,6 +61,7 @@ var EventTypes = []string{
 	EventQuotaRefused, EventNodeRegister, EventNodeLost, EventNodeLeft, EventWebhookOff,
 	EventBudgetWarning, EventBudgetSpent,
 	EventIssuerTrusted, EventIssuerRemoved, EventIssuerRefused,
+	EventSecretSet, EventSecretDeleted,
 }
 
 // EventKind is the first segment of an event type ("environment").

@@ -38,15 +38,23 @@ const (
 	// ScopeTokensWrite: create (never beyond its own scopes and expiry)
 	// and revoke tokens, and ask for console sign-in codes.
 	ScopeTokensWrite = "tokens:write"
+	// ScopeSecretsRead and ScopeSecretsWrite (secret.go): list secrets'
+	// names; set and delete them (admins only, like ScopeAdmin).
+
 	// ScopeAdmin: the admin routes (organization keys, node credentials,
 	// webhooks, trusted issuers); only for an admin's token.
 	ScopeAdmin = "admin"
 )
 
+// IsAdminScope says whether only an admin's token may carry s: the admin
+// scope, and setting secrets (an admin route that has a scope of its own so
+// a token can be given that right alone).
+func IsAdminScope(s string) bool { return s == ScopeAdmin || s == ScopeSecretsWrite }
+
 // AllScopes is the documented set, in the order listings show it.
 var AllScopes = []string{
 	ScopeEnvLease, ScopeEnvExec, ScopeEnvNetwork, ScopeEnvRead, ScopeArtifactsRead, ScopeArtifactsWrite,
-	ScopeUsageRead, ScopeEventsRead, ScopeTokensRead, ScopeTokensWrite, ScopeAdmin,
+	ScopeUsageRead, ScopeEventsRead, ScopeTokensRead, ScopeTokensWrite, ScopeSecretsRead, ScopeSecretsWrite, ScopeAdmin,
 }
 
 // MsgTokenExpired is the 401 message of an expired token; the challenge
@@ -90,8 +98,8 @@ func NormalizeScopes(scopes []string, role Role) ([]string, error) {
 		if !slices.Contains(AllScopes, s) {
 			return nil, Invalid("scopes", "unknown scope %q; scopes are %s", s, strings.Join(AllScopes, ", "))
 		}
-		if s == ScopeAdmin && role != RoleAdmin {
-			return nil, Errorf(CodeForbidden, "only an organization admin's token can carry the admin scope")
+		if IsAdminScope(s) && role != RoleAdmin {
+			return nil, Errorf(CodeForbidden, "only an organization admin's token can carry the %s scope", s)
 		}
 		if !slices.Contains(out, s) {
 			out = append(out, s)

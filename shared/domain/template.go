@@ -47,6 +47,10 @@ type Template struct {
 	// Identity, when set, gives its environments OIDC tokens envlease signs
 	// (workload.go, docs/identity.md).
 	Identity *TemplateIdentity `json:"identity,omitempty"`
+	// Secrets are the organization secrets the network boundary adds to
+	// requests to the hosts each names (docs/secrets.md); they need
+	// network open or rules.
+	Secrets []SecretBinding `json:"secrets,omitempty"`
 }
 
 // Bounds of a pause's retention: its checkpoint's artifact must outlive
@@ -218,6 +222,12 @@ func (t Template) ValidateLimits() error {
 		return err
 	}
 	if err := t.validateIdle(); err != nil {
+		return err
+	}
+	if len(t.Secrets) > 0 && !t.Transparent() {
+		return Invalid("secrets", "secrets are added at the network boundary: %s needs network %q or %q, it has %q", t.Name, NetworkOpen, NetworkRules, t.Network)
+	}
+	if err := ValidateSecretBindings(t.Name, t.Secrets); err != nil {
 		return err
 	}
 	for _, r := range []struct{ field, size string }{{"resources.memory", t.Resources.Memory}, {"resources.disk", t.Resources.Disk}} {

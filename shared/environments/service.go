@@ -21,12 +21,15 @@ import (
 
 	"github.com/envlease/envlease/shared/clock"
 	"github.com/envlease/envlease/shared/domain"
+	"github.com/envlease/envlease/shared/secrets"
 )
 
 // Store is what the environments service needs from persistence.
 type Store interface {
 	GetTemplate(ctx context.Context, org, name string) (domain.Template, error)
 	GetArtifact(ctx context.Context, org, id string) (domain.Artifact, error)
+	// GetSecrets finds the secrets a template binds (secrets.CheckBound).
+	GetSecrets(ctx context.Context, org string, names []string) (map[string]domain.SealedSecret, error)
 	LeaseEnvironment(ctx context.Context, l domain.Lease) error
 	GetEnvironment(ctx context.Context, org, id string) (domain.Environment, error)
 	ListEnvironments(ctx context.Context, org string, q domain.EnvQuery) (domain.EnvPage, error)
@@ -377,6 +380,12 @@ func (s *Service) newEnvironment(ctx context.Context, p domain.Principal, req Le
 		return domain.Environment{}, err
 	}
 	if err := s.usableImage(ctx, p.OrgID, t, now); err != nil {
+		return domain.Environment{}, err
+	}
+	// A template that binds a secret not set is refused now (422 naming
+	// it), not failed on the node; one read, none for templates that bind
+	// none.
+	if err := secrets.CheckBound(ctx, s.store, p.OrgID, t); err != nil {
 		return domain.Environment{}, err
 	}
 	if err := domain.ValidateText("name", req.Name, 100); err != nil {

@@ -40,6 +40,7 @@ import (
 	"github.com/envlease/envlease/shared/openapi"
 	"github.com/envlease/envlease/shared/openapi/check"
 	"github.com/envlease/envlease/shared/sandboxes"
+	"github.com/envlease/envlease/shared/secrets"
 	"github.com/envlease/envlease/shared/store"
 	"github.com/envlease/envlease/shared/templates"
 	"github.com/envlease/envlease/shared/usage"
@@ -176,7 +177,7 @@ func newStack(t *testing.T) *stack {
 	artSvc := artifacts.NewService(e.Store, blobs, e.Clock, artifacts.Options{PartSize: blob.MinPartSize})
 	// No template cache: every lease reads its template, one more call to fail.
 	envSvc := environments.NewService(e.Store, e.Clock, environments.WithTemplateTTL(0), environments.WithLinks(artSvc))
-	nodeSvc := nodes.NewService(e.Store, artSvc, e.Clock, nodes.Options{})
+	nodeSvc := nodes.NewService(e.Store, artSvc, e.Clock, nodes.Options{Secrets: apitest.NewSecrets(e)})
 	e.Handler = httpapi.New(httpapi.Config{Logger: e.Log, Auth: e.Auth},
 		keys.TokenRoutes(keySvc), keys.KeyRoutes(keySvc),
 		sandboxes.Routes(sandboxes.NewService(e.Store, e.Clock)),
@@ -191,6 +192,7 @@ func newStack(t *testing.T) *stack {
 		webhooks.Routes(webhooks.NewService(e.Store, e.Clock, webhooks.Guard{})),
 		federation.Routes(apitest.NewFederation(e)),
 		identity.Routes(identity.NewService(identity.NewIssuer(apitest.IssuerURL, identity.NewLocal(e.Store, e.Clock), e.Clock), nodeSvc, envSvc)),
+		secrets.Routes(apitest.NewSecrets(e)),
 		openapi.Routes(),
 	)
 	// lastUsed is written at most once a minute per key, and a failure of that
@@ -610,6 +612,32 @@ func networkAndPreviewEndpoints() []endpoint {
 			node, env = s.readyOnEndpoint("netbox")
 			return request{method: http.MethodPost, path: "/v1/nodes/" + node + "/environments/" + env + "/network-refused", token: s.nodeToken,
 				body: map[string]any{"count": 1, "refusals": []map[string]any{{"time": "2026-03-14T09:05:01Z", "proto": "tcp", "addr": "203.0.113.9", "port": 443, "rule": "no allow entry"}}}}
+		}},
+		// A set is one transaction (the sealed item and its event) after
+		// two reads; a retry sets it again, a second secret.set.
+		{name: "PUT /v1/secrets/{name}", status: 200, prepare: func(*stack) request {
+			return request{method: http.MethodPut, path: "/v1/secrets/FAULT_TOKEN", token: apitest.AliceToken, body: map[string]any{"value": "s3cr3t-value"}}
+		}},
+		{name: "GET /v1/secrets", status: 200, prepare: func(s *stack) request {
+			s.must(http.MethodPut, "/v1/secrets/LISTED", apitest.AliceToken, map[string]any{"value": "v"}, 200)
+			return request{method: http.MethodGet, path: "/v1/secrets", token: apitest.BobToken}
+		}},
+		{name: "GET /v1/secrets/{name}", status: 200, prepare: func(s *stack) request {
+			s.must(http.MethodPut, "/v1/secrets/SHOWN", apitest.AliceToken, map[string]any{"value": "v"}, 200)
+			return request{method: http.MethodGet, path: "/v1/secrets/SHOWN", token: apitest.BobToken}
+		}},
+		{name: "DELETE /v1/secrets/{name}", status: 204, prepare: func(s *stack) request {
+			s.must(http.MethodPut, "/v1/secrets/GONE", apitest.AliceToken, map[string]any{"value": "v"}, 200)
+			return request{method: http.MethodDelete, path: "/v1/secrets/GONE", token: apitest.AliceToken}
+		}, retried: func(s *stack, res *apitest.Response) {
+			if res.Status != 204 && res.Status != 404 {
+				s.T.Fatalf("retried delete: %d %s", res.Status, res.Body)
+			}
+		}},
+		{name: "GET /v1/nodes/{id}/environments/{env}/secrets", status: 200, cleanup: deleteEnv, prepare: func(s *stack) request {
+			var node string
+			node, env = s.readyOnEndpoint("netbox")
+			return request{method: http.MethodGet, path: "/v1/nodes/" + node + "/environments/" + env + "/secrets", token: s.nodeToken}
 		}},
 		{name: "POST /v1/environments/{id}/previews", status: 201, cleanup: deleteEnv, prepare: func(s *stack) request {
 			_, env = s.readyOnEndpoint("shell")
@@ -1034,6 +1062,8 @@ func (s *stack) eventsMatch(items []map[string]types.AttributeValue) {
 		switch kind {
 		case "template", "webhook":
 			continue // quota refusals and disabled webhooks report no record of their own
+		case "secret":
+			continue // each set of a secret is an event, and a deleted one leaves no record
 		case "issuer":
 			// A removed issuer's record is gone: its trust and its removal
 			// are both told, once each.

@@ -39,6 +39,7 @@ var routeNotMakers = map[string]string{
 	"PUT /v1/budgets/{id}":                               "a budget, which grants nothing",
 	"POST /v1/webhooks/{id}/deliveries/{delivery}/retry": "queues a delivery again to an existing webhook",
 	"PATCH /v1/environments/{id}/network":                "changes the network rules of an environment, which grant nothing to anyone",
+	"PUT /v1/secrets/{name}":                             "a secret is a value the boundary adds for the templates an admin binds it to; it carries no right of its setter",
 }
 
 // MakerTable is a copy of routeMakers, for the docs and tests.

@@ -68,6 +68,10 @@ var routeScopes = map[string]string{
 	"DELETE /v1/webhooks/{id}":                           domain.ScopeAdmin,
 	"GET /v1/webhooks/{id}/deliveries":                   domain.ScopeAdmin,
 	"POST /v1/webhooks/{id}/deliveries/{delivery}/retry": domain.ScopeAdmin,
+	"GET /v1/secrets":                                    domain.ScopeSecretsRead,
+	"GET /v1/secrets/{name}":                             domain.ScopeSecretsRead,
+	"PUT /v1/secrets/{name}":                             domain.ScopeSecretsWrite,
+	"DELETE /v1/secrets/{name}":                          domain.ScopeSecretsWrite,
 }
 
 // RouteScope returns the scope a token needs for the route and whether

@@ -74,10 +74,10 @@ func (s *Service) applyGrant(ctx context.Context, p domain.Principal, role domai
 		return err
 	}
 	scopes, restr, expires = lim.Scopes, lim.Restrictions, lim.Expires
-	if g.Scopes == nil && role != domain.RoleAdmin && slices.Contains(scopes, domain.ScopeAdmin) {
+	if g.Scopes == nil && role != domain.RoleAdmin && slices.ContainsFunc(scopes, domain.IsAdminScope) {
 		// Inherited from an admin's scoped token (an organization key it
-		// makes acts as a member): the admin scope stays with admins.
-		scopes = slices.DeleteFunc(slices.Clone(scopes), func(s string) bool { return s == domain.ScopeAdmin })
+		// makes acts as a member): the admin scopes stay with admins.
+		scopes = slices.DeleteFunc(slices.Clone(scopes), domain.IsAdminScope)
 		if len(scopes) == 0 {
 			return domain.Invalid("scopes", "this token holds only the admin scope, which a member's token or an organization key cannot carry: name its scopes")
 		}

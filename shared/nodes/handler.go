@@ -22,6 +22,7 @@ func Routes(s *Service) []httpapi.Route {
 		{Method: http.MethodPost, Path: "/v1/nodes/{id}/environments/{env}/log", Access: httpapi.Node, Handler: s.handleLog},
 		{Method: http.MethodPost, Path: "/v1/nodes/{id}/environments/{env}/log/complete", Access: httpapi.Node, Handler: s.handleLogComplete},
 		{Method: http.MethodPost, Path: "/v1/nodes/{id}/environments/{env}/network-refused", Access: httpapi.Node, Handler: s.handleRefusals},
+		{Method: http.MethodGet, Path: "/v1/nodes/{id}/environments/{env}/secrets", Access: httpapi.Node, Handler: s.handleSecrets},
 	}, checkpointRoutes(s)...)
 }
 

@@ -160,6 +160,9 @@ type Options struct {
 	// ClassesTTL is how long the pool's template classes are reused by
 	// claims (DefaultClassesTTL).
 	ClassesTTL time.Duration
+	// Secrets opens the secrets an environment's template binds, for the
+	// node that runs it (nil: the API holds none).
+	Secrets SecretOpener
 }
 
 // Service holds the node rules.

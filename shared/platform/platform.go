@@ -35,6 +35,10 @@ type Config struct {
 	// SocketURL is the URL nodes open the node protocol's WebSocket at
 	// (NODE_SOCKET_URL, wss://...), which registration tells them.
 	SocketURL string
+	// SecretsKeyARN is the KMS key that seals organization secrets' data
+	// keys (SECRETS_KEY_ARN): set for the secrets function (which makes
+	// data keys) and the nodes function (which opens them for nodes).
+	SecretsKeyARN string
 }
 
 // LoadConfig reads the configuration from the environment.
@@ -46,6 +50,7 @@ func LoadConfig() (Config, error) {
 		LogLevel:            os.Getenv("LOG_LEVEL"),
 		SocketEndpoint:      os.Getenv("NODE_SOCKET_ENDPOINT"),
 		SocketURL:           os.Getenv("NODE_SOCKET_URL"),
+		SecretsKeyARN:       os.Getenv("SECRETS_KEY_ARN"),
 	}
 	if c.Table == "" {
 		return c, fmt.Errorf("TABLE_NAME is not set")

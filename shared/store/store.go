@@ -8,6 +8,7 @@
 //	ORG#<org>          USER#<user>              person
 //	ORG#<org>          TEMPLATE#<name>          template
 //	ORG#<org>          QUOTA#<template>         maxLeases and the running count
+//	ORG#<org>          SECRET#<name>            a secret, sealed (secret.go)
 //	TOKEN#<sha256>     TOKEN                    key record, found by hash; GSI1 ORG#<org>#KEYS / KEY#<id>
 //	ADDR#<ip>          ADDR                     recent failed attempts and block
 //	ISSUER             KEYS                     the local issuer's signing keys (identitykeys.go; none on AWS, where KMS signs)

@@ -76,6 +76,10 @@ type Config struct {
 	// holds a socket of the node and two copies in the agent. One more is
 	// refused, recorded with the bound as its rule.
 	MaxFlows int
+	// Secrets, when it binds any, are added to the HTTPS requests to the
+	// hosts they are bound to, whose TLS the boundary then terminates
+	// with a certificate of the environment's own CA (CACert).
+	Secrets *Secrets
 }
 
 // DefaultMaxFlows is Config.MaxFlows when it is not set.
@@ -91,6 +95,7 @@ type Boundary struct {
 	cfg   Config
 	names *names
 	ref   *refusals
+	sec   *interceptor // nil: no secret bound, nothing terminated
 
 	// open counts the flows admitted and not yet ended (Config.MaxFlows).
 	open atomic.Int64

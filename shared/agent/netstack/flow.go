@@ -25,7 +25,8 @@ type flow struct {
 	names    []string
 	nameFrom string
 	rule     string
-	closedBy string // the rule that closed it, after a policy change
+	closedBy string   // the rule that closed it, after a policy change
+	secrets  []string // names of the secrets added to its requests (intercept.go)
 
 	sent, received atomic.Int64
 	once           sync.Once
@@ -60,6 +61,7 @@ func (f *flow) finish(errText string) {
 	if len(f.names) > 0 {
 		r.Name, r.NameFrom = f.names[0], f.nameFrom
 	}
+	r.Secrets = f.secrets
 	if f.closedBy != "" {
 		r.Rule, r.Verdict, r.Error = f.closedBy, VerdictDeny, "closed: the environment's rules changed"
 	}

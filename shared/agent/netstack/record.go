@@ -43,6 +43,10 @@ type Record struct {
 	Sent     int64   `json:"sent"`
 	Received int64   `json:"received"`
 	Duration float64 `json:"durationMs"`
+	// Secrets names the secrets the boundary added to the connection's
+	// requests (never their values): it terminated its TLS to do so
+	// (docs/secrets.md).
+	Secrets []string `json:"secrets,omitempty"`
 	// Suppressed counts the refusals not recorded, over the rate, since
 	// the last one that was.
 	Suppressed int64 `json:"suppressed,omitempty"`

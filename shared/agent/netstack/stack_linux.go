@@ -47,6 +47,13 @@ func Probe() error {
 // behind it.
 func Open(h netns.NsHandle, cfg Config) (*Boundary, error) {
 	b := newBoundary(cfg)
+	if cfg.Secrets != nil && len(cfg.Secrets.Bindings) > 0 {
+		sec, err := newInterceptor(*cfg.Secrets, b.cfg.Now)
+		if err != nil {
+			return nil, err
+		}
+		b.sec = sec
+	}
 	fd, err := openTUN(h)
 	if err != nil {
 		return nil, err

@@ -93,12 +93,22 @@ func (b *Boundary) tcp(r *tcp.ForwarderRequest) {
 // carry another.
 func (b *Boundary) relay(f *flow) {
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		_ = copyCounted(f.in, f.out, &f.received)
-		closeWrite(f.in)
-	}()
+	back := func() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = copyCounted(f.in, f.out, &f.received)
+			closeWrite(f.in)
+		}()
+	}
+	// Where a secret may be added (HTTPS, with secrets bound), nothing of
+	// the server's passes before the server name is read: the connection
+	// may be one the boundary terminates (intercept.go). Elsewhere the
+	// server may speak first, and its bytes pass at once.
+	clientFirst := b.sec != nil && f.port == interceptPort
+	if !clientFirst {
+		back()
+	}
 	var errText string
 	head, name, kind, err := sniff(f.in)
 	switch {
@@ -137,6 +147,13 @@ func (b *Boundary) relay(f *flow) {
 			b.record(r)
 			return
 		}
+	}
+	if clientFirst {
+		if err == nil && kind == "sni" && b.sec.binds(name, f.port) {
+			b.intercept(f, head, name)
+			return
+		}
+		back()
 	}
 	if len(head) > 0 {
 		if _, werr := (counter{f.out, &f.sent}).Write(head); werr != nil {

@@ -208,6 +208,11 @@ func (r *Runtime) Prepare(ctx context.Context, e runtimes.Env) (_ runtimes.Handl
 		extra = append(extra, runtimes.PortEnv(s)+"="+strconv.Itoa(h.ports[s]))
 	}
 	cfg.Env = append(cfg.Env, extra...)
+	if len(t.Secrets) > 0 && t.Transparent() {
+		// The roots with the environment's CA, written once the
+		// boundary made it (below); the template's values win.
+		cfg.Env = withDefaults(cfg.Env, runtimes.TrustEnv(runtimes.ContainerBundle))
+	}
 	egress := 0
 	if r.cfg.Node.Proxied(t) {
 		egress = confine.EgressPortFor(h.ports)
@@ -290,6 +295,9 @@ func (r *Runtime) Prepare(ctx context.Context, e runtimes.Env) (_ runtimes.Handl
 		// cannot reach; the boundary answers its DNS.
 		if err := netstack.WriteResolvConf(filepath.Join(ctr.Dir, "rootfs")); err != nil {
 			return nil, fmt.Errorf("write the container's resolv.conf: %w", err)
+		}
+		if err := runtimes.WriteContainerBundle(filepath.Join(ctr.Dir, "rootfs"), runtimes.CABundleFor(b)); err != nil {
+			return nil, fmt.Errorf("write the container's CA bundle: %w", err)
 		}
 	}
 	return h, nil

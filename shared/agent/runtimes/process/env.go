@@ -29,6 +29,9 @@ const fallbackPath = "/usr/local/bin:/usr/bin:/bin"
 //	ENVLEASE_ROOT the environment's folder
 //	ENVLEASE_CACHE its build cache's folder, with buildCache
 //	PORT, EXPORT_<SERVICE>_PORT the exports' ports
+//	SSL_CERT_FILE, NODE_EXTRA_CA_CERTS, REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE,
+//	GIT_SSL_CAINFO the roots with the environment's CA (caBundlePath), when
+//	              its template binds secrets
 func (rt *Runtime) processEnv(t domain.Template, b *confine.Box, services []string, ports map[string]int, egress int, cache string) []string {
 	env := []string{"PATH=" + rt.searchPath(b), "HOME=" + b.Root}
 	if name := userName(b); name != "" {
@@ -52,6 +55,9 @@ func (rt *Runtime) processEnv(t domain.Template, b *confine.Box, services []stri
 		env = append(env, k+"="+t.Env[k])
 	}
 	env = append(env, "ENVLEASE_ROOT="+b.Root)
+	if len(t.Secrets) > 0 && t.Transparent() {
+		env = append(env, runtimes.TrustEnv(caBundlePath(b))...)
+	}
 	if cache != "" {
 		env = append(env, runtimes.CacheEnv+"="+cache)
 	}
@@ -139,4 +145,24 @@ func othersCanReach(p string) bool {
 		}
 	}
 	return true
+}
+
+// caBundlePath is where an environment whose template binds secrets finds
+// the roots with its own CA: a file of its folder, written before its
+// command starts (writeCABundle).
+func caBundlePath(b *confine.Box) string {
+	return filepath.Join(b.Root, ".envlease", "ca-certificates.crt")
+}
+
+// writeCABundle writes the roots with the environment's CA where
+// caBundlePath says, readable by the environment; nothing without a CA.
+func writeCABundle(b *confine.Box, ca []byte) error {
+	if len(ca) == 0 {
+		return nil
+	}
+	p := caBundlePath(b)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(p, runtimes.CABundle(nil, ca), 0o644)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/envlease/envlease/shared/agent/confine"
 	"github.com/envlease/envlease/shared/agent/nsinit"
+	"github.com/envlease/envlease/shared/agent/runtimes"
 	"github.com/envlease/envlease/shared/domain"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -97,11 +98,17 @@ func (rt *Runtime) startNamespaced(t domain.Template, b *confine.Box, cache, pat
 	case t.Transparent():
 		// The boundary is in place before the command starts: its first
 		// packet already goes through it.
-		if egress, err = rt.cfg.Node.OpenBoundary(h, t, filepath.Base(b.Root)); err != nil {
+		if egress, err = rt.cfg.Node.OpenBoundary(h, t, filepath.Base(b.Root)); err == nil {
+			err = writeCABundle(b, runtimes.CABundleFor(egress))
+		}
+		if err != nil {
 			_ = c.Process.Kill()
 			c.Close()
 			_ = c.Wait()
 			h.Close()
+			if egress != nil {
+				egress.Close()
+			}
 			return nil, nil, err
 		}
 	}

@@ -12,6 +12,7 @@ const pages = {
   keys: () => import('./keys.js'),
   sandboxes: () => import('./sandboxes.js'),
   events: () => import('./events.js'),
+  secrets: () => import('./secrets.js'),
 };
 
 const $ = (id) => document.getElementById(id);

@@ -7,12 +7,15 @@ import { renderIssuers } from './issuers.js';
 
 // SCOPES is the documented set; none ticked is every right of the holder.
 export const SCOPES = ['environments:lease', 'environments:exec', 'environments:network', 'environments:read', 'artifacts:read', 'artifacts:write',
-  'usage:read', 'events:read', 'tokens:read', 'tokens:write', 'admin'];
+  'usage:read', 'events:read', 'tokens:read', 'tokens:write', 'secrets:read', 'secrets:write', 'admin'];
 
-// scopeBoxes is a fieldset of one checkbox per scope; admin only for admins.
+// ADMIN_SCOPES only an admin's token can carry.
+const ADMIN_SCOPES = ['admin', 'secrets:write'];
+
+// scopeBoxes is a fieldset of one checkbox per scope; admin ones only for admins.
 // prefix keeps the ids of two such fieldsets on one page apart.
 export function scopeBoxes(legend, admin, prefix) {
-  const boxes = SCOPES.filter((sc) => admin || sc !== 'admin').map((sc) => {
+  const boxes = SCOPES.filter((sc) => admin || !ADMIN_SCOPES.includes(sc)).map((sc) => {
     const id = `${prefix}${sc.replace(':', '-')}`;
     return h('span', { class: 'check' }, h('input', { type: 'checkbox', id, name: 'scope', value: sc }), h('label', { for: id, text: sc }));
   });
