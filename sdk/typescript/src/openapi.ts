@@ -1529,6 +1529,40 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/nodes/{id}/environments/{env}/secrets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The node's id.
+                 * @example node_19cec2a0e00k3m8q2w5z7c1b
+                 */
+                id: components["parameters"]["NodeID"];
+                /**
+                 * @description The environment's id.
+                 * @example env_19cec2a0e00p4k7w1m9z3c5b
+                 */
+                env: string;
+            };
+            cookie?: never;
+        };
+        /**
+         * The values of the secrets an environment's template binds
+         * @description Node credential. The values, by name, of the secrets the template of a live environment the
+         *     calling node runs binds, for its network boundary to add to requests (the agent holds them in
+         *     memory only). Another node's environment is 409, an ended one 410; a secret deleted since the
+         *     lease is 422 naming it. `Cache-Control: no-store`.
+         */
+        get: operations["getEnvironmentSecrets"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/nodes/{id}/environments/{env}/log/complete": {
         parameters: {
             query?: {
@@ -1684,6 +1718,8 @@ export interface paths {
          *       `issuer.refused` (name, reason, addr: a CI identity token of this trusted issuer that an
          *       exchange refused). Subject `issuer/<id>`. A granted exchange is the `key.created` of its
          *       token, whose data has `exchange` (issuer, subject, claims), `scopes` and `expires`.
+         *     - `secret.set` (name, size: each set, first or again), `secret.deleted` (name). Subject
+         *       `secret/<name>`. Never the value.
          *
          *     `actor` is who caused it: `user` (a person's CLI token), `key` (an organization API key),
          *     `node` (a node credential, by key id) or `system` (the timeout, expiry and delivery jobs).
@@ -1846,6 +1882,68 @@ export interface paths {
         put?: never;
         post?: never;
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/secrets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the organization's secrets
+         * @description Scope `secrets:read`. Each secret's name, who set it and when, its size, and the templates
+         *     that bind it, in name order. Never a value: no route returns one.
+         */
+        get: operations["listSecrets"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/secrets/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The secret's name (letters, digits and `_`, not starting with a digit; at most 64).
+                 * @example GITHUB_TOKEN
+                 */
+                name: components["parameters"]["SecretName"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Show a secret's record
+         * @description Scope `secrets:read`. Who set it, when, its size and the templates that bind it; never its value.
+         */
+        get: operations["getSecret"];
+        /**
+         * Set a secret
+         * @description Admins only, scope `secrets:write`. Sets the secret's value, or replaces it: sealed under a
+         *     fresh data key (AES-256-GCM, bound to the organization and name), the data key sealed by KMS
+         *     in AWS (a key of the dev server locally). The value is 1 byte to 16 KiB of UTF-8 without
+         *     control characters (it goes into a header); a bad name or value is 422 naming the problem.
+         *     An organization holds at most 100 secrets (409). Each set is a `secret.set` event. The answer
+         *     is the record, never the value.
+         */
+        put: operations["setSecret"];
+        post?: never;
+        /**
+         * Delete a secret
+         * @description Admins only, scope `secrets:write`. A `secret.deleted` event. Templates that bind it refuse
+         *     leases (422 naming it) until it is set again; environments already running keep the value
+         *     their node holds until they end.
+         */
+        delete: operations["deleteSecret"];
         options?: never;
         head?: never;
         patch?: never;
@@ -2108,8 +2206,29 @@ export interface components {
             created: components["schemas"]["Timestamp"];
             createdBy: string;
         };
+        /** @description An organization secret's record; never its value. */
+        Secret: {
+            name: string;
+            /** @description Who set its value: a person, or `key:<id>`. */
+            setBy: string;
+            set: components["schemas"]["Timestamp"];
+            /** @description The value's length in bytes. */
+            size: number;
+            /** @description The templates that bind it. */
+            templates: string[];
+        };
+        /** @description A secret the node's network boundary adds to the requests of the template's environments to exactly `hosts` (HTTPS only, the connection's server name), as `header` or `basicAuth` (docs/secrets.md). */
+        SecretBinding: {
+            secret: string;
+            hosts: string[];
+            /** @description "Name: value with {secret}", for example "Authorization: Bearer {secret}". */
+            header?: string;
+            basicAuth?: {
+                user: string;
+            };
+        };
         /** @enum {string} */
-        Scope: "environments:lease" | "environments:exec" | "environments:network" | "environments:read" | "artifacts:read" | "artifacts:write" | "usage:read" | "events:read" | "tokens:read" | "tokens:write" | "admin";
+        Scope: "environments:lease" | "environments:exec" | "environments:network" | "environments:read" | "artifacts:read" | "artifacts:write" | "usage:read" | "events:read" | "tokens:read" | "tokens:write" | "secrets:read" | "secrets:write" | "admin";
         /** @description What a token may lease. Empty lists restrict nothing. */
         Restrictions: {
             /** @description The templates it may lease. */
@@ -2442,6 +2561,8 @@ export interface components {
             /** @description The platforms (os/arch or os/arch/variant, as linux/amd64, linux/arm64) whose nodes may run the template; empty means any. An environment is claimed only by a node whose registered platform is one of them. At most 16. */
             platforms: string[];
             buildCache: boolean;
+            /** @description Added to the specification's template: organization secrets the node's network boundary adds to requests to the hosts each binding names; the environment never holds them. Needs network `open` or `rules`. A lease while a bound secret is not set is 422 naming it. */
+            secrets?: components["schemas"]["SecretBinding"][];
             /** @description Added to the specification's template: `false` turns off commands and shells inside the template's environments (`POST /v1/environments/{id}/exec` is then 403 `exec_disabled`). Absent (the default) or `true` allows them. */
             exec?: boolean;
             /**
@@ -3111,7 +3232,7 @@ export interface components {
             };
             subject: {
                 /** @enum {string} */
-                kind: "environment" | "artifact" | "key" | "sandbox" | "template" | "node" | "webhook" | "budget" | "issuer";
+                kind: "environment" | "artifact" | "key" | "sandbox" | "template" | "node" | "webhook" | "budget" | "issuer" | "secret";
                 id: string;
             };
             /** @description A small object per type (see `GET /v1/events`). */
@@ -3572,6 +3693,11 @@ export interface components {
         };
     };
     parameters: {
+        /**
+         * @description The secret's name (letters, digits and `_`, not starting with a digit; at most 64).
+         * @example GITHUB_TOKEN
+         */
+        SecretName: string;
         /** @description The trusted issuer's id (`iss_…`). */
         IssuerID: string;
         /**
@@ -7369,6 +7495,58 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
+    getEnvironmentSecrets: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The node's id.
+                 * @example node_19cec2a0e00k3m8q2w5z7c1b
+                 */
+                id: components["parameters"]["NodeID"];
+                /**
+                 * @description The environment's id.
+                 * @example env_19cec2a0e00p4k7w1m9z3c5b
+                 */
+                env: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The values. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "secrets": {
+                     *         "GITHUB_TOKEN": "ghp_0123456789abcdefghijklmnopqrstuvwxyz"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        secrets: {
+                            [key: string]: string;
+                        };
+                    };
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            410: components["responses"]["Gone"];
+            422: components["responses"]["Invalid"];
+            429: components["responses"]["Locked"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
     completeEnvironmentLog: {
         parameters: {
             query?: {
@@ -8003,6 +8181,190 @@ export interface operations {
                     "application/json": components["schemas"]["JSONWebKeySet"];
                 };
             };
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listSecrets: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The secrets. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "secrets": [
+                     *         {
+                     *           "name": "GITHUB_TOKEN",
+                     *           "setBy": "alice",
+                     *           "set": "2026-03-14T09:00:00Z",
+                     *           "size": 40,
+                     *           "templates": [
+                     *             "ci"
+                     *           ]
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": {
+                        secrets: components["schemas"]["Secret"][];
+                    };
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["Locked"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getSecret: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The secret's name (letters, digits and `_`, not starting with a digit; at most 64).
+                 * @example GITHUB_TOKEN
+                 */
+                name: components["parameters"]["SecretName"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The secret's record. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "secret": {
+                     *         "name": "GITHUB_TOKEN",
+                     *         "setBy": "alice",
+                     *         "set": "2026-03-14T09:00:00Z",
+                     *         "size": 40,
+                     *         "templates": [
+                     *           "ci"
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        secret: components["schemas"]["Secret"];
+                    };
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["Locked"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    setSecret: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The secret's name (letters, digits and `_`, not starting with a digit; at most 64).
+                 * @example GITHUB_TOKEN
+                 */
+                name: components["parameters"]["SecretName"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "value": "ghp_0123456789abcdefghijklmnopqrstuvwxyz"
+                 *     }
+                 */
+                "application/json": {
+                    value: string;
+                };
+            };
+        };
+        responses: {
+            /** @description The secret's record. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "secret": {
+                     *         "name": "GITHUB_TOKEN",
+                     *         "setBy": "alice",
+                     *         "set": "2026-03-14T09:00:00Z",
+                     *         "size": 40,
+                     *         "templates": [
+                     *           "ci"
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        secret: components["schemas"]["Secret"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
+            422: components["responses"]["Invalid"];
+            429: components["responses"]["Locked"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    deleteSecret: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The secret's name (letters, digits and `_`, not starting with a digit; at most 64).
+                 * @example GITHUB_TOKEN
+                 */
+                name: components["parameters"]["SecretName"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["Locked"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
