@@ -51,6 +51,9 @@ func (f *FS) Close() error { return unix.Close(f.fd) }
 // (setfsuid drops the capabilities that bypass permissions), then puts the
 // thread back as it was. A thread that cannot be put back is never handed
 // back to the Go runtime: its goroutine ends locked, and the thread with it.
+// A panic in fn is the request's error, not the agent's end (it runs on a
+// goroutine of its own, where no server's recover reaches), and the thread
+// is put back, or ended, as after any fn.
 func (f *FS) asUser(fn func() error) error {
 	if !f.r.AsUser {
 		return fn()
@@ -69,11 +72,16 @@ func (f *FS) asUser(fn func() error) error {
 			done <- err // locked: the thread ends with the goroutine
 			return
 		}
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("a file operation panicked: %v", p)
+			}
+			if become(uid, gid, groups) == nil {
+				runtime.UnlockOSThread()
+			}
+			done <- err
+		}()
 		err = fn()
-		if become(uid, gid, groups) == nil {
-			runtime.UnlockOSThread()
-		}
-		done <- err
 	}()
 	return <-done
 }

@@ -363,3 +363,27 @@ func TestScopeHoldsThroughLinks(t *testing.T) {
 		}
 	}
 }
+
+// A panic while acting as the environment's user is that request's error:
+// the agent goes on, and the next request acts as the user again.
+func TestPanicAsUserIsAnError(t *testing.T) {
+	r, _ := newRoot(t, true, nil)
+	if !r.AsUser {
+		t.Skip("acting as another user needs root")
+	}
+	f, err := Open(r)
+	must(t, err)
+	defer f.Close()
+	err = f.asUser(func() error { panic("boom") })
+	if err == nil || !strings.Contains(err.Error(), "boom") {
+		t.Fatalf("panic as the user: %v, want an error naming it", err)
+	}
+	var fsuid int
+	must(t, f.asUser(func() error { fsuid, _ = unix.SetfsuidRetUid(-1); return nil }))
+	if fsuid != r.UID {
+		t.Errorf("after the panic a request acts as %d, want %d", fsuid, r.UID)
+	}
+	if u, _ := unix.SetfsuidRetUid(-1); u != os.Getuid() {
+		t.Errorf("this thread acts as %d", u)
+	}
+}
