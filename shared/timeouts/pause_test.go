@@ -255,3 +255,34 @@ func letGo(t *testing.T, e *apitest.Env, id string) {
 		t.Fatalf("let go: %v %v", ok, err)
 	}
 }
+
+// A paused environment past its retention (or its hard end) that the
+// timeout job has not deleted yet does not wake: 410, and neither its
+// running slot nor its paused one moves until the job deletes it.
+func TestNoWakePastRetention(t *testing.T) {
+	e := newPauseEnv(t)
+	ctx := context.Background()
+	a := lease(t, e, apitest.BobToken, "napper")
+	env := onNode(t, e, a)
+	if _, ok, err := e.Store.PauseEnvironment(ctx, env, "art_ckpa", 2*time.Hour, e.Clock.Now()); err != nil || !ok {
+		t.Fatalf("pause: %v %v", ok, err)
+	}
+	letGo(t, e, a)
+	e.Clock.Advance(2*time.Hour + time.Second)
+	if r := touch(t, e, a); r.Status != http.StatusGone {
+		t.Fatalf("touch past the retention: %d %s, want 410", r.Status, r.Body)
+	}
+	if r := e.Do("POST", "/v1/environments/"+a+"/wake", apitest.BobToken, nil); r.Status != http.StatusGone {
+		t.Fatalf("wake past the retention: %d %s, want 410", r.Status, r.Body)
+	}
+	if q := napperQuota(t, e); q.Running != 0 || *q.Paused != 1 {
+		t.Fatalf("quota after the refused wakes: %+v", q)
+	}
+	if s := sweep(t, e); s.Ended != 1 {
+		t.Fatalf("the job after the refused wakes: %+v", s)
+	}
+	cur, _ := e.Store.GetEnvironment(ctx, "acme", a)
+	if cur.State != domain.StateStopped || cur.StopReason != domain.StopRetention {
+		t.Fatalf("after the job: %s %q", cur.State, cur.StopReason)
+	}
+}
