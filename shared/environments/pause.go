@@ -165,6 +165,13 @@ func (s *Service) endPaused(ctx context.Context, e domain.Environment) (domain.E
 		if done && e.Snapshot != "" {
 			_ = ps.ExpireArtifact(ctx, e.OrgID, e.Snapshot, now) // else it expires on its own
 		}
+		if done && cur.State == domain.StateStopping && s.stopper != nil {
+			// Its node had not let it go yet: told at once, as a delete of
+			// a running one is (the stop job re-sends it if lost).
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), offerTimeout)
+			s.stopper.Stop(sctx, cur)
+			cancel()
+		}
 		e = cur
 	}
 	return e, nil

@@ -286,3 +286,38 @@ func TestNoWakePastRetention(t *testing.T) {
 		t.Fatalf("after the job: %s %q", cur.State, cur.StopReason)
 	}
 }
+
+// A paused environment deleted before its node said it tore it down is
+// stopping, not stopped: its node still holds it and is told until it
+// reports it down (a stopped one's notice is dropped). Its paused slot is
+// released at once, its running one was already.
+func TestDeleteWhileTheNodeLetsGo(t *testing.T) {
+	e := newPauseEnv(t)
+	ctx := context.Background()
+	a := lease(t, e, apitest.BobToken, "napper")
+	env := onNode(t, e, a)
+	if _, ok, err := e.Store.PauseEnvironment(ctx, env, "art_ckpa", 2*time.Hour, e.Clock.Now()); err != nil || !ok {
+		t.Fatalf("pause: %v %v", ok, err)
+	}
+	r := e.Do("DELETE", "/v1/environments/"+a, apitest.BobToken, nil)
+	var got domain.Environment
+	r.JSON(t, &got)
+	if r.Status != http.StatusOK || got.State != domain.StateStopping || got.StopReason != domain.StopDeleted || got.Node == "" {
+		t.Fatalf("delete while its node lets it go: %d %s", r.Status, r.Body)
+	}
+	if q := napperQuota(t, e); q.Running != 0 || *q.Paused != 0 {
+		t.Fatalf("quota after the delete: %+v", q)
+	}
+	// Deleted once its node let it go: stopped at once.
+	b := lease(t, e, apitest.BobToken, "napper")
+	env = onNode(t, e, b)
+	if _, ok, err := e.Store.PauseEnvironment(ctx, env, "art_ckpb", 2*time.Hour, e.Clock.Now()); err != nil || !ok {
+		t.Fatalf("pause: %v %v", ok, err)
+	}
+	letGo(t, e, b)
+	r = e.Do("DELETE", "/v1/environments/"+b, apitest.BobToken, nil)
+	r.JSON(t, &got)
+	if r.Status != http.StatusOK || got.State != domain.StateStopped {
+		t.Fatalf("delete once let go: %d %s", r.Status, r.Body)
+	}
+}
