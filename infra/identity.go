@@ -62,7 +62,6 @@ func (s *EnvleaseStack) wireIdentity(groups []Group, issuerURL string) {
 		Value: s.IdentityKey.KeyArn(), Description: jsii.String("the KMS key that signs identity tokens")})
 }
 
-
 // checkIssuerURL: an issuer a cloud can reach is HTTPS, with no query or
 // fragment (OIDC's issuer identifier).
 func checkIssuerURL(s string) error {
