@@ -192,7 +192,11 @@ func (a *app) download(ctx context.Context, f *client.Files, src, dst string, st
 			return fmt.Errorf("%s holds more than %d entries: copy it in parts", from, envfiles.MaxList)
 		}
 		for _, e := range l.Entries {
-			dst := filepath.Join(to, e.Name)
+			name, err := entryName(e.Name)
+			if err != nil {
+				return fmt.Errorf("%s: %w", from, err)
+			}
+			dst := filepath.Join(to, name)
 			switch e.Type {
 			case envfiles.TypeDir:
 				if err := walk(e.Path, dst); err != nil {
@@ -209,6 +213,16 @@ func (a *app) download(ctx context.Context, f *client.Files, src, dst string, st
 		return nil
 	}
 	return walk(ri.Path, target)
+}
+
+// entryName is an entry's name as a download writes it: one name within
+// the folder it lands in. The node's listing is trusted no further than
+// that, so no answer writes beside or above the copy.
+func entryName(name string) (string, error) {
+	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\\\x00") || filepath.Base(name) != name {
+		return "", fmt.Errorf("the node listed an entry named %q, which is not one name in its folder: not copied", name)
+	}
+	return name, nil
 }
 
 // downloadFile copies the file at src to the local file *dst (through a

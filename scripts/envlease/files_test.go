@@ -98,3 +98,21 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// A download writes each listed entry as one name in its folder: a listing
+// that names anything else (a node not to be trusted that far) is refused.
+func TestEntryNameStaysInItsFolder(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ok   bool
+	}{
+		{"notes.txt", true}, {".hidden", true}, {"a b", true}, {"..x", true},
+		{"", false}, {".", false}, {"..", false}, {"../up", false}, {"a/b", false},
+		{"/etc", false}, {`a\b`, false}, {"a\x00b", false},
+	} {
+		got, err := entryName(tc.name)
+		if (err == nil) != tc.ok || (tc.ok && got != tc.name) {
+			t.Errorf("entryName(%q) = %q, %v; want ok %v", tc.name, got, err, tc.ok)
+		}
+	}
+}

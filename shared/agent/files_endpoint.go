@@ -127,11 +127,14 @@ func (h *FilesHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, err)
 		return
 	}
-	// The ticket opens its path and what is below it.
-	if scope, err := env.Root.Clean(ticketPath(c.Path)); err != nil || !envfs.Within(abs, scope) {
+	// The ticket opens its path and what is below it: as named here, and
+	// where the kernel resolves it (no link below it leads elsewhere).
+	scope, err := env.Root.Clean(ticketPath(c.Path))
+	if err != nil || !envfs.Within(abs, scope) {
 		h.fail(w, envfiles.Errorf(envfiles.ReasonOutsideTicket, "%s is not at or below %s, which the ticket opens", abs, c.Path))
 		return
 	}
+	env.Root.Scope = scope
 	if env.Slots.Add(1) > int64(h.cfg.MaxPerEnv) {
 		env.Slots.Add(-1)
 		h.fail(w, envfiles.Errorf(envfiles.ReasonBusy, "environment %s has %d file requests at once already (agent limit); retry when one ended", c.Env, h.cfg.MaxPerEnv))

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/envlease/envlease/shared/auth"
 	"github.com/envlease/envlease/shared/domain"
 	"github.com/envlease/envlease/shared/httpapi"
 	"github.com/envlease/envlease/shared/tunnel"
@@ -17,6 +18,11 @@ const LogTicketTTL = 5 * time.Minute
 
 // KeptLogLinkTTL is the life of a kept log's download link.
 const KeptLogLinkTTL = 15 * time.Minute
+
+// ReadHeir is what a live log, network log or metrics ticket and a kept
+// log's link inherit from the token that asked for them: they open what
+// environments:read reads, for minutes, never past that token's expiry.
+var ReadHeir = auth.Heir{What: "a log or metrics ticket", ActsWith: []string{domain.ScopeEnvRead}, RestrictionsChecked: true}
 
 // Linker signs artifact download links (artifacts.Service.LinkFor).
 type Linker interface {
@@ -122,7 +128,17 @@ func (s *Service) keptLog(ctx context.Context, p domain.Principal, e domain.Envi
 	}
 	kept := &KeptLog{Artifact: a.ID, Size: a.Size}
 	if s.links != nil {
-		l, err := s.links.LinkFor(ctx, a, KeptLogLinkTTL)
+		ttl := KeptLogLinkTTL
+		exp := s.clock.Now().Add(ttl)
+		lim, err := auth.Inherit(p, ReadHeir, auth.Limits{Expires: &exp})
+		if err != nil {
+			return nil, err
+		}
+		if !lim.Expires.After(s.clock.Now()) {
+			return nil, domain.Errorf(domain.CodeUnauthorized, "the token has expired")
+		}
+		ttl = lim.Expires.Sub(s.clock.Now())
+		l, err := s.links.LinkFor(ctx, a, ttl)
 		if err != nil {
 			return nil, err
 		}
@@ -147,7 +163,12 @@ func (s *Service) liveOnNode(ctx context.Context, p domain.Principal, e domain.E
 	if u == "" || len(n.TunnelKey) == 0 {
 		return LiveLog{}, domain.Errorf(domain.CodeConflict, "node %s, which runs environment %s, serves no %s: its agent registered without an endpoint (an older agent, or one started with -no-tunnel)", n.ID, e.ID, what)
 	}
-	exp := s.clock.Now().Add(LogTicketTTL).Truncate(time.Second).UTC()
+	exp := s.clock.Now().Add(LogTicketTTL)
+	lim, err := auth.Inherit(p, ReadHeir, auth.Limits{Expires: &exp})
+	if err != nil {
+		return LiveLog{}, err
+	}
+	exp = lim.Expires.Truncate(time.Second).UTC()
 	t, err := ticket.Sign(n.TunnelKey, ticket.Claims{Org: p.OrgID, Env: e.ID, Node: n.ID, Open: open, Exp: exp.Unix()})
 	if err != nil {
 		return LiveLog{}, domain.Internal(err)

@@ -60,6 +60,13 @@ func (s *Service) wake(ctx context.Context, e domain.Environment) (domain.Enviro
 		return e, nil
 	}
 	for try := 0; e.State == domain.StatePaused; try++ {
+		// Past its retention or its hard end it is the timeout job's to
+		// delete: a wake would take a running slot and a node for an
+		// environment that is over.
+		if due := e.Due(); !s.clock.Now().Before(due) {
+			return e, domain.Errorf(domain.CodeGone, "environment %s stayed paused past %s (its retention or its hard timeout) and is being deleted with its checkpoint; lease a new one",
+				e.ID, due.Format(time.RFC3339))
+		}
 		if e.Node != "" {
 			return e, wakingError(e, "its node is still letting it go")
 		}
@@ -157,6 +164,13 @@ func (s *Service) endPaused(ctx context.Context, e domain.Environment) (domain.E
 		}
 		if done && e.Snapshot != "" {
 			_ = ps.ExpireArtifact(ctx, e.OrgID, e.Snapshot, now) // else it expires on its own
+		}
+		if done && cur.State == domain.StateStopping && s.stopper != nil {
+			// Its node had not let it go yet: told at once, as a delete of
+			// a running one is (the stop job re-sends it if lost).
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), offerTimeout)
+			s.stopper.Stop(sctx, cur)
+			cancel()
 		}
 		e = cur
 	}

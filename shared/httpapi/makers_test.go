@@ -302,3 +302,25 @@ func (w *makerWorld) readyEnvironment() string {
 	w.ready = id
 	return id
 }
+
+// The read routes that answer with a ticket for the node (a running
+// environment's log, network log and metrics) never hand out one that
+// outlives the token that asked.
+func TestReadTicketsNeverOutliveTheirMaker(t *testing.T) {
+	e := apitest.New(t, func(e *apitest.Env) [][]httpapi.Route { return apitest.AllRoutes(e, nil) })
+	w := &makerWorld{Env: e, t: t}
+	tokenExpiry := e.Clock.Now().Add(2 * time.Minute)
+	tok := w.token(map[string]any{"scopes": []string{"environments:read"}, "expiresIn": "2m"})
+	id := w.readyEnvironment()
+	for _, route := range []string{"logs", "metrics"} {
+		r := e.Do("GET", "/v1/environments/"+id+"/"+route, tok, nil)
+		if r.Status != http.StatusOK {
+			t.Fatalf("%s: %d %s", route, r.Status, r.Body)
+		}
+		got, _ := field("live", "expires")(r.Map(t)).(string)
+		at, err := time.Parse(time.RFC3339Nano, got)
+		if err != nil || at.After(tokenExpiry) {
+			t.Errorf("%s ticket of a token that expires at %s expires at %q: %s", route, tokenExpiry, got, r.Body)
+		}
+	}
+}

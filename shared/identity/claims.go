@@ -60,9 +60,15 @@ func ClaimsFor(issuer string, e domain.Environment, aud string, now time.Time, j
 		labels = map[string]string{}
 	}
 	now = now.Truncate(time.Second)
+	// No token outlives its lease: clouds trust it for the environment, and
+	// past the hard end there is none.
+	exp := now.Add(life)
+	if end := e.Expires.Truncate(time.Second); !e.Expires.IsZero() && end.Before(exp) && !end.Before(now) {
+		exp = end
+	}
 	return Claims{
 		Issuer: issuer, Subject: Subject(e.OrgID, e.Template, e.Project), Audience: aud,
-		IssuedAt: jwt.NewNumericDate(now), NotBefore: jwt.NewNumericDate(now), Expiry: jwt.NewNumericDate(now.Add(life)),
+		IssuedAt: jwt.NewNumericDate(now), NotBefore: jwt.NewNumericDate(now), Expiry: jwt.NewNumericDate(exp),
 		ID: jti, Org: e.OrgID, Template: e.Template, Project: e.Project, Labels: labels, Environment: e.ID,
 		Pool: e.Pool, LeasedBy: by, LeasedByKind: kind,
 	}

@@ -773,17 +773,19 @@ func (s *Service) ReportState(ctx context.Context, p domain.Principal, nodeID, e
 	if e.Node != n.ID {
 		return domain.Environment{}, domain.Errorf(domain.CodeConflict, "environment %s is not run by node %s", e.ID, n.ID)
 	}
+	if len(r.Metrics) > 0 && (e.State.Live() || e.State == domain.StateStopping || e.State == domain.StatePaused) {
+		// Kept before the end is recorded, so whoever reads the end finds
+		// them; a repeated report writes the same item again. A paused
+		// environment's are those of the run that paused: its history
+		// while it sleeps.
+		if err := s.store.PutEnvMetrics(ctx, n.OrgID, e.ID, r.Metrics, s.clock.Now().Add(domain.EnvRecordKept)); err != nil {
+			return domain.Environment{}, err
+		}
+	}
 	if e.State == domain.StatePaused && (r.State == domain.StateStopped || r.State == domain.StateFailed) {
 		// A paused environment's node tore it down (its files are in its
 		// checkpoint): it stays paused, and no longer holds the node.
 		return s.nodeLetGo(ctx, e)
-	}
-	if len(r.Metrics) > 0 && (e.State.Live() || e.State == domain.StateStopping) {
-		// Kept before the end is recorded, so whoever reads the end finds
-		// them; a repeated report writes the same item again.
-		if err := s.store.PutEnvMetrics(ctx, n.OrgID, e.ID, r.Metrics, s.clock.Now().Add(domain.EnvRecordKept)); err != nil {
-			return domain.Environment{}, err
-		}
 	}
 	for try := 0; try < attempts; try++ {
 		var (

@@ -169,7 +169,10 @@ func (s *Store) ResumeEnvironment(ctx context.Context, e domain.Environment, now
 // EndPausedEnvironment deletes a paused environment (its retention or hard
 // expiry passed, or it was deleted): stopped with reason, its paused slot
 // and its listen ports released. Its usage was recorded when it paused.
-// The caller expires its checkpoint's artifact.
+// The caller expires its checkpoint's artifact. One whose node has not yet
+// said it tore it down is stopping, not stopped, its stop notice kept: the
+// stop job drops the notice of a stopped environment, and the node would
+// go on running what was deleted.
 func (s *Store) EndPausedEnvironment(ctx context.Context, e domain.Environment, reason string, now time.Time) (domain.Environment, bool, error) {
 	if e.State != domain.StatePaused {
 		return domain.Environment{}, false, domain.Internal(fmt.Errorf("end paused environment in state %s", e.State))
@@ -177,6 +180,9 @@ func (s *Store) EndPausedEnvironment(ctx context.Context, e domain.Environment, 
 	at := now.UTC()
 	after := e
 	after.State = domain.StateStopped
+	if e.Node != "" {
+		after.State = domain.StateStopping
+	}
 	after.StopReason = reason
 	after.Stopped = &at
 	after.Version = e.Version + 1
@@ -209,6 +215,13 @@ func (s *Store) EndPausedEnvironment(ctx context.Context, e domain.Environment, 
 		return domain.Environment{}, false, err
 	}
 	items = append(items, evPut)
+	if after.State == domain.StateStopping {
+		notice, err := s.stopNoticePut(e, at)
+		if err != nil {
+			return domain.Environment{}, false, err
+		}
+		items = append(items, notice)
+	}
 	reasons, err := s.transact(ctx, "end paused environment", items)
 	if err != nil {
 		return domain.Environment{}, false, err

@@ -255,3 +255,69 @@ func letGo(t *testing.T, e *apitest.Env, id string) {
 		t.Fatalf("let go: %v %v", ok, err)
 	}
 }
+
+// A paused environment past its retention (or its hard end) that the
+// timeout job has not deleted yet does not wake: 410, and neither its
+// running slot nor its paused one moves until the job deletes it.
+func TestNoWakePastRetention(t *testing.T) {
+	e := newPauseEnv(t)
+	ctx := context.Background()
+	a := lease(t, e, apitest.BobToken, "napper")
+	env := onNode(t, e, a)
+	if _, ok, err := e.Store.PauseEnvironment(ctx, env, "art_ckpa", 2*time.Hour, e.Clock.Now()); err != nil || !ok {
+		t.Fatalf("pause: %v %v", ok, err)
+	}
+	letGo(t, e, a)
+	e.Clock.Advance(2*time.Hour + time.Second)
+	if r := touch(t, e, a); r.Status != http.StatusGone {
+		t.Fatalf("touch past the retention: %d %s, want 410", r.Status, r.Body)
+	}
+	if r := e.Do("POST", "/v1/environments/"+a+"/wake", apitest.BobToken, nil); r.Status != http.StatusGone {
+		t.Fatalf("wake past the retention: %d %s, want 410", r.Status, r.Body)
+	}
+	if q := napperQuota(t, e); q.Running != 0 || *q.Paused != 1 {
+		t.Fatalf("quota after the refused wakes: %+v", q)
+	}
+	if s := sweep(t, e); s.Ended != 1 {
+		t.Fatalf("the job after the refused wakes: %+v", s)
+	}
+	cur, _ := e.Store.GetEnvironment(ctx, "acme", a)
+	if cur.State != domain.StateStopped || cur.StopReason != domain.StopRetention {
+		t.Fatalf("after the job: %s %q", cur.State, cur.StopReason)
+	}
+}
+
+// A paused environment deleted before its node said it tore it down is
+// stopping, not stopped: its node still holds it and is told until it
+// reports it down (a stopped one's notice is dropped). Its paused slot is
+// released at once, its running one was already.
+func TestDeleteWhileTheNodeLetsGo(t *testing.T) {
+	e := newPauseEnv(t)
+	ctx := context.Background()
+	a := lease(t, e, apitest.BobToken, "napper")
+	env := onNode(t, e, a)
+	if _, ok, err := e.Store.PauseEnvironment(ctx, env, "art_ckpa", 2*time.Hour, e.Clock.Now()); err != nil || !ok {
+		t.Fatalf("pause: %v %v", ok, err)
+	}
+	r := e.Do("DELETE", "/v1/environments/"+a, apitest.BobToken, nil)
+	var got domain.Environment
+	r.JSON(t, &got)
+	if r.Status != http.StatusOK || got.State != domain.StateStopping || got.StopReason != domain.StopDeleted || got.Node == "" {
+		t.Fatalf("delete while its node lets it go: %d %s", r.Status, r.Body)
+	}
+	if q := napperQuota(t, e); q.Running != 0 || *q.Paused != 0 {
+		t.Fatalf("quota after the delete: %+v", q)
+	}
+	// Deleted once its node let it go: stopped at once.
+	b := lease(t, e, apitest.BobToken, "napper")
+	env = onNode(t, e, b)
+	if _, ok, err := e.Store.PauseEnvironment(ctx, env, "art_ckpb", 2*time.Hour, e.Clock.Now()); err != nil || !ok {
+		t.Fatalf("pause: %v %v", ok, err)
+	}
+	letGo(t, e, b)
+	r = e.Do("DELETE", "/v1/environments/"+b, apitest.BobToken, nil)
+	r.JSON(t, &got)
+	if r.Status != http.StatusOK || got.State != domain.StateStopped {
+		t.Fatalf("delete once let go: %d %s", r.Status, r.Body)
+	}
+}

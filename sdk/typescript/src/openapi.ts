@@ -426,7 +426,8 @@ export interface paths {
          *     it is. A touch, an exec, a tunnel or a preview link wakes a paused environment too; those wait
          *     for it up to 8 s and then answer 503 `waking` with Retry-After (ask again), or 503 `no_node`
          *     when no active node of its pool can run it. 429 `quota` when the template's running quota is
-         *     full. Takes no body.
+         *     full. 410 when it stayed paused past its `retainUntil` or its `expires` (the timeout job is
+         *     deleting it). Takes no body.
          */
         post: operations["wakeEnvironment"];
         delete?: never;
@@ -4937,6 +4938,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            410: components["responses"]["Gone"];
             413: components["responses"]["TooLarge"];
             429: components["responses"]["QuotaOrLocked"];
             500: components["responses"]["Internal"];

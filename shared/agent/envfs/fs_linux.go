@@ -51,6 +51,9 @@ func (f *FS) Close() error { return unix.Close(f.fd) }
 // (setfsuid drops the capabilities that bypass permissions), then puts the
 // thread back as it was. A thread that cannot be put back is never handed
 // back to the Go runtime: its goroutine ends locked, and the thread with it.
+// A panic in fn is the request's error, not the agent's end (it runs on a
+// goroutine of its own, where no server's recover reaches), and the thread
+// is put back, or ended, as after any fn.
 func (f *FS) asUser(fn func() error) error {
 	if !f.r.AsUser {
 		return fn()
@@ -69,11 +72,16 @@ func (f *FS) asUser(fn func() error) error {
 			done <- err // locked: the thread ends with the goroutine
 			return
 		}
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("a file operation panicked: %v", p)
+			}
+			if become(uid, gid, groups) == nil {
+				runtime.UnlockOSThread()
+			}
+			done <- err
+		}()
 		err = fn()
-		if become(uid, gid, groups) == nil {
-			runtime.UnlockOSThread()
-		}
-		done <- err
 	}()
 	return <-done
 }
@@ -128,9 +136,53 @@ func (f *FS) open(abs string, flags int, mode uint32) (int, error) {
 		if err == unix.EAGAIN || err == unix.EINTR {
 			continue
 		}
+		if err == nil {
+			// On the way to the scope or in it: a folder above the scope
+			// is opened only to reach into it (reached checks the end).
+			if serr := f.scoped(fd, "", false); serr != nil {
+				unix.Close(fd)
+				return -1, serr
+			}
+		}
 		return fd, err
 	}
 	return -1, unix.EAGAIN
+}
+
+// reached refuses name in the folder fd ("" for fd itself) unless the
+// kernel resolved it at or below the request's scope (Root.Scope).
+func (f *FS) reached(fd int, name string) error { return f.scoped(fd, name, true) }
+
+// scoped checks where fd (and name in it) resolved against Root.Scope:
+// at or below it, or with !end also a folder above it.
+func (f *FS) scoped(fd int, name string, end bool) error {
+	scope := f.r.Scope
+	if scope == "" || scope == "/" {
+		return nil
+	}
+	at, err := f.inside(fd)
+	if err != nil {
+		return err
+	}
+	for _, p := range f.seen(path.Join(at, name)) {
+		if under(p, scope) || !end && under(scope, p) {
+			return nil
+		}
+	}
+	return envfiles.Errorf(envfiles.ReasonOutsideTicket, "a symbolic link on the path leads out of %s, which the ticket opens", scope)
+}
+
+// seen are the names the environment knows the node-relative path p by:
+// itself, or /tmp and /var/tmp for what is below the root's Tmp folder.
+func (f *FS) seen(p string) []string {
+	if f.r.Tmp != "" {
+		t := "/" + strings.Trim(f.r.Tmp, "/")
+		if under(p, t) {
+			rest := strings.TrimPrefix(p, t)
+			return []string{"/tmp" + rest, "/var/tmp" + rest}
+		}
+	}
+	return []string{p}
 }
 
 // parent opens the folder that holds abs (not the root) as a path.
@@ -142,6 +194,10 @@ func (f *FS) parent(abs string) (int, string, error) {
 	fd, err := f.open(path.Clean(dir), unix.O_PATH|unix.O_DIRECTORY, 0)
 	if err != nil {
 		return -1, "", mapErr(path.Clean(dir), err)
+	}
+	if err := f.reached(fd, name); err != nil {
+		unix.Close(fd)
+		return -1, "", err
 	}
 	return fd, name, nil
 }
@@ -304,6 +360,10 @@ func (f *FS) OpenFile(p string) (*os.File, envfiles.FileInfo, error) {
 		if err != nil {
 			return mapErr(abs, err)
 		}
+		if err := f.reached(fd, ""); err != nil {
+			unix.Close(fd)
+			return err
+		}
 		var st unix.Stat_t
 		if err := unix.Fstat(fd, &st); err != nil {
 			unix.Close(fd)
@@ -341,6 +401,9 @@ func (f *FS) List(p string) (envfiles.FileList, error) {
 		}
 		d := os.NewFile(uintptr(fd), abs)
 		defer d.Close()
+		if err := f.reached(fd, ""); err != nil {
+			return err
+		}
 		names, err := d.Readdirnames(envfiles.MaxList + 1)
 		if err != nil && err != io.EOF {
 			return mapErr(abs, err)
@@ -379,6 +442,9 @@ func (f *FS) mkdirAll(abs string, mode uint32) (int, error) {
 	if err := f.writableDir(pfd, abs); err != nil {
 		return -1, err
 	}
+	if err := f.scoped(pfd, path.Base(abs), false); err != nil {
+		return -1, err
+	}
 	if err := unix.Mkdirat(pfd, path.Base(abs), mode); err != nil && err != unix.EEXIST {
 		return -1, mapErr(abs, err)
 	}
@@ -404,6 +470,9 @@ func (f *FS) Mkdir(p string, mode fs.FileMode, parents bool) (envfiles.FileInfo,
 				return err
 			}
 			defer unix.Close(fd)
+			if err := f.reached(fd, ""); err != nil {
+				return err
+			}
 			var st unix.Stat_t
 			if err := unix.Fstat(fd, &st); err != nil {
 				return mapErr(abs, err)
@@ -473,6 +542,9 @@ func (f *FS) Write(p string, r io.Reader, mode *fs.FileMode, parents bool, buf [
 			return err
 		}
 		if err := f.writableDir(dfd, abs); err != nil {
+			return err
+		}
+		if err := f.reached(dfd, name); err != nil {
 			return err
 		}
 		var st unix.Stat_t

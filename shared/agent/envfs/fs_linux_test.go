@@ -295,3 +295,95 @@ func TestWatch(t *testing.T) {
 		}
 	}
 }
+
+// A request scoped to a folder (a ticket's path) reaches nothing outside it
+// through a link below it, though the environment's user could: every
+// route is judged where the kernel resolved the path, not by its name.
+func TestScopeHoldsThroughLinks(t *testing.T) {
+	for _, inRoot := range []bool{false, true} {
+		r, _ := newRoot(t, inRoot, nil)
+		other := filepath.Join(r.Dir, "other")
+		must(t, os.MkdirAll(other, 0o755))
+		must(t, os.WriteFile(filepath.Join(other, "note"), []byte("outside the scope"), 0o644))
+		if r.AsUser {
+			must(t, os.Chown(other, r.UID, r.GID))
+			must(t, os.Chown(filepath.Join(other, "note"), r.UID, r.GID))
+		}
+		must(t, os.Symlink("../other", filepath.Join(r.Dir, "work", "to-other")))
+		must(t, os.Symlink("../work/mine", filepath.Join(r.Dir, "work", "to-mine")))
+		r.Scope = "/work"
+		f, err := Open(r)
+		must(t, err)
+		defer f.Close()
+		buf := make([]byte, 16)
+		refused := map[string]error{}
+		if rc, _, err := f.OpenFile("/work/to-other/note"); err == nil {
+			rc.Close()
+			refused["read"] = errors.New("read")
+		} else {
+			refused["read"] = err
+		}
+		_, refused["list"] = f.List("/work/to-other")
+		_, refused["stat"] = f.Stat("/work/to-other/note")
+		_, refused["write"] = f.Write("/work/to-other/new", strings.NewReader("x"), nil, false, buf)
+		_, refused["write parents"] = f.Write("/work/to-other/d/new", strings.NewReader("x"), nil, true, buf)
+		_, refused["mkdir"] = f.Mkdir("/work/to-other/d", 0o755, false)
+		_, refused["mkdir parents"] = f.Mkdir("/work/to-other/a/b", 0o755, true)
+		refused["remove"] = f.Remove("/work/to-other/note", false)
+		if w, err := f.Watch("/work/to-other", false); err == nil {
+			w.Close()
+			refused["watch"] = errors.New("watched")
+		} else {
+			refused["watch"] = err
+		}
+		for what, err := range refused {
+			if reason(err) != envfiles.ReasonOutsideTicket {
+				t.Errorf("inRoot %v: %s through a link out of the scope: %v, want %s", inRoot, what, err, envfiles.ReasonOutsideTicket)
+			}
+		}
+		names, _ := os.ReadDir(other)
+		if len(names) != 1 {
+			t.Errorf("inRoot %v: the folder outside the scope now holds %d entries", inRoot, len(names))
+		}
+		// Links that stay inside the scope, and the links themselves, are
+		// the scope's.
+		if rc, _, err := f.OpenFile("/work/to-mine"); err != nil {
+			t.Errorf("inRoot %v: read through a link inside the scope: %v", inRoot, err)
+		} else {
+			rc.Close()
+		}
+		if _, err := f.Stat("/work/to-other"); err != nil {
+			t.Errorf("inRoot %v: stat of the link itself: %v", inRoot, err)
+		}
+		if _, err := f.Mkdir("/work/x/y", 0o755, true); err != nil {
+			t.Errorf("inRoot %v: mkdir -p inside the scope: %v", inRoot, err)
+		}
+		if err := f.Remove("/work/to-other", false); err != nil {
+			t.Errorf("inRoot %v: remove the link itself: %v", inRoot, err)
+		}
+	}
+}
+
+// A panic while acting as the environment's user is that request's error:
+// the agent goes on, and the next request acts as the user again.
+func TestPanicAsUserIsAnError(t *testing.T) {
+	r, _ := newRoot(t, true, nil)
+	if !r.AsUser {
+		t.Skip("acting as another user needs root")
+	}
+	f, err := Open(r)
+	must(t, err)
+	defer f.Close()
+	err = f.asUser(func() error { panic("boom") })
+	if err == nil || !strings.Contains(err.Error(), "boom") {
+		t.Fatalf("panic as the user: %v, want an error naming it", err)
+	}
+	var fsuid int
+	must(t, f.asUser(func() error { fsuid, _ = unix.SetfsuidRetUid(-1); return nil }))
+	if fsuid != r.UID {
+		t.Errorf("after the panic a request acts as %d, want %d", fsuid, r.UID)
+	}
+	if u, _ := unix.SetfsuidRetUid(-1); u != os.Getuid() {
+		t.Errorf("this thread acts as %d", u)
+	}
+}

@@ -38,6 +38,10 @@ type Root struct {
 	// Hidden are absolute paths that are not the environment's files as
 	// it sees them (mounted over inside it): refused.
 	Hidden []string
+	// Scope is the absolute, clean path a request may reach (a ticket's
+	// path), checked where the kernel resolved each path, so no link
+	// below it leads elsewhere in the root; "" or "/": everything.
+	Scope string
 }
 
 // special are the kernel's views at the root of an environment: never

@@ -71,6 +71,9 @@ func (w *Watcher) add(abs string) (int, error) {
 			}
 			d := os.NewFile(uintptr(fd), abs)
 			defer d.Close()
+			if err := w.fs.reached(fd, ""); err != nil {
+				return err
+			}
 			w.mu.Lock()
 			n := len(w.wds)
 			w.mu.Unlock()
