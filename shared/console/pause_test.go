@@ -144,6 +144,11 @@ func TestConsolePausedEnvironment(t *testing.T) {
 	b.do(t, "phone width", chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile))
 	b.until(t, "drawn at phone width", `!!document.querySelector('#wake')`)
 	b.fits(t, "environment-paused", 390)
+	// Every state the wake's status says, in order, as the page refreshes.
+	eval[bool](t, b, `(() => { window.wakeStates = []; new MutationObserver(() => {
+		const s = document.querySelector('#wake-status')?.dataset.state;
+		if (s && window.wakeStates.at(-1) !== s) window.wakeStates.push(s);
+	}).observe(document.querySelector('main'), { childList: true, subtree: true }); return true; })()`)
 	b.focusOn(t, "#wake")
 	b.key(t, kb.Enter)
 	b.until(t, "waking", `['pending','starting','ready'].includes(document.querySelector('#wake-status')?.dataset.state)`)
@@ -151,6 +156,9 @@ func TestConsolePausedEnvironment(t *testing.T) {
 		t.Errorf("after Wake the focus is on %s, want the wake's status", f.What)
 	}
 	b.until(t, "awake", `document.querySelector('#wake-status')?.dataset.state === 'ready' && !!document.querySelector('#env-detail [data-state="ready"]') && !!document.querySelector('#touch')`)
+	if states := eval[[]string](t, b, `window.wakeStates`); len(states) < 2 || states[0] != "pending" || states[len(states)-1] != "ready" {
+		t.Errorf("the page followed the wake through %q, want pending first and ready last", states)
+	}
 	b.audit(t, "environment-woken")
 	b.fits(t, "environment-woken", 390)
 	b.do(t, "wide again", chromedp.EmulateViewport(1280, 900))

@@ -168,7 +168,7 @@ function pausedWhy(e) {
 
 function checkpointText(c) {
   const parts = [c.state];
-  if (c.files || c.bytes) parts.push(`${c.files} files, ${bytes(c.bytes)}`);
+  if (c.files || c.bytes) parts.push(`${c.files} file${c.files === 1 ? '' : 's'}, ${bytes(c.bytes)}`);
   if (c.pause) parts.push('taken to pause');
   if (c.artifact) parts.push(`artifact ${c.artifact}`);
   if (c.error) parts.push(c.error);
