@@ -25,12 +25,11 @@ var nap = domain.Template{
 	Quota:    domain.Quota{MaxLeases: 1, MaxPaused: 2},
 }
 
-// pauseIdle waits until the environment is past its idle timeout, then
-// runs the timeout job until it is paused and its node has let it go.
+// pauseIdle runs the timeout job until the environment, once past its idle
+// timeout with nothing using it, is paused and its node has let it go.
 func pauseIdle(t *testing.T, stack *clienttest.Stack, c *client.Client, id string) domain.Environment {
 	t.Helper()
 	ctx := context.Background()
-	time.Sleep(4 * time.Second)
 	deadline := time.Now().Add(wait)
 	for {
 		if _, err := timeouts.Run(ctx, stack.Store, clock.System{}, timeouts.Options{}); err != nil {
@@ -118,7 +117,7 @@ func TestConsolePausedEnvironment(t *testing.T) {
 	}
 	b.audit(t, "environment-paused")
 	b.fits(t, "environment-paused", 1280)
-	b.shot(t, "environment-paused")
+	b.shot(t, "paused-page")
 	b.focusOn(t, "#main")
 	reached(t, "environment-paused", b.tabThrough(t, 15), "button Wake", "button Delete")
 
@@ -144,6 +143,11 @@ func TestConsolePausedEnvironment(t *testing.T) {
 	b.do(t, "phone width", chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile))
 	b.until(t, "drawn at phone width", `!!document.querySelector('#wake')`)
 	b.fits(t, "environment-paused", 390)
+	b.do(t, "the list at phone width", chromedp.Navigate(stack.URL+"/#/environments"))
+	b.until(t, "listed at phone width", `!!`+row)
+	b.fits(t, "environments-paused", 390)
+	b.do(t, "back to its page", chromedp.Navigate(stack.URL+"/#/environments/"+id))
+	b.until(t, "drawn paused again", `!!document.querySelector('#wake')`)
 	// Every state the wake's status says, in order, as the page refreshes.
 	eval[bool](t, b, `(() => { window.wakeStates = []; new MutationObserver(() => {
 		const s = document.querySelector('#wake-status')?.dataset.state;
@@ -162,7 +166,7 @@ func TestConsolePausedEnvironment(t *testing.T) {
 	b.audit(t, "environment-woken")
 	b.fits(t, "environment-woken", 390)
 	b.do(t, "wide again", chromedp.EmulateViewport(1280, 900))
-	b.shot(t, "environment-woken")
+	b.shot(t, "paused-woken")
 	woke, err := alice.GetEnvironment(ctx, id)
 	if err != nil {
 		t.Fatal(err)
