@@ -43,7 +43,7 @@ export function render(root, { id, query }) {
         h('td', { text: e.template }),
         h('td', {}, labels(e.labels)),
         h('td', {}, timeEl(e.created)),
-        h('td', { class: 'num', text: idleText(e, now) }),
+        idleCell(e, now),
         h('td', { class: 'num', text: live(e) || e.state === 'paused' ? left(e.expires, now) : '—' }))),
       `${shown.length} environment(s), refreshed every ${REFRESH_MS / 1000} s while this tab is visible`));
   };
@@ -76,12 +76,15 @@ export function render(root, { id, query }) {
   return () => { clearInterval(poll); clearInterval(tick); document.removeEventListener('visibilitychange', onVisible); };
 }
 
-// idleText is the "Idle in" cell: the countdown of a live environment, and
-// until when a paused one is kept.
-function idleText(e, now) {
-  if (live(e)) return left(e.idleUntil, now);
-  if (e.state === 'paused' && e.retainUntil) return `kept until ${when(e.retainUntil)}`;
-  return '—';
+// idleCell is the "Idle in" cell: the countdown of a live environment, and
+// until when a paused one is kept (short, to fit the column; the full time
+// is its title).
+function idleCell(e, now) {
+  if (e.state === 'paused' && e.retainUntil) {
+    const short = new Date(e.retainUntil).toLocaleString(undefined, { month: 'short', day: 'numeric', hour: 'numeric', minute: '2-digit' });
+    return h('td', { class: 'num' }, 'kept until ', h('time', { datetime: e.retainUntil, title: when(e.retainUntil), text: short }));
+  }
+  return h('td', { class: 'num', text: live(e) ? left(e.idleUntil, now) : '—' });
 }
 
 export function live(e) {
