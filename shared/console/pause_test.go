@@ -129,6 +129,12 @@ func TestConsolePausedEnvironment(t *testing.T) {
 		t.Errorf("the quota error does not name the template: %q", msg)
 	}
 	b.audit(t, "environment-wake-refused")
+	// The page is drawn anew every 2 s; the focus stays on Wake, to try again.
+	eval[bool](t, b, `(window.refusedWake = document.querySelector('#wake'), true)`)
+	b.until(t, "a refresh", `!!document.querySelector('#wake') && document.querySelector('#wake') !== window.refusedWake`)
+	if f := eval[focus](t, b, focusedJS); f.What != "button Wake" || !f.Ring {
+		t.Errorf("after a refused wake and a refresh the focus is on %s (ring %v), want Wake", f.What, f.Ring)
+	}
 	if state := eval[string](t, b, `document.querySelector('#env-detail [data-state]').dataset.state`); state != "paused" {
 		t.Errorf("after a refused wake it shows %s", state)
 	}

@@ -82,7 +82,12 @@ export function renderDetail(root, id) {
     parts.push(log.panel);
     netlog.update(e);
     parts.push(netlog.panel);
+    // The page is drawn anew every refresh: the control that had the focus
+    // (Wake after a refusal, say) keeps it, so a keyboard user stays put.
+    const had = body.contains(document.activeElement) ? document.activeElement : null;
     body.replaceChildren(...parts);
+    if (had && !had.isConnected && had.id) document.getElementById(had.id)?.focus();
+    else if (had && had.isConnected && document.activeElement !== had) had.focus();
   };
 
   const refresh = async () => {
@@ -106,9 +111,12 @@ export function renderDetail(root, id) {
     if (env.state === 'ready') waking = false;
     out.replaceChildren(h('p', { class: 'panel', id: 'wake-status', tabindex: -1, 'data-state': env.state, text: say }));
   };
-  const wake = async (ev) => {
-    const button = ev.currentTarget;
-    button.disabled = true;
+  // The Wake button is not disabled while it asks: a disabled button
+  // loses the focus, and a refused wake leaves the focus on it to try again.
+  let asking = false;
+  const wake = async () => {
+    if (asking) return;
+    asking = true;
     try {
       env = await post(`/v1/environments/${enc(id)}/wake`);
       waking = true;
@@ -118,8 +126,9 @@ export function renderDetail(root, id) {
       // the wake says, so a keyboard user is not left at the top.
       document.getElementById('wake-status')?.focus();
     } catch (err) {
-      button.disabled = false;
       if (err.status !== 401) out.replaceChildren(errorBox(err, { template: env.template }));
+    } finally {
+      asking = false;
     }
   };
   const touch = async () => {
