@@ -26,7 +26,7 @@ const (
 // fails when one is missing; TestDocsScreenshotsAreTaken holds the docs to
 // this list.
 var docShots = []string{
-	"signin-confirm", "environments", "environment", "environment-log", "templates", "usage",
+	"signin-confirm", "environments", "environment", "environment-paused", "environment-log", "templates", "usage",
 	"artifacts", "keys", "sandboxes", "events", "environments-phone",
 }
 

@@ -63,6 +63,7 @@ func TestConsoleFits(t *testing.T) {
 	pages := []fitPage{
 		{name: "environments", route: "#/environments", ready: `document.querySelectorAll('#env-list tr[data-id]').length >= 4 && document.querySelector('#env-list').textContent.includes('ready')`},
 		{name: "environment", route: "#/environments/" + s.detail, ready: `!!document.querySelector('#env-detail [data-state="ready"]') && !!document.querySelector('#env-log-live')`},
+		{name: "environment-paused", route: "#/environments/" + s.paused, ready: `!!document.querySelector('#env-detail [data-state="paused"]') && !!document.querySelector('#wake')`},
 		{name: "environment-log", route: "#/environments/" + s.crashed, ready: `(document.querySelector('#env-log-text')?.textContent || '').includes(` + jsString(crashLine) + `)`},
 		{name: "templates", route: "#/templates", ready: `document.querySelectorAll('article.card meter').length >= 4`},
 		{name: "usage", route: "#/usage", ready: `!!document.querySelector('#usage table') && !!document.querySelector('svg.chart')`},

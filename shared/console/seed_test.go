@@ -22,7 +22,9 @@ import (
 const (
 	longTemplate = "payments-integration-tests"
 	longEnvName  = "payments-ledger-reconciliation-with-postgres-16-and-kafka-for-pull-request-4242-by-alice"
-	crashLine    = "error: services/payments/internal/ledger/reconciliation_test.go:128: expected 1204 settled transfers, got 1187"
+	// pausingTemplate pauses its environments 3 s after their last use.
+	pausingTemplate = "agent-workspace"
+	crashLine       = "error: services/payments/internal/ledger/reconciliation_test.go:128: expected 1204 settled transfers, got 1187"
 )
 
 // seedTemplates are the templates the seeded organization (acme) adds to
@@ -43,6 +45,13 @@ func seedTemplates() clienttest.Option {
 			Command:  []string{"sh", "-c", `for i in $(seq 1 40); do echo "step $i/40: go test ./services/payments/internal/ledger/reconciliation/... -run TestSettlement_$i -count=1"; done; echo "` + crashLine + `" >&2; exit 2`},
 			Timeouts: domain.Timeouts{Idle: hour, Hard: hour},
 			Quota:    domain.Quota{MaxLeases: 2},
+		},
+		domain.Template{
+			Name: pausingTemplate, Runtime: domain.RuntimeProcess, Command: []string{"sleep", "3600"},
+			Description: "An agent's workspace: paused when idle, its files kept until it is used again",
+			Timeouts:    domain.Timeouts{Idle: domain.Duration(3 * time.Second), Hard: domain.Duration(8 * time.Hour)},
+			Idle:        &domain.Idle{Action: domain.IdlePause, Retention: domain.Duration(168 * time.Hour)},
+			Quota:       domain.Quota{MaxLeases: 2, MaxPaused: 4},
 		})
 }
 
@@ -50,6 +59,7 @@ func seedTemplates() clienttest.Option {
 type seeded struct {
 	detail  string // a ready environment with a long name and labels
 	crashed string // a failed one with a kept log
+	paused  string // a paused one, with its checkpoint
 }
 
 func seed(t *testing.T, stack *clienttest.Stack) seeded {
@@ -74,6 +84,8 @@ func seed(t *testing.T, stack *clienttest.Stack) seeded {
 		lease(clienttest.BobToken, map[string]any{"template": longTemplate, "name": name, "labels": map[string]string{
 			"branch": fmt.Sprintf("bob/experiment-%d-with-a-branch-name-that-goes-on-and-on-without-spaces", i), "team": "payments"}})
 	}
+	s.paused = lease(clienttest.BobToken, map[string]any{"template": pausingTemplate, "name": "agent-workspace-refactoring-the-settlement-batch-job",
+		"labels": map[string]string{"task": "https://tracker.acme.example/PAY-1187"}})
 	s.crashed = lease(clienttest.BobToken, map[string]any{"template": "nightly-build", "name": "nightly-build-2026-11-28-payments-and-ledger"})
 	// Two short lives: their time is the usage page's, their stops the
 	// events page's.
@@ -86,6 +98,11 @@ func seed(t *testing.T, stack *clienttest.Stack) seeded {
 	waitState(t, stack, s.detail, domain.StateReady)
 	apiCall(t, stack.URL, clienttest.AliceToken, "POST", "/v1/environments/"+s.detail+"/checkpoints?wait=20s",
 		map[string]any{"name": "before-migration-0042-add-ledger-reconciliation-index"}, nil)
+	c, err := client.New(stack.URL, clienttest.AliceToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pauseIdle(t, stack, c, s.paused)
 
 	// Twenty keys: the organization's and alice's, with scopes and expiries.
 	for i := range 20 {
@@ -105,10 +122,6 @@ func seed(t *testing.T, stack *clienttest.Stack) seeded {
 		apiCall(t, stack.URL, clienttest.AliceToken, "POST", path, body, nil)
 	}
 
-	c, err := client.New(stack.URL, clienttest.AliceToken)
-	if err != nil {
-		t.Fatal(err)
-	}
 	data := []byte(strings.Repeat("payments coverage report\n", 400))
 	if _, err := c.Push(context.Background(), bytes.NewReader(data), int64(len(data)), client.ArtifactCreate{
 		Name: "coverage-report-payments-ledger-reconciliation-2026-11-28T14-00-00Z.html", ContentType: "text/html",

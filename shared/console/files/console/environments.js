@@ -1,6 +1,6 @@
 // Environments: the live list with countdowns, filters, leasing, and the
 // detail view of one environment.
-import { h, field, labels, parseLabels, timeEl, left, table } from './dom.js';
+import { h, field, labels, parseLabels, timeEl, when, left, table } from './dom.js';
 import { all, get, post, enc } from './api.js';
 import { errorBox, guard } from './ui.js';
 import { renderDetail } from './environment.js';
@@ -12,7 +12,7 @@ const REFRESH_MS = 5000;
 
 export function render(root, { id, query }) {
   if (id) return renderDetail(root, id);
-  const state = h('select', { name: 'state' }, STATES.map((s) => h('option', { value: s, text: s })));
+  const state = h('select', { name: 'state' }, STATES.map((s) => h('option', { value: s, text: s === 'live' ? 'live and paused' : s })));
   state.value = STATES.includes(query.get('state')) ? query.get('state') : 'live';
   const labelFilter = h('input', { type: 'search', name: 'label', placeholder: 'team=web', value: query.get('label') || '' });
   const templateFilter = h('input', { type: 'search', name: 'template', placeholder: 'any', value: query.get('template') || '' });
@@ -43,13 +43,21 @@ export function render(root, { id, query }) {
         h('td', { text: e.template }),
         h('td', {}, labels(e.labels)),
         h('td', {}, timeEl(e.created)),
-        h('td', { class: 'num', text: live(e) ? left(e.idleUntil, now) : '—' }),
-        h('td', { class: 'num', text: live(e) ? left(e.expires, now) : '—' }))),
+        idleCell(e, now),
+        h('td', { class: 'num', text: live(e) || e.state === 'paused' ? left(e.expires, now) : '—' }))),
       `${shown.length} environment(s), refreshed every ${REFRESH_MS / 1000} s while this tab is visible`));
   };
 
+  // The live list shows the paused environments beside the live ones, as
+  // `envlease ls` does: they are one use away from running.
+  const fetchEnvs = async () => {
+    const ask = (s) => all(`/v1/environments?state=${enc(s)}&limit=200`, 'environments');
+    if (state.value !== 'live') return ask(state.value);
+    const [lv, paused] = await Promise.all([ask('live'), ask('paused')]);
+    return [...lv, ...paused].sort((a, b) => (a.created < b.created ? 1 : a.created > b.created ? -1 : 0));
+  };
   const refresh = async () => {
-    const got = await guard(list, () => all(`/v1/environments?state=${enc(state.value)}&limit=200`, 'environments'));
+    const got = await guard(list, fetchEnvs);
     if (got) { envs = got; draw(); status.textContent = `Updated ${new Date().toLocaleTimeString()}`; }
   };
 
@@ -66,6 +74,17 @@ export function render(root, { id, query }) {
   const onVisible = () => { if (document.visibilityState === 'visible') refresh(); };
   document.addEventListener('visibilitychange', onVisible);
   return () => { clearInterval(poll); clearInterval(tick); document.removeEventListener('visibilitychange', onVisible); };
+}
+
+// idleCell is the "Idle in" cell: the countdown of a live environment, and
+// until when a paused one is kept (short, to fit the column; the full time
+// is its title).
+function idleCell(e, now) {
+  if (e.state === 'paused' && e.retainUntil) {
+    const short = new Date(e.retainUntil).toLocaleString(undefined, { month: 'short', day: 'numeric', hour: 'numeric', minute: '2-digit' });
+    return h('td', { class: 'num' }, 'kept until ', h('time', { datetime: e.retainUntil, title: when(e.retainUntil), text: short }));
+  }
+  return h('td', { class: 'num', text: live(e) ? left(e.idleUntil, now) : '—' });
 }
 
 export function live(e) {
