@@ -16,11 +16,13 @@ import (
 
 // A container that holds 64 MiB shows about 64 MiB in its live metrics
 // (runc's numbers, from its cgroup), and its history is kept once it ended.
+// The shell that holds the 64 MiB stays (no exec): an exec would give the
+// memory back at once, and only a sample taken while tr ran would see it.
 func TestContainerMetrics(t *testing.T) {
 	ref := busyboxRef(t)
 	s := newStack(t, domain.Template{
 		Name: "holder", Runtime: agent.RuntimeContainer, Image: &domain.Image{Ref: ref},
-		Command: []string{"sh", "-c", `x=$(head -c 67108864 /dev/zero | tr '\0' a); echo held; exec sleep 3600`},
+		Command: []string{"sh", "-c", `x=$(head -c 67108864 /dev/zero | tr '\0' a); echo held; while :; do sleep 3600; done`},
 	})
 	s.Clock.Set(time.Now()) // the agent judges tickets by the real clock
 	s.runAgentWith(t, t.TempDir(), time.Second, func(c *agent.Config) {
