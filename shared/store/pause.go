@@ -38,19 +38,12 @@ func (s *Store) PauseEnvironment(ctx context.Context, e domain.Environment, art 
 	after.PausedAt = &at
 	after.RetainUntil = &until
 	after.Version = e.Version + 1
-	item, err := marshal(s.newEnvItem(after))
+	put, err := s.envPutFrom(after, e.Version, domain.StateReady)
 	if err != nil {
 		return domain.Environment{}, false, err
 	}
 	items := []types.TransactWriteItem{
-		{Put: &types.Put{
-			TableName: aws.String(s.table), Item: item,
-			ConditionExpression:      aws.String("attribute_exists(PK) AND version = :version AND #state = :ready"),
-			ExpressionAttributeNames: map[string]string{"#state": "state"},
-			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":version": num(e.Version), ":ready": str(string(domain.StateReady)),
-			},
-		}},
+		put,
 		{Update: &types.Update{
 			TableName: aws.String(s.table), Key: key(orgPK(e.OrgID), QuotaSK(e.Template)),
 			UpdateExpression: aws.String("SET running = running - :one, paused = if_not_exists(paused, :zero) + :one"),
@@ -124,19 +117,12 @@ func (s *Store) ResumeEnvironment(ctx context.Context, e domain.Environment, now
 	}
 	after.Checkpoint = nil
 	after.Version = e.Version + 1
-	item, err := marshal(s.newEnvItem(after))
+	put, err := s.envPutFrom(after, e.Version, domain.StatePaused)
 	if err != nil {
 		return domain.Environment{}, false, err
 	}
 	items := []types.TransactWriteItem{
-		{Put: &types.Put{
-			TableName: aws.String(s.table), Item: item,
-			ConditionExpression:      aws.String("attribute_exists(PK) AND version = :version AND #state = :paused"),
-			ExpressionAttributeNames: map[string]string{"#state": "state"},
-			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":version": num(e.Version), ":paused": str(string(domain.StatePaused)),
-			},
-		}},
+		put,
 		{Update: &types.Update{
 			TableName: aws.String(s.table), Key: key(orgPK(e.OrgID), QuotaSK(e.Template)),
 			UpdateExpression:                    aws.String("SET running = running + :one, paused = paused - :one"),
@@ -186,19 +172,12 @@ func (s *Store) EndPausedEnvironment(ctx context.Context, e domain.Environment, 
 	after.StopReason = reason
 	after.Stopped = &at
 	after.Version = e.Version + 1
-	item, err := marshal(s.newEnvItem(after))
+	put, err := s.envPutFrom(after, e.Version, domain.StatePaused)
 	if err != nil {
 		return domain.Environment{}, false, err
 	}
 	items := []types.TransactWriteItem{
-		{Put: &types.Put{
-			TableName: aws.String(s.table), Item: item,
-			ConditionExpression:      aws.String("attribute_exists(PK) AND version = :version AND #state = :paused"),
-			ExpressionAttributeNames: map[string]string{"#state": "state"},
-			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":version": num(e.Version), ":paused": str(string(domain.StatePaused)),
-			},
-		}},
+		put,
 		{Update: &types.Update{
 			TableName: aws.String(s.table), Key: key(orgPK(e.OrgID), QuotaSK(e.Template)),
 			UpdateExpression:          aws.String("SET paused = paused - :one"),
@@ -234,4 +213,22 @@ func (s *Store) EndPausedEnvironment(ctx context.Context, e domain.Environment, 
 		return cur, false, err
 	}
 	return after, true, nil
+}
+
+// envPutFrom puts after in place of the record it was made from: only while
+// that record is still at version and in state from, so a transaction of
+// pause.go never acts on a record something else changed since it read it.
+func (s *Store) envPutFrom(after domain.Environment, version int64, from domain.State) (types.TransactWriteItem, error) {
+	item, err := marshal(s.newEnvItem(after))
+	if err != nil {
+		return types.TransactWriteItem{}, err
+	}
+	return types.TransactWriteItem{Put: &types.Put{
+		TableName: aws.String(s.table), Item: item,
+		ConditionExpression:      aws.String("attribute_exists(PK) AND version = :version AND #state = :from"),
+		ExpressionAttributeNames: map[string]string{"#state": "state"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":version": num(version), ":from": str(string(from)),
+		},
+	}}, nil
 }
