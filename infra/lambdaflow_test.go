@@ -169,6 +169,10 @@ var justifiedUnused = map[string]string{
 	"identity kms:Sign": "a node's fetch of the tokens of an environment with an identity that it runs " +
 		"(POST /v1/nodes/{id}/environments/{env}/identity); the run's templates have no identity " +
 		"(shared/identity's TestKMSSigner signs through the SDK against a KMS stand-in)",
+	"secrets kms:GenerateDataKey": "setting a secret seals it with a fresh data key (secrets.KMSKeys); the run sets none " +
+		"(shared/secrets' seal test makes data keys through the SDK against a KMS stand-in)",
+	"nodes kms:Decrypt": "a node's fetch of the secrets its environment's template binds opens their data keys " +
+		"(GET /v1/nodes/{id}/environments/{env}/secrets); the run's templates bind none",
 	"secrets dynamodb:PutItem": "setting a secret writes its sealed item and its event in one transaction (store.PutSecret); " +
 		"setting one needs KMS, which the run has not: its sample request is a GET of the list",
 	"secrets dynamodb:DeleteItem": "deleting a secret (store.DeleteSecret, a transaction with its event); the run deletes none",
