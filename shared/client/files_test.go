@@ -132,3 +132,29 @@ func TestFilesWriteRetriesWithAFreshTicket(t *testing.T) {
 		t.Errorf("sent %s, want %s", strings.Join(got, " "), want)
 	}
 }
+
+// A node that cannot be reached (the environment's old node, gone) drops
+// the ticket too: the fresh one names the node it runs on now.
+func TestFilesUnreachableNodeTakesAFreshTicket(t *testing.T) {
+	m := &movingNode{stale: *envfiles.Errorf(envfiles.ReasonEnvironmentGone, "gone")}
+	c, _ := newClient(t, m)
+	srv := httptest.NewServer(m)
+	t.Cleanup(srv.Close)
+	gone := httptest.NewServer(http.NotFoundHandler())
+	m.node = gone.URL + "/node"
+	gone.Close()
+	f := c.Files("env_1")
+	ctx := t.Context()
+	if _, err := f.Stat(ctx, "/a"); err == nil {
+		t.Fatal("a stat on a node that is gone succeeded")
+	}
+	m.mu.Lock()
+	m.node = srv.URL + "/node"
+	m.mu.Unlock()
+	if _, err := f.Stat(ctx, "/a"); err != nil {
+		t.Fatalf("a stat after the node moved: %v", err)
+	}
+	if got := strings.Join(m.tickets, " "); got != "t3" {
+		t.Errorf("tickets the live node saw: %s, want t3 (t1 and t2 went to the node that is gone)", got)
+	}
+}
