@@ -82,10 +82,12 @@ type function struct {
 }
 
 func newFunction(st *store.Store, links nodes.Linker, conns connections, clk clock.Clock, log *slog.Logger, socketURL string) *function {
-	svc := nodes.NewService(st, links, clk, nodes.Options{SocketURL: socketURL})
+	stopper := nodes.NewStopper(st, conns, clk, log, 0)
+	// A pause a node's report completes is pushed to it at once.
+	svc := nodes.NewService(st, links, clk, nodes.Options{SocketURL: socketURL, Teller: stopper})
 	return &function{
 		auth: auth.New(st, clk, log), socket: nodes.NewSocket(svc, st, log),
-		offerer: nodes.NewOfferer(st, conns, clk, log, 0), stopper: nodes.NewStopper(st, conns, clk, log, 0),
+		offerer: nodes.NewOfferer(st, conns, clk, log, 0), stopper: stopper,
 		conns: conns, log: log,
 	}
 }

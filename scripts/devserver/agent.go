@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -37,7 +38,21 @@ func nodeService(d deps, links nodes.Linker) *nodes.Service {
 	opt := devNodeOptions
 	opt.SocketURL = "ws" + strings.TrimPrefix(d.baseURL, "http") + nodes.SocketPath
 	opt.Secrets = secretService(d)
+	if d.stopper != nil {
+		opt.Teller = d.stopper
+	}
 	return nodes.NewService(d.store, links, d.clock, opt)
+}
+
+// latePoster posts on connections made after it (the local sockets, which
+// need the node service that needs the stopper that posts).
+type latePoster struct{ to nodes.Poster }
+
+func (p *latePoster) Post(ctx context.Context, conn nodes.ConnectionID, msg []byte) error {
+	if p.to == nil {
+		return errors.New("the node sockets are not open yet")
+	}
+	return p.to.Post(ctx, conn, msg)
 }
 
 // startReoffers runs the re-offer job and the stop job every

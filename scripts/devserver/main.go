@@ -211,10 +211,14 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 		fmt.Fprintf(o.progress, "warning: %v; the console cannot upload or download artifacts\n", err)
 	}
 	authn := auth.New(st, clk, log)
+	// The stopper comes first: the node service pushes pauses through it,
+	// and it posts on the sockets made with that service.
+	posts := &latePoster{}
+	d.stopper = nodes.NewStopper(st, posts, clk, log, devReofferAfter)
 	d.sockets = nodes.NewLocalSockets(ctx, nodes.NewSocket(nodeService(d, artifactService(d)), st, log), authn)
 	defer d.sockets.Close()
+	posts.to = d.sockets
 	d.offerer = nodes.NewOfferer(st, d.sockets, clk, log, devReofferAfter)
-	d.stopper = nodes.NewStopper(st, d.sockets, clk, log, devReofferAfter)
 	if o.sockets != nil {
 		o.sockets(d.sockets)
 	}

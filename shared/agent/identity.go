@@ -15,6 +15,7 @@ import (
 	"github.com/envlease/envlease/shared/agent/runtimes"
 	"github.com/envlease/envlease/shared/domain"
 	"github.com/envlease/envlease/shared/identity"
+	"golang.org/x/sys/unix"
 )
 
 // An environment whose lease carries an identity finds its tokens in files
@@ -75,9 +76,14 @@ func (a *Agent) writeIdentity(ctx context.Context, node, id string, files runtim
 }
 
 // writeToken replaces the token file at t.Path under the environment's
-// root, through os.Root (a link the environment made cannot lead the agent
-// out of its files) and by a rename, so a reader sees the old token or the
-// new one, never half of one. The file is the environment's user's, 0400.
+// root by a rename, so a reader sees the old token or the new one, never
+// half of one. The file is the environment's user's, 0400. Its folders are
+// made through os.Root (a link the environment made cannot lead the agent
+// out of its files); then they are opened one at a time without following
+// links, and the ownership changes, the file and the rename are made on
+// those descriptors, so a folder the environment replaced by a link (even
+// to another of its own folders) fails the write instead of redirecting a
+// chown.
 func writeToken(files runtimes.Files, t identity.Token) error {
 	rel := strings.TrimPrefix(path.Clean(t.Path), "/")
 	if !strings.HasPrefix(t.Path, domain.IdentityPath+"/") || strings.Contains(rel, "..") {
@@ -92,20 +98,25 @@ func writeToken(files runtimes.Files, t identity.Token) error {
 	if err := root.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	if o := files.Owner; o != nil {
+	d, err := openNoFollow(files.Root, dir, func(p string, f *os.File) error {
 		// Each folder on the way from the identity folder down.
-		for p := dir; strings.HasPrefix(p, "run/envlease"); p = path.Dir(p) {
-			if err := root.Lchown(p, o.UID, o.GID); err != nil {
-				return err
-			}
+		if o := files.Owner; o != nil && strings.HasPrefix(p, "run/envlease") {
+			return f.Chown(o.UID, o.GID)
 		}
-	}
-	tmp := path.Join(dir, ".token.new")
-	_ = root.Remove(tmp)
-	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o400)
+		return nil
+	})
 	if err != nil {
 		return err
 	}
+	defer d.Close()
+	dfd := int(d.Fd())
+	const tmp = ".token.new"
+	_ = unix.Unlinkat(dfd, tmp, 0)
+	fd, err := unix.Openat(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o400)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: path.Join(dir, tmp), Err: err}
+	}
+	f := os.NewFile(uintptr(fd), path.Join(dir, tmp))
 	_, werr := f.WriteString(t.Token)
 	if werr == nil && files.Owner != nil {
 		werr = f.Chown(files.Owner.UID, files.Owner.GID)
@@ -113,11 +124,39 @@ func writeToken(files runtimes.Files, t identity.Token) error {
 	if cerr := f.Close(); werr == nil {
 		werr = cerr
 	}
+	if werr == nil {
+		werr = unix.Renameat(dfd, tmp, dfd, path.Base(rel))
+	}
 	if werr != nil {
-		_ = root.Remove(tmp)
+		_ = unix.Unlinkat(dfd, tmp, 0)
 		return werr
 	}
-	return root.Rename(tmp, rel)
+	return nil
+}
+
+// openNoFollow opens folder rel under base one name at a time, refusing a
+// link at any step, and calls each on every folder below base as it is
+// opened (with its path under base); it returns the last one, open.
+func openNoFollow(base, rel string, each func(p string, f *os.File) error) (*os.File, error) {
+	cur, err := os.Open(base)
+	if err != nil {
+		return nil, err
+	}
+	p := ""
+	for _, name := range strings.Split(rel, "/") {
+		p = path.Join(p, name)
+		fd, err := unix.Openat(int(cur.Fd()), name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		cur.Close()
+		if err != nil {
+			return nil, &os.PathError{Op: "open", Path: p, Err: err}
+		}
+		cur = os.NewFile(uintptr(fd), p)
+		if err := each(p, cur); err != nil {
+			cur.Close()
+			return nil, err
+		}
+	}
+	return cur, nil
 }
 
 // Bounds of a failed refresh's retries.

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"syscall"
 	"testing"
 
 	"github.com/envlease/envlease/shared/agent"
@@ -58,6 +59,56 @@ func TestWriteTokenIsConfined(t *testing.T) {
 	if err := agent.WriteToken(files, identity.Token{Token: "x", Path: "/etc/passwd"}); err == nil {
 		t.Error("a token path outside the identity folder was written")
 	}
+}
+
+// The token's folders and file become the environment user's; a folder on
+// the way that the environment replaced by a link to another of its own
+// folders fails the write, and that folder's owner is left alone.
+func TestWriteTokenOwnerNotRedirected(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("changing owners takes root")
+	}
+	root := t.TempDir()
+	files := runtimes.Files{Root: root, Owner: &runtimes.Owner{UID: 4321, GID: 4321}}
+	tok := identity.Token{Audience: "sts.amazonaws.com", Token: "first", Path: identity.TokenPath("sts.amazonaws.com")}
+	if err := agent.WriteToken(files, tok); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"run/envlease", "run/envlease/identity", "run/envlease/identity/sts.amazonaws.com", "run/envlease/identity/sts.amazonaws.com/token"} {
+		if uid := ownerOf(t, filepath.Join(root, p)); uid != 4321 {
+			t.Errorf("%s owned by %d, want the environment's user", p, uid)
+		}
+	}
+	other := filepath.Join(root, "home/other")
+	if err := os.MkdirAll(filepath.Join(other, "sts.amazonaws.com"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(root, "run/envlease/identity")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../../home/other", filepath.Join(root, "run/envlease/identity")); err != nil {
+		t.Fatal(err)
+	}
+	if err := agent.WriteToken(files, tok); err == nil {
+		t.Error("a token written through a link the environment made")
+	}
+	for _, p := range []string{other, filepath.Join(other, "sts.amazonaws.com")} {
+		if uid := ownerOf(t, p); uid != 0 {
+			t.Errorf("%s owned by %d: a chown followed the environment's link", p, uid)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(other, "sts.amazonaws.com/token")); err == nil {
+		t.Error("the token was written where the link led")
+	}
+}
+
+func ownerOf(t *testing.T, p string) uint32 {
+	t.Helper()
+	st, err := os.Lstat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Sys().(*syscall.Stat_t).Uid
 }
 
 // The variables an identity gives: the first audience's file, the first

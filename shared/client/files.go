@@ -90,11 +90,45 @@ func (f *Files) ticket(ctx context.Context, write bool) (FilesTicket, error) {
 }
 
 // request sends one request to the node's files endpoint; a non-2xx
-// answer is an *envfiles.Error.
+// answer is an *envfiles.Error. A ticket the node refuses, or a node that
+// no longer holds the environment (it paused and woke on another) or
+// cannot be reached, drops the ticket kept, and the request is sent once
+// more with a fresh one (which names the environment's node now) when its
+// body can be sent again: none, or one that seeks.
 func (f *Files) request(ctx context.Context, write bool, method, route string, q url.Values, body io.Reader) (*http.Response, error) {
-	t, err := f.ticket(ctx, write)
-	if err != nil {
-		return nil, err
+	var start int64
+	again := body == nil || body == http.NoBody
+	if sk, ok := body.(io.Seeker); ok && !again {
+		if off, err := sk.Seek(0, io.SeekCurrent); err == nil {
+			start, again = off, true
+		}
+	}
+	for try := 0; ; try++ {
+		t, err := f.ticket(ctx, write)
+		if err != nil {
+			return nil, err
+		}
+		res, err := f.send(ctx, t, method, route, q, body)
+		if err == nil || ctx.Err() != nil || !staleTicket(err) {
+			return res, err
+		}
+		f.drop(t)
+		if try > 0 || !again {
+			return nil, err
+		}
+		if sk, ok := body.(io.Seeker); ok && body != http.NoBody {
+			if _, serr := sk.Seek(start, io.SeekStart); serr != nil {
+				return nil, err
+			}
+		}
+	}
+}
+
+// send sends one request with ticket t.
+func (f *Files) send(ctx context.Context, t FilesTicket, method, route string, q url.Values, body io.Reader) (*http.Response, error) {
+	if body != nil && body != http.NoBody {
+		// The caller owns its reader: a retry may send it again.
+		body = io.NopCloser(body)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, t.URL+route+"?"+q.Encode(), body)
 	if err != nil {
@@ -114,6 +148,40 @@ func (f *Files) request(ctx context.Context, write bool, method, route string, q
 		return nil, fileError(res)
 	}
 	return res, nil
+}
+
+// staleTicket tells whether err says the ticket kept is no longer good:
+// the node refused it, holds the environment no longer, answered for no
+// environment at all (401, 403, 404 or 410 without a files reason), or
+// could not be reached. A refusal of the request itself (a missing file,
+// a path outside the ticket) is not.
+func staleTicket(err error) bool {
+	var fe *envfiles.Error
+	if !errors.As(err, &fe) {
+		return true // the node could not be reached, or the connection broke
+	}
+	switch fe.Reason {
+	case envfiles.ReasonTicket, envfiles.ReasonEnvironmentGone:
+		return true
+	case envfiles.ReasonInternal, "":
+		switch fe.Status {
+		case http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound, http.StatusGone:
+			return true
+		}
+	}
+	return fe.Status == http.StatusGone || fe.Status == http.StatusUnauthorized
+}
+
+// drop forgets ticket t, if it is still kept, so the next request asks for
+// a new one.
+func (f *Files) drop(t FilesTicket) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, k := range f.tickets {
+		if k != nil && k.Ticket == t.Ticket {
+			f.tickets[i] = nil
+		}
+	}
 }
 
 func fileError(res *http.Response) error {
@@ -189,7 +257,7 @@ func (f *Files) Write(ctx context.Context, p string, r io.Reader, o WriteOptions
 	if r == nil {
 		r = http.NoBody
 	}
-	res, err := f.request(ctx, true, http.MethodPut, envfiles.RouteWrite, pathQuery(p, "mode", mode, "parents", strconv.FormatBool(o.Parents)), io.NopCloser(r))
+	res, err := f.request(ctx, true, http.MethodPut, envfiles.RouteWrite, pathQuery(p, "mode", mode, "parents", strconv.FormatBool(o.Parents)), r)
 	if err != nil {
 		return envfiles.FileInfo{}, err
 	}

@@ -9,21 +9,32 @@ package mcpserver
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/envlease/envlease/shared/client"
+	"github.com/envlease/envlease/shared/domain"
 )
 
 // Defaults and bounds of the tools.
 const (
-	// DefaultLeaseWait is how long lease waits for ready by default.
+	// DefaultLeaseWait is how long lease waits for ready by default, and
+	// MaxLeaseWait the most it may be asked to (wait_seconds).
 	DefaultLeaseWait = 5 * time.Minute
+	MaxLeaseWait     = 10 * time.Minute
+	// SessionLabel is the label each environment a session leases (and
+	// does not keep) carries, its value the session's own random tag: an
+	// environment whose lease answer was lost, so the session never learnt
+	// its id, is still found at the session's end and deleted.
+	SessionLabel = "envlease.mcp-session"
 	// DefaultMaxOutput bounds each of a command's stdout and stderr as
 	// run_command returns them, unless the call asks for less or more (up
 	// to MaxOutput): an agent's context is not a place for megabytes.
@@ -64,6 +75,10 @@ type Server struct {
 type leases struct {
 	ids  []string
 	keep map[string]bool
+	// tag is the session's SessionLabel value; unsure is set when a lease
+	// call failed, so one may have been made whose answer was lost.
+	tag    string
+	unsure bool
 }
 
 // New returns the server of api's token.
@@ -126,14 +141,13 @@ func (s *Server) Close() {
 	s.cleanups.Wait()
 }
 
-// leased records an environment a session leased; the first of a session
-// also starts waiting for the session's end, to delete what it leased.
-func (s *Server) leased(ss *mcp.ServerSession, id string, keep bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// session returns what session ss leased, the first call making it and
+// starting to wait for the session's end, to delete what it leased.
+// s.mu is held.
+func (s *Server) session(ss *mcp.ServerSession) *leases {
 	l := s.sessions[ss]
 	if l == nil {
-		l = &leases{keep: map[string]bool{}}
+		l = &leases{keep: map[string]bool{}, tag: strings.ToLower(rand.Text()[:16])}
 		s.sessions[ss] = l
 		if ss != nil {
 			s.cleanups.Add(1)
@@ -144,6 +158,39 @@ func (s *Server) leased(ss *mcp.ServerSession, id string, keep bool) {
 			}()
 		}
 	}
+	return l
+}
+
+// leaseLabels are labels plus the session's tag, for a lease the session
+// will delete; a lease it keeps, or one whose labels are full, has none.
+func (s *Server) leaseLabels(ss *mcp.ServerSession, labels map[string]string, keep bool) map[string]string {
+	if keep || s.opts.Keep || len(labels) >= domain.MaxLabels {
+		return labels
+	}
+	s.mu.Lock()
+	tag := s.session(ss).tag
+	s.mu.Unlock()
+	out := maps.Clone(labels)
+	if out == nil {
+		out = map[string]string{}
+	}
+	out[SessionLabel] = tag
+	return out
+}
+
+// leaseFailed notes that a lease call of session ss failed: at its end the
+// session looks for environments with its tag.
+func (s *Server) leaseFailed(ss *mcp.ServerSession) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.session(ss).unsure = true
+}
+
+// leased records an environment a session leased.
+func (s *Server) leased(ss *mcp.ServerSession, id string, keep bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.session(ss)
 	l.ids = append(l.ids, id)
 	if keep || s.opts.Keep {
 		l.keep[id] = true
@@ -170,10 +217,16 @@ func (s *Server) cleanup(ss *mcp.ServerSession) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
-	for _, id := range l.ids {
-		if l.keep[id] {
+	ids := l.ids
+	if l.unsure {
+		ids = append(ids, s.tagged(ctx, l.tag)...)
+	}
+	done := map[string]bool{}
+	for _, id := range ids {
+		if l.keep[id] || done[id] {
 			continue
 		}
+		done[id] = true
 		if _, err := s.api.DeleteEnvironment(ctx, id); err != nil {
 			if e, ok := client.AsError(err); ok && (e.Code == "not_found" || e.Status == 410) {
 				continue
@@ -182,6 +235,28 @@ func (s *Server) cleanup(ss *mcp.ServerSession) {
 			continue
 		}
 		s.opts.Log.Info("mcp: deleted the session's environment", "environment", id)
+	}
+}
+
+// tagged lists the live environments that carry the session tag tag.
+func (s *Server) tagged(ctx context.Context, tag string) []string {
+	var ids []string
+	q := client.EnvironmentQuery{Limit: 200}
+	for {
+		p, err := s.api.ListEnvironments(ctx, q)
+		if err != nil {
+			s.opts.Log.Warn("mcp: list the session's environments at its end", "err", err)
+			return ids
+		}
+		for _, e := range p.Environments {
+			if e.Labels[SessionLabel] == tag {
+				ids = append(ids, e.ID)
+			}
+		}
+		if p.Next == "" {
+			return ids
+		}
+		q.Cursor = p.Next
 	}
 }
 

@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -80,7 +81,7 @@ type leaseArgs struct {
 	Name        string            `json:"name,omitempty" jsonschema:"a name for the environment (default: the template's)"`
 	Labels      map[string]string `json:"labels,omitempty" jsonschema:"labels to keep with it: lowercase keys, short values"`
 	Keep        bool              `json:"keep,omitempty" jsonschema:"keep it when this session ends (default: it is deleted then)"`
-	WaitSeconds int               `json:"wait_seconds,omitempty" jsonschema:"how long to wait for it to be ready (default 300)"`
+	WaitSeconds int               `json:"wait_seconds,omitempty" jsonschema:"how long to wait for it to be ready, at most 600 (default 300)"`
 }
 
 type runArgs struct {
@@ -185,8 +186,15 @@ func (s *Server) addTools() {
 	mcp.AddTool(s.mcp, &mcp.Tool{Name: "lease", Title: "Lease an environment",
 		Description: "Lease a new environment from a template and wait until it is ready, so that commands and files work in it at once. It is deleted when this session ends, unless keep is true; it also ends on its own when unused for its idle timeout. Returns its id, which the other tools take."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in leaseArgs) (*mcp.CallToolResult, Environment, error) {
-			l, err := s.api.Lease(ctx, client.LeaseRequest{Template: in.Template, Name: in.Name, Labels: in.Labels})
+			if in.WaitSeconds < 0 || time.Duration(in.WaitSeconds)*time.Second > MaxLeaseWait {
+				return nil, Environment{}, fmt.Errorf("lease: wait_seconds must be from 0 to %d", int(MaxLeaseWait.Seconds()))
+			}
+			// The key lets the client send the lease again when its answer
+			// is lost on the way (a 502 or 503), leasing one environment.
+			l, err := s.api.Lease(ctx, client.LeaseRequest{Template: in.Template, Name: in.Name,
+				Labels: s.leaseLabels(req.Session, in.Labels, in.Keep), IdempotencyKey: "mcp-" + rand.Text()})
 			if err != nil {
+				s.leaseFailed(req.Session)
 				return nil, Environment{}, toolError("lease", err)
 			}
 			id := l.Environment.ID

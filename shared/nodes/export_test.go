@@ -3,7 +3,15 @@ package nodes
 import (
 	"context"
 	"time"
+
+	"github.com/envlease/envlease/shared/domain"
 )
+
+// FinishPause is what a node's report that pause checkpoint c ended does
+// to environment id, without the artifact's upload.
+func (s *Service) FinishPause(ctx context.Context, org, id string, c domain.Checkpoint) error {
+	return s.finishPause(ctx, org, id, c)
+}
 
 // ReofferOnTicks runs ReofferLoop's passes on the ticks given, until they
 // are closed, so a test decides when a tick comes.

@@ -45,14 +45,20 @@ func (s *Service) finishPause(ctx context.Context, org, id string, c domain.Chec
 		if retention <= 0 {
 			retention = domain.DefaultRetention.Std()
 		}
-		_, done, err := ps.PauseEnvironment(ctx, e, c.Artifact, retention, now)
+		paused, done, err := ps.PauseEnvironment(ctx, e, c.Artifact, retention, now)
 		if errors.Is(err, domain.ErrPausedQuotaFull) {
 			// The checkpoint stays an artifact of the organization
 			// (envlease resume ART leases from it).
 			return s.stopIdle(ctx, e, now)
 		}
-		if err != nil || done {
+		if err != nil {
 			return err
+		}
+		if done {
+			// The node tears it down now, as after a delete; the stop
+			// notice the pause wrote resends it if this is lost.
+			s.tell(ctx, paused)
+			return nil
 		}
 	}
 	return domain.Errorf(domain.CodeConflict, "environment %s is changing too fast; retry", id)
@@ -64,8 +70,19 @@ func (s *Service) stopIdle(ctx context.Context, e domain.Environment, now time.T
 	if e.Node != "" {
 		to = domain.StateStopping
 	}
-	_, _, err := s.store.StopEnvironment(ctx, e, to, domain.StopIdle, now)
+	stopped, done, err := s.store.StopEnvironment(ctx, e, to, domain.StopIdle, now)
+	if err == nil && done {
+		s.tell(ctx, stopped)
+	}
 	return err
+}
+
+// tell pushes a pause or a stop to the environment's node when the
+// service has a Teller; it never fails what is already committed.
+func (s *Service) tell(ctx context.Context, e domain.Environment) {
+	if s.opt.Teller != nil {
+		s.opt.Teller.Stop(ctx, e)
+	}
 }
 
 // nodeLetGo records that a paused environment's node tore it down: it

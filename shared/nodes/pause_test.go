@@ -107,3 +107,65 @@ func TestPauseOnTheNodeProtocol(t *testing.T) {
 		t.Fatal("a paused environment its node let go is still the node's")
 	}
 }
+
+// tellings records the environments a Teller was asked to stop.
+type tellings struct{ told []domain.Environment }
+
+func (t *tellings) Stop(_ context.Context, e domain.Environment) { t.told = append(t.told, e) }
+
+// A pause (or an idle stop) is pushed to the node at once, as a delete is,
+// so it does not hold the node's capacity until the stop job resends it.
+func TestPauseTellsTheNodeAtOnce(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if err := e.Store.PutTemplate(ctx, "acme", domain.Template{
+		Name: "napper", Command: []string{"sleep", "3600"}, Runtime: "process", Pools: []string{"local"},
+		Timeouts: domain.Timeouts{Idle: domain.Duration(10 * time.Minute), Hard: domain.Duration(6 * time.Hour)},
+		Idle:     &domain.Idle{Action: domain.IdlePause},
+		Quota:    domain.Quota{MaxLeases: 4},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	tok := e.credential(t, apitest.AliceToken, "local")
+	node := e.register(t, tok, 8)
+	var ids []string
+	for range 2 {
+		id := e.lease(t, apitest.BobToken, map[string]any{"template": "napper"})
+		if c, r := e.claim(t, tok, node, "1s"); c == nil || c.Environment.ID != id {
+			t.Fatalf("claim: %d %s", r.Status, r.Body)
+		}
+		if r := e.report(tok, node, id, map[string]any{"state": "ready"}); r.Status != 200 {
+			t.Fatalf("ready: %d %s", r.Status, r.Body)
+		}
+		ids = append(ids, id)
+	}
+	e.Clock.Advance(11 * time.Minute)
+	if s, err := timeouts.Run(ctx, e.Store, e.Clock, timeouts.Options{}); err != nil || s.Pausing != 2 {
+		t.Fatalf("run: %+v %v", s, err)
+	}
+	rec := &tellings{}
+	svc := nodes.NewService(e.Store, nil, e.Clock, nodes.Options{Teller: rec})
+	for i, tc := range []struct {
+		state string
+		want  domain.State
+	}{
+		{domain.CheckpointSealed, domain.StatePaused},
+		{domain.CheckpointFailed, domain.StateStopping},
+	} {
+		cur, err := e.Store.GetEnvironment(ctx, "acme", ids[i])
+		if err != nil || cur.Checkpoint == nil {
+			t.Fatalf("%s: %+v %v", ids[i], cur.Checkpoint, err)
+		}
+		c := *cur.Checkpoint
+		c.State = tc.state
+		if err := svc.FinishPause(ctx, "acme", ids[i], c); err != nil {
+			t.Fatalf("%s: finish pause: %v", tc.state, err)
+		}
+		if len(rec.told) != i+1 {
+			t.Fatalf("%s: told %d, want the node told at once", tc.state, len(rec.told))
+		}
+		if got := rec.told[i]; got.ID != ids[i] || got.State != tc.want || got.Node != node {
+			t.Errorf("%s: told %s %s on %q, want %s %s on %q", tc.state, got.ID, got.State, got.Node, ids[i], tc.want, node)
+		}
+	}
+}

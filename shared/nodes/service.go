@@ -163,6 +163,16 @@ type Options struct {
 	// Secrets opens the secrets an environment's template binds, for the
 	// node that runs it (nil: the API holds none).
 	Secrets SecretOpener
+	// Teller, when set, tells a node at once that an environment it runs
+	// paused or stopped on idle (Stopper.Stop), so it frees its capacity
+	// without waiting for the stop job's resend (nil: the stop job tells
+	// it).
+	Teller StopTeller
+}
+
+// StopTeller tells an environment's node to tear it down (Stopper).
+type StopTeller interface {
+	Stop(ctx context.Context, e domain.Environment)
 }
 
 // Service holds the node rules.

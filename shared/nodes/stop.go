@@ -62,11 +62,11 @@ func NewStopper(st StopStore, poster Poster, clk clock.Clock, log *slog.Logger, 
 	return &Stopper{store: st, poster: poster, clock: clk, log: log, after: resendAfter}
 }
 
-// Stop tells e's node, when e is stopping on one, to tear it down. It never
-// fails the stop (already committed): what goes wrong is logged, and the
-// stop job sends it again.
+// Stop tells e's node, when e is stopping on one (or paused on one that
+// has not let it go), to tear it down. It never fails the stop (already
+// committed): what goes wrong is logged, and the stop job sends it again.
 func (s *Stopper) Stop(ctx context.Context, e domain.Environment) {
-	if e.State != domain.StateStopping || e.Node == "" {
+	if e.Node == "" || e.State != domain.StateStopping && e.State != domain.StatePaused {
 		return
 	}
 	// A node without a connection (on the HTTP fallback, or reconnecting)

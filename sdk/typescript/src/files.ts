@@ -67,6 +67,17 @@ const ticketMargin = 30_000;
 
 type Body = string | Uint8Array | ArrayBuffer | Blob | ReadableStream<Uint8Array>;
 
+// staleTicket tells whether e says the ticket kept is no longer good: the
+// node refused it, holds the environment no longer, answered for no
+// environment at all (401, 403, 404 or 410 without a files reason), or could
+// not be reached. A refusal of the request itself (a missing file) is not.
+function staleTicket(e: unknown): boolean {
+  if (!(e instanceof FileError)) return !(e instanceof EnvleaseError); // fetch failed: the node is not reachable
+  if (e.reason === "ticket" || e.reason === "environment_gone") return true;
+  if (e.reason === "internal") return [401, 403, 404, 410].includes(e.status);
+  return e.status === 401 || e.status === 410;
+}
+
 /** The files of one environment: `env.files`. */
 export class Files {
   private tickets: [Ticket | undefined, Ticket | undefined] = [undefined, undefined];
@@ -94,8 +105,30 @@ export class Files {
     return t;
   }
 
+  // drop forgets ticket t, if it is still kept, so the next request asks for a new one.
+  private drop(t: Ticket): void {
+    for (let i = 0; i < 2; i++) if (this.tickets[i]?.ticket === t.ticket) this.tickets[i] = undefined;
+  }
+
+  // A ticket the node refuses, or a node that no longer holds the environment
+  // (it paused and woke on another) or cannot be reached, drops the ticket
+  // kept; the request is sent once more with a fresh one, which names the
+  // environment's node now, unless its body is a stream (read already).
   private async request(write: boolean, method: string, route: string, query: Record<string, string | undefined>, o: { body?: Body; signal?: AbortSignal } = {}): Promise<Response> {
-    const t = await this.ticket(write);
+    const again = !(o.body instanceof ReadableStream);
+    for (let attempt = 0; ; attempt++) {
+      const t = await this.ticket(write);
+      try {
+        return await this.send(t, method, route, query, o);
+      } catch (e) {
+        if (o.signal?.aborted || !staleTicket(e)) throw e;
+        this.drop(t);
+        if (attempt > 0 || !again) throw e;
+      }
+    }
+  }
+
+  private async send(t: Ticket, method: string, route: string, query: Record<string, string | undefined>, o: { body?: Body; signal?: AbortSignal }): Promise<Response> {
     const q = new URLSearchParams();
     for (const [k, v] of Object.entries(query)) if (v !== undefined) q.set(k, v);
     const init: RequestInit & { duplex?: "half" } = { method, headers: { Authorization: `Bearer ${t.ticket}` }, signal: o.signal };

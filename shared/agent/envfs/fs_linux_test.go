@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -385,5 +386,39 @@ func TestPanicAsUserIsAnError(t *testing.T) {
 	}
 	if u, _ := unix.SetfsuidRetUid(-1); u != os.Getuid() {
 		t.Errorf("this thread acts as %d", u)
+	}
+}
+
+// A recursive watch reads a large folder in batches and watches every
+// folder in it, however many files are beside them; a tree of more folders
+// than MaxWatchFolders is refused.
+func TestWatchLargeFolders(t *testing.T) {
+	r, _ := newRoot(t, false, nil)
+	f, err := Open(r)
+	must(t, err)
+	defer f.Close()
+	work := filepath.Join(r.Dir, "work")
+	for i := range 3 * readBatch {
+		must(t, os.WriteFile(filepath.Join(work, fmt.Sprintf("f%04d", i)), nil, 0o644))
+		if i%3 == 0 {
+			must(t, os.MkdirAll(filepath.Join(work, fmt.Sprintf("d%04d", i), "deep"), 0o755))
+		}
+	}
+	w, err := f.Watch("/work", true)
+	must(t, err)
+	if got, want := len(w.wds), 1+2*readBatch; got != want {
+		t.Errorf("watched %d folders, want %d", got, want)
+	}
+	w.Close()
+	for i := range MaxWatchFolders {
+		must(t, os.Mkdir(filepath.Join(work, fmt.Sprintf("e%04d", i)), 0o755))
+	}
+	if _, err := f.Watch("/work", true); reason(err) != envfiles.ReasonTooManyFolders {
+		t.Errorf("a watch of more than %d folders: %v", MaxWatchFolders, err)
+	}
+	if w, err := f.Watch("/work", false); err != nil {
+		t.Errorf("a watch of the folder alone: %v", err)
+	} else {
+		w.Close()
 	}
 }

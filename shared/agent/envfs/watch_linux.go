@@ -59,55 +59,83 @@ func (f *FS) Watch(p string, recursive bool) (*Watcher, error) {
 	return w, nil
 }
 
-// add watches the folder abs, and with recursive the folders below it.
+// readBatch is how many names of a folder a recursive watch reads at once:
+// a folder of a million files costs the agent one batch of memory, not a
+// million names.
+const readBatch = 256
+
+// add watches the folder abs, and with recursive the folders below it,
+// breadth first: what it holds at once is one folder's batch of names and
+// the folders still to watch, bounded by MaxWatchFolders.
 func (w *Watcher) add(abs string) (int, error) {
 	top := -1
 	err := w.fs.asUser(func() error {
-		var walk func(abs string, depth int) error
-		walk = func(abs string, depth int) error {
-			fd, err := w.fs.open(abs, unix.O_RDONLY|unix.O_DIRECTORY, 0)
-			if err != nil {
-				return mapErr(abs, err)
-			}
-			d := os.NewFile(uintptr(fd), abs)
-			defer d.Close()
-			if err := w.fs.reached(fd, ""); err != nil {
+		queue := []string{abs}
+		for len(queue) > 0 {
+			next := queue[0]
+			queue = queue[1:]
+			if err := w.watchOne(next, &top, &queue); err != nil {
 				return err
 			}
-			w.mu.Lock()
-			n := len(w.wds)
-			w.mu.Unlock()
-			if n >= MaxWatchFolders {
-				return envfiles.Errorf(envfiles.ReasonTooManyFolders, "a watch holds at most %d folders", MaxWatchFolders)
-			}
-			wd, err := unix.InotifyAddWatch(int(w.file.Fd()), "/proc/self/fd/"+strconv.Itoa(fd), watchMask)
-			if err != nil {
-				return mapErr(abs, err)
-			}
-			if top < 0 {
-				top = wd
-			}
-			w.mu.Lock()
-			w.wds[wd] = abs
-			w.mu.Unlock()
-			if !w.recursive {
-				return nil
-			}
-			names, _ := d.Readdirnames(-1)
-			for _, n := range names {
-				var st unix.Stat_t
-				if unix.Fstatat(fd, n, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
-					continue
-				}
-				if err := walk(path.Join(abs, n), depth+1); err != nil {
-					return err
-				}
-			}
-			return nil
 		}
-		return walk(abs, 0)
+		return nil
 	})
 	return top, err
+}
+
+// watchOne watches the folder abs and, recursive, queues the folders it
+// holds; top takes the first watch made.
+func (w *Watcher) watchOne(abs string, top *int, queue *[]string) error {
+	fd, err := w.fs.open(abs, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return mapErr(abs, err)
+	}
+	d := os.NewFile(uintptr(fd), abs)
+	defer d.Close()
+	if err := w.fs.reached(fd, ""); err != nil {
+		return err
+	}
+	w.mu.Lock()
+	n := len(w.wds)
+	w.mu.Unlock()
+	if n >= MaxWatchFolders {
+		return tooManyFolders()
+	}
+	wd, err := unix.InotifyAddWatch(int(w.file.Fd()), "/proc/self/fd/"+strconv.Itoa(fd), watchMask)
+	if err != nil {
+		return mapErr(abs, err)
+	}
+	if *top < 0 {
+		*top = wd
+	}
+	w.mu.Lock()
+	w.wds[wd] = abs
+	n = len(w.wds)
+	w.mu.Unlock()
+	if !w.recursive {
+		return nil
+	}
+	for {
+		names, rerr := d.Readdirnames(readBatch)
+		for _, name := range names {
+			var st unix.Stat_t
+			if unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+				continue
+			}
+			if n+len(*queue) >= MaxWatchFolders {
+				return tooManyFolders()
+			}
+			*queue = append(*queue, path.Join(abs, name))
+		}
+		if rerr != nil || len(names) == 0 {
+			// The end of the folder, or it went: what was read is watched.
+			return nil
+		}
+	}
+}
+
+func tooManyFolders() error {
+	return envfiles.Errorf(envfiles.ReasonTooManyFolders, "a watch holds at most %d folders", MaxWatchFolders)
 }
 
 // Close ends the watch.
