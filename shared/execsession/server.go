@@ -49,10 +49,7 @@ func Serve(ctx context.Context, sess *yamux.Session, start Start, log *slog.Logg
 	defer sess.Close()
 	s, err := gather(ctx, sess)
 	if err != nil {
-		if s.control != nil {
-			_ = writeLine(s.control, Status{Error: err.Error()})
-		}
-		log.Info("exec refused", "reason", err.Error())
+		refuse(sess, s.control, err, log)
 		return
 	}
 	stdio := Stdio{Stdin: s.stdin, Stdout: s.stdout}
@@ -61,8 +58,7 @@ func Serve(ctx context.Context, sess *yamux.Session, start Start, log *slog.Logg
 	}
 	p, err := start(ctx, s.hello, stdio)
 	if err != nil {
-		_ = writeLine(s.control, Status{Error: err.Error()})
-		log.Info("exec refused", "reason", err.Error())
+		refuse(sess, s.control, err, log)
 		return
 	}
 	if err := writeLine(s.control, Status{OK: true}); err != nil {
@@ -87,6 +83,26 @@ func Serve(ctx context.Context, sess *yamux.Session, start Start, log *slog.Logg
 	_ = writeLine(s.control, Status{Exit: &code})
 	s.control.Close()
 	log.Info("exec ended", "exit", code, "took", time.Since(began).Round(time.Millisecond))
+	select {
+	case <-sess.CloseChan():
+	case <-time.After(exitLinger):
+	}
+}
+
+// refuse tells the client why its command does not run, then keeps the
+// session until the client has read it and closed it (at most exitLinger),
+// as an ended command's session is kept: a session closed at once could
+// end on the client's side before the refusal was read there, which then
+// saw only the session's shutdown.
+func refuse(sess *yamux.Session, control *yamux.Stream, err error, log *slog.Logger) {
+	log.Info("exec refused", "reason", err.Error())
+	if control == nil {
+		return
+	}
+	if writeLine(control, Status{Error: err.Error()}) != nil {
+		return
+	}
+	control.Close()
 	select {
 	case <-sess.CloseChan():
 	case <-time.After(exitLinger):
