@@ -42,8 +42,8 @@ const attempts = 4;
 
 // A paused environment wakes on use: the service answers 503 with code
 // "waking" (and issues nothing) until it is ready again, so any request so
-// answered is asked again, for at most wakeMs.
-const wakeMs = 120_000;
+// answered is asked again, for at most wakeMs (the Go client's MaxWake).
+const wakeMs = 60_000;
 
 async function isWaking(res: Response): Promise<boolean> {
   if (res.status !== 503) return false;
