@@ -41,6 +41,10 @@ func NewNet(h netns.NsHandle, init *nsinit.Cmd, egress Egress) *Net {
 	return &Net{init: init, h: h, egress: egress}
 }
 
+// Init is the environment's init, which runs commands inside it
+// (nsinit.Cmd.Exec); nil for a container's.
+func (n *Net) Init() *nsinit.Cmd { return n.init }
+
 // Ended closes the namespace handle once the init is gone, so nothing keeps
 // the namespace, and the egress proxy, and says how the command ended, if
 // the init told.

@@ -14,17 +14,19 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// execMarker is argv[0] of the process that becomes the command: the init
+// execMarker is argv[0] of the second stage, the process that becomes the
+// command where the init cannot set its limits itself (spawn): the init
 // starts the binary once more, in the environment's namespaces, as root, so
 // that the limits, the CPU affinity and the user are the process's own
 // before the command's first instruction (prlimit on a started command
 // would leave what it forks at once unlimited).
 const execMarker = "envlease-nsexec"
 
-// startCommand starts the stage that becomes cfg's command, as a process
-// group of its own, and returns its pid once the command runs, with what
-// could not be applied; or why the command did not start.
-func startCommand(cfg Config) (int, []string, error) {
+// startStage starts the second stage, which becomes cfg's command with
+// files as its descriptors 0, 1 and 2 (spawn's fallback where the kernel
+// refuses to trace a child), and returns its pid once the command runs,
+// with what could not be applied; or why the command did not start.
+func startStage(cfg Config, files []uintptr) (int, []string, error) {
 	cfgR, cfgW, err := os.Pipe()
 	if err != nil {
 		return 0, nil, err
@@ -37,9 +39,11 @@ func startCommand(cfg Config) (int, []string, error) {
 	}
 	defer repR.Close()
 	// Its environment is empty: the command's comes in the configuration.
+	// A terminal's command makes a session of its own, which a process
+	// group's leader cannot.
 	pid, err := syscall.ForkExec("/proc/self/exe", []string{execMarker}, &syscall.ProcAttr{
-		Files: []uintptr{0, 1, 2, cfgR.Fd(), repW.Fd()},
-		Sys:   &syscall.SysProcAttr{Setpgid: true},
+		Files: []uintptr{files[0], files[1], files[2], cfgR.Fd(), repW.Fd()},
+		Sys:   &syscall.SysProcAttr{Setpgid: !cfg.Terminal},
 	})
 	cfgR.Close()
 	repW.Close()
@@ -171,8 +175,7 @@ func execCommand() int {
 	if err != nil {
 		return fail("", err)
 	}
-	// Started: a reader whose copy of the reports outlives the exec (the
-	// nsenter that is the parent of an exec's command) learns it here.
+	// Started: said before the exec, whose close-on-exec ends the reports.
 	say(report{Warnings: warns, Started: true})
 	if addressSpace != nil {
 		// No collection runs (it could map memory) between the limit and

@@ -8,9 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -90,22 +92,22 @@ func init() {
 			os.Exit(execCommand())
 		}
 	}
-	// nsenter names the binary it runs by its path (Enter).
-	if len(os.Args) == 2 && os.Args[1] == execMarker {
-		os.Exit(execCommand())
-	}
 }
 
 // Fds of the init and of the stage that becomes the command: 3 reads the
-// Config, 4 writes reports.
+// Config, 4 writes reports; the init's 5 is the agent's socket (ctlFd).
 const (
 	configFd = 3
 	reportFd = 4
 )
 
 func run() int {
+	// This thread starts every command and is the one that waits for
+	// children: spawn sets what they inherit on it and traces them.
+	runtime.LockOSThread()
 	syscall.CloseOnExec(configFd)
 	syscall.CloseOnExec(reportFd)
+	syscall.CloseOnExec(ctlFd)
 	out := os.NewFile(reportFd, "reports")
 	say := func(r report) {
 		b, _ := json.Marshal(r)
@@ -157,12 +159,39 @@ func run() int {
 
 	sigs := make(chan os.Signal, 32)
 	signal.Notify(sigs)
-	pid, more, err := startCommand(cfg)
+	pid, more, early, err := spawn(cfg, []uintptr{0, 1, 2})
 	if err != nil {
 		return fail("%v", err)
 	}
 	warns = append(warns, more...)
 	say(report{Started: true, Warnings: warns})
+	execs := &execTable{m: map[int]*net.UnixConn{}}
+	reqs := make(chan execRequest)
+	if f := os.NewFile(ctlFd, "agent"); f != nil {
+		if c, err := net.FileConn(f); err == nil {
+			if ctl, ok := c.(*net.UnixConn); ok {
+				go listenExecs(ctl, reqs)
+			} else {
+				c.Close()
+			}
+		}
+		f.Close()
+	}
+	// ended says how the template's command ended, and so ends the init.
+	ended := func(ws unix.WaitStatus) int {
+		st := uint32(ws)
+		say(report{Status: &st})
+		switch {
+		case ws.Exited():
+			return ws.ExitStatus()
+		case ws.Signaled():
+			return 128 + int(ws.Signal())
+		}
+		return 1
+	}
+	if early != nil {
+		return ended(*early)
+	}
 
 	// A SIGCHLD the full channel dropped is made up for by the tick.
 	tick := time.NewTicker(time.Second)
@@ -170,6 +199,9 @@ func run() int {
 	for {
 		var s syscall.Signal
 		select {
+		case req := <-reqs:
+			execs.runExec(req)
+			continue
 		case sig := <-sigs:
 			s, _ = sig.(syscall.Signal)
 		case <-tick.C:
@@ -187,21 +219,12 @@ func run() int {
 			continue
 		}
 		for {
-			var ws unix.WaitStatus
-			got, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
+			got, ws, err := execs.reap()
 			if err != nil || got <= 0 {
 				break
 			}
 			if got == pid {
-				st := uint32(ws)
-				say(report{Status: &st})
-				switch {
-				case ws.Exited():
-					return ws.ExitStatus()
-				case ws.Signaled():
-					return 128 + int(ws.Signal())
-				}
-				return 1
+				return ended(ws)
 			}
 		}
 	}
@@ -239,12 +262,14 @@ func Command(cfg Config) (*Cmd, error) {
 	return c, nil
 }
 
-// pipes carry a stage's configuration in and its reports out: the init's
-// (Command) and an entered command's (EnterCommand).
+// pipes carry the init's configuration in and its reports out, and the
+// agent's requests to run commands (Exec).
 type pipes struct {
 	cfg            Config
 	cfgW, repR     *os.File
 	childR, childW *os.File
+	ctl            *net.UnixConn
+	childCtl       *os.File
 }
 
 func newPipes(cfg Config) (pipes, error) {
@@ -258,24 +283,45 @@ func newPipes(cfg Config) (pipes, error) {
 		cfgW.Close()
 		return pipes{}, err
 	}
-	return pipes{cfg: cfg, cfgW: cfgW, repR: repR, childR: cfgR, childW: repW}, nil
+	p := pipes{cfg: cfg, cfgW: cfgW, repR: repR, childR: cfgR, childW: repW}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		p.Close()
+		return pipes{}, err
+	}
+	mine := os.NewFile(uintptr(fds[0]), "init")
+	c, err := net.FileConn(mine)
+	mine.Close()
+	p.childCtl = os.NewFile(uintptr(fds[1]), "agent")
+	if err != nil {
+		p.Close()
+		return pipes{}, err
+	}
+	p.ctl = c.(*net.UnixConn)
+	return p, nil
 }
 
-// childFiles are the stage's ends, its descriptors 3 and 4.
-func (p *pipes) childFiles() []*os.File { return []*os.File{p.childR, p.childW} }
+// childFiles are the init's ends, its descriptors 3, 4 and 5.
+func (p *pipes) childFiles() []*os.File { return []*os.File{p.childR, p.childW, p.childCtl} }
 
 // Close releases the pipes of a command that did not start.
 func (p *pipes) Close() {
-	for _, f := range []*os.File{p.cfgW, p.repR, p.childR, p.childW} {
-		f.Close()
+	for _, f := range []*os.File{p.cfgW, p.repR, p.childR, p.childW, p.childCtl} {
+		if f != nil {
+			f.Close()
+		}
+	}
+	if p.ctl != nil {
+		p.ctl.Close()
 	}
 }
 
-// send, once the stage started, drops the parent's copies of its ends and
+// send, once the init started, drops the parent's copies of its ends and
 // hands it the configuration.
 func (p *pipes) send() error {
 	p.childR.Close()
 	p.childW.Close()
+	p.childCtl.Close()
 	err := json.NewEncoder(p.cfgW).Encode(p.cfg)
 	p.cfgW.Close()
 	return err
@@ -300,6 +346,8 @@ func (c *Cmd) Begin() ([]string, error) {
 	go func() {
 		defer close(c.done)
 		defer c.repR.Close()
+		// The init has ended: no command runs through it any more.
+		defer c.ctl.Close()
 		var r report
 		for c.read(&r) == nil {
 			if r.Status != nil {

@@ -12,8 +12,6 @@ import (
 	"sync"
 	"syscall"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/envlease/envlease/shared/agent/confine"
 	"github.com/envlease/envlease/shared/agent/nsinit"
 	"github.com/envlease/envlease/shared/agent/runtimes"
@@ -84,56 +82,57 @@ func (h *handle) Exec(_ context.Context, spec runtimes.ExecSpec) (*runtimes.Exec
 	return execProcess(cmd, x, func(sig syscall.Signal) error { return cmd.Process.Signal(sig) }), nil
 }
 
-// enter runs the command in the environment's namespaces.
+// enter runs the command in the environment's namespaces: its init
+// starts it, as a child of its own (in its namespaces and cgroup), as it
+// started the template's command.
 func (h *handle) enter(spec runtimes.ExecSpec, path, dir string, env []string, x *runtimes.ExecIO) (*runtimes.ExecProcess, error) {
 	b := h.b
 	uid := -1
 	if b.User != nil {
 		uid = b.User.UID
 	}
+	init := h.p.net.Init()
+	if init == nil {
+		x.Close()
+		return nil, errors.New("the environment has no init to run the command")
+	}
 	limits, cpus, _ := resourceLimits(h.t.Resources, h.rt.cpuTurn())
-	e, err := nsinit.EnterCommand(h.p.cmd.Process.Pid, nsinit.Config{Path: path, Args: spec.Args, Dir: dir, Env: env,
-		UID: uid, GID: uid, Rlimits: limits, CPUs: cpus, Terminal: spec.TTY, View: view(h.t, b)})
+	// A terminal is the command's own, in a session of its own inside the
+	// namespace (Config.Terminal).
+	proc, warns, err := init.Exec(nsinit.Config{Path: path, Args: spec.Args, Dir: dir, Env: env,
+		UID: uid, GID: uid, Rlimits: limits, CPUs: cpus, Terminal: spec.TTY, View: view(h.t, b)}, x.Stdin, x.Stdout, x.Stderr)
 	if err != nil {
 		x.Close()
 		return nil, err
 	}
-	// A terminal is the command's own, in a session of its own inside
-	// the namespace (Config.Terminal), not nsenter's.
-	e.Stdin, e.Stdout, e.Stderr = x.Stdin, x.Stdout, x.Stderr
-	// In the environment's cgroup from nsenter's first instruction, so
-	// the command is too.
-	if b.Cgroup != "" {
-		fd, err := unix.Open(b.Cgroup, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			e.Close()
-			x.Close()
-			return nil, err
-		}
-		defer unix.Close(fd)
-		e.SysProcAttr.UseCgroupFD, e.SysProcAttr.CgroupFD = true, fd
-	}
-	if err := e.Start(); err != nil {
-		e.Close()
-		x.Close()
-		return nil, fmt.Errorf("start %q in the environment: %w", spec.Args[0], err)
-	}
 	x.Started()
-	if _, err := e.Begin(); err != nil {
-		_ = e.Process.Kill()
-		_ = e.Wait()
-		x.Close()
-		return nil, err
+	if len(warns) > 0 {
+		h.rt.cfg.Log.Warn("exec: resources not fully applied", "root", b.Root, "warnings", strings.Join(warns, "; "))
 	}
-	// nsenter passes no signal on: they go to the command, its child.
-	child := e.Child()
-	signal := func(sig syscall.Signal) error {
-		if child > 0 {
-			return syscall.Kill(child, sig)
-		}
-		return syscall.Kill(-e.Process.Pid, sig)
+	var (
+		once sync.Once
+		code int
+	)
+	return &runtimes.ExecProcess{
+		Wait: func() (int, error) {
+			once.Do(func() {
+				ws := proc.Wait()
+				x.Finish()
+				code = waitCode(ws)
+			})
+			return code, nil
+		},
+		Resize: x.Resize,
+		Signal: proc.Signal,
+	}, nil
+}
+
+// waitCode is a wait status as a shell reports it (runtimes.ExitCode).
+func waitCode(ws syscall.WaitStatus) int {
+	if ws.Signaled() {
+		return 128 + int(ws.Signal())
 	}
-	return execProcess(e.Cmd, x, signal), nil
+	return ws.ExitStatus()
 }
 
 // execProcess is a started command whose output x copies.

@@ -32,12 +32,6 @@ func (rt *Runtime) startNamespaced(t domain.Template, b *confine.Box, cache, pat
 	if cache != "" {
 		cfg.Keep = append(cfg.Keep, cache)
 	}
-	// envlease exec enters the namespaces and runs the agent's binary
-	// there by its path: it stays reachable where a Tmp mount would hide
-	// it (an agent run from /tmp).
-	if self, err := os.Executable(); err == nil {
-		cfg.Keep = append(cfg.Keep, filepath.Dir(self))
-	}
 	cfg.View = view(t, b)
 	start := func(intoCgroup bool) (*nsinit.Cmd, error) {
 		c, err := nsinit.Command(cfg)
