@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
 
 	"github.com/envlease/envlease/shared/agent/nsinit"
@@ -136,5 +137,42 @@ func TestExecOutlivedByInit(t *testing.T) {
 	}
 	if _, _, err := c.Exec(nsinit.Config{Path: "/bin/true", Args: []string{"true"}, Dir: "/", UID: -1, GID: -1}, outR, outR, outR); err == nil {
 		t.Fatal("a command ran through an init that had ended")
+	}
+}
+
+// A command given a terminal runs in a session of its own whose
+// controlling terminal that is, started directly or through the second
+// stage (a limit the init may not set itself on this node).
+func TestExecTerminal(t *testing.T) {
+	c, dir := start(t, "echo up > up; exec sleep 600")
+	defer func() { _ = c.Process.Kill(); _ = c.Wait() }()
+	waitFile(t, dir+"/up")
+	for _, tc := range []struct {
+		name   string
+		limits []nsinit.Rlimit
+	}{
+		{"plain", nil},
+		{"limited", []nsinit.Rlimit{{Resource: unix.RLIMIT_AS, Max: 1 << 30}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, s, err := pty.Open()
+			if err != nil {
+				t.Skipf("no pseudo-terminal: %v", err)
+			}
+			defer m.Close()
+			p, _, err := c.Exec(nsinit.Config{Path: "/bin/sh", Args: []string{"sh", "-c", `test -t 0 && echo tty-ok; test "$(cut -d' ' -f6 /proc/$$/stat)" = $$ && echo leader-ok; tr -d '\n' < /proc/$$/stat | cut -d' ' -f7`},
+				Dir: "/", Env: []string{"PATH=/usr/bin:/bin"}, UID: 65534, GID: 65534, Terminal: true, Rlimits: tc.limits}, s, s, s)
+			s.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, _ := io.ReadAll(m) // ends with EIO once the command has
+			if ws := p.Wait(); !ws.Exited() || ws.ExitStatus() != 0 {
+				t.Errorf("status %v", ws)
+			}
+			if !strings.Contains(string(out), "tty-ok") || !strings.Contains(string(out), "leader-ok") {
+				t.Errorf("output %q: want a terminal and a session of its own", out)
+			}
+		})
 	}
 }
