@@ -31,8 +31,10 @@ import (
 const ctlFd = 5
 
 // Most a request may hold: a command's configuration is its arguments and
-// environment, as execve's own limit bounds them.
-const maxRequest = 1 << 20
+// environment. The socket's send buffer (net.core.wmem_default, about
+// 200 KiB) bounds one message first: a larger one is refused to the agent
+// ("message too long").
+const maxRequest = 256 << 10
 
 // execRequest is one command the agent asks the init to run.
 type execRequest struct {
