@@ -106,6 +106,16 @@ func TestExec(t *testing.T) {
 			t.Fatalf("got %v", err)
 		}
 	})
+	t.Run("too large", func(t *testing.T) {
+		big := "X=" + strings.Repeat("x", 1<<20)
+		if _, _, err := execIn(t, c, nsinit.Config{Path: "/bin/true", Args: []string{"true"}, Dir: "/", Env: []string{big}, UID: -1, GID: -1}, "", 0); err == nil {
+			t.Fatal("a command with 1 MiB of environment ran")
+		}
+		// The init still runs commands.
+		if _, ws, err := execIn(t, c, nsinit.Config{Path: "/bin/true", Args: []string{"true"}, Dir: "/", UID: -1, GID: -1}, "", 0); err != nil || ws.ExitStatus() != 0 {
+			t.Fatalf("after a refusal: %v %v", ws, err)
+		}
+	})
 }
 
 // A command still running when the environment ends goes with it, and is
