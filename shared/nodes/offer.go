@@ -82,25 +82,16 @@ func (o *Offerer) Offer(ctx context.Context, e domain.Environment) {
 	if e.State != domain.StatePending {
 		return
 	}
-	// The record is what the re-offer job follows, so a wake that fails, or
-	// is cut short, or is lost on the way still gets sent again. It is
-	// written while the wake goes out, not before it: the node's claim
-	// need not wait for the write (the lease's answer does, so the offer
-	// is recorded once the lease is answered). A claim that comes first
-	// is no harm: the job finds the environment claimed and forgets it.
+	// The record first: it is what the re-offer job follows, so a wake that
+	// fails, or is cut short, or is lost on the way still gets sent again.
 	now := o.clock.Now()
-	recorded := make(chan struct{})
-	go func() {
-		defer close(recorded)
-		err := o.store.PutOffer(ctx, domain.Offer{OrgID: e.OrgID, Pool: e.Pool, Environment: e.ID, Due: now.Add(o.after), Attempts: 1, Created: now})
-		if err != nil {
-			o.log.WarnContext(ctx, "offer not recorded", "environment", e.ID, "err", err.Error())
-		}
-	}()
+	err := o.store.PutOffer(ctx, domain.Offer{OrgID: e.OrgID, Pool: e.Pool, Environment: e.ID, Due: now.Add(o.after), Attempts: 1, Created: now})
+	if err != nil {
+		o.log.WarnContext(ctx, "offer not recorded", "environment", e.ID, "err", err.Error())
+	}
 	if err := o.wake(ctx, e.OrgID, e.Pool, e.Needs, []string{e.ID}); err != nil {
 		o.log.WarnContext(ctx, "offer not sent", "environment", e.ID, "pool", e.Pool, "err", err.Error())
 	}
-	<-recorded
 }
 
 // wake posts an offer to one connected node of the pool that can run what
