@@ -23,7 +23,7 @@ import (
 // what an earlier run left, and whenever an environment is ready or
 // over), so its work does not compete with the start that took one. A box
 // of a template whose disk is not the default size is made as before.
-// docs/nodes.md, "Prepared boxes".
+// docs/nodes.md, "Boxes made ahead".
 type PreparedBoxes struct {
 	n    *Node
 	dir  string
@@ -36,10 +36,9 @@ type PreparedBoxes struct {
 	closed  bool
 	// filled is done when no fill runs (Close waits for it).
 	filled sync.WaitGroup
-	// made and taken count boxes made ahead and taken by starts.
-	made, taken int
-	// cleared: what an earlier run left in dir was removed.
-	cleared bool
+	// cleared: what an earlier run left in dir was removed; failing: the
+	// last box failed to be made (said once, until one is made again).
+	cleared, failing bool
 }
 
 // clearLeft removes what an earlier run of the agent left in the pool's
@@ -91,7 +90,7 @@ func (p *PreparedBoxes) Fill() {
 		return
 	}
 	p.filling = true
-	first := p.made == 0 && !p.cleared
+	first := !p.cleared
 	p.cleared = true
 	p.filled.Add(1)
 	go func() {
@@ -118,18 +117,22 @@ func (p *PreparedBoxes) fill() {
 		b, err := p.n.makeBox(context.Background(), filepath.Join(p.dir, "prep-"+hex.EncodeToString(name[:])), p.size)
 		p.mu.Lock()
 		if err != nil {
-			p.filling = false
+			said := p.failing
+			p.filling, p.failing = false, true
 			p.mu.Unlock()
-			p.n.Log.Warn("a box made ahead failed; cold starts make their own", "err", err)
+			if !said {
+				p.n.Log.Warn("a box made ahead failed; cold starts make their own until one is made", "err", err)
+			}
 			return
 		}
 		if p.closed {
 			p.mu.Unlock()
+			b.ended.Store(true) // nothing ever ran in it
 			p.n.Cleanup(b)
 			return
 		}
 		p.ready = append(p.ready, b)
-		p.made++
+		p.failing = false
 		p.mu.Unlock()
 	}
 }
@@ -146,7 +149,6 @@ func (p *PreparedBoxes) take(size DiskSize) *Box {
 	}
 	b := p.ready[0]
 	p.ready = p.ready[1:]
-	p.taken++
 	return b
 }
 
