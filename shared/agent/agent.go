@@ -211,6 +211,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	// cancelled) would hold the control plane's graceful shutdown open.
 	defer a.http.CloseIdleConnections()
 	a.recoverRuntimes(ctx)
+	// Boxes made ahead only once what an earlier run left is cleared (it
+	// clears every folder under envs/), and removed when the agent ends.
+	a.prepared().Fill()
+	defer a.prepared().Close()
 	if err := a.startTunnels(); err != nil {
 		return err
 	}

@@ -80,6 +80,9 @@ func (a *Agent) start(ctx context.Context, node string, c *nodes.Claimed) {
 		r.startOnce.Do(func() {
 			a.starting.Add(-1)
 			a.warm.poke()
+			// The box it may have taken is made again now, not while it
+			// started.
+			a.prepared().Fill()
 		})
 	}
 	go func() {

@@ -98,6 +98,11 @@ type Config struct {
 	// environments then writing to the node's disk unbounded.
 	DiskDefault, DiskMax uint64
 	AllowUnboundedDisk   bool
+	// PreparedBoxes is how many environments' boxes (a user id, the
+	// folder, a disk of DiskDefault, the cgroup) a node running as root
+	// keeps made ahead of claims, so a cold start takes one instead of
+	// making it (default confine.DefaultPreparedBoxes; -1 for none).
+	PreparedBoxes int
 	// MaxExecs bounds the commands and shells (envlease exec, shell) one
 	// environment runs at once (default DefaultMaxExecs).
 	MaxExecs int

@@ -45,6 +45,19 @@ func (a *Agent) setupConfinement() error {
 			a.log.Warn("environments write to the node's disk unbounded: each can fill it for all", "err", err)
 			n.Disks = nil
 		}
+		if a.cfg.PreparedBoxes >= 0 {
+			var size confine.DiskSize
+			if n.Disks != nil {
+				if size, err = n.Disks.Size(""); err != nil {
+					return fmt.Errorf("agent: %w", err)
+				}
+			}
+			max := a.cfg.PreparedBoxes
+			if max == 0 {
+				max = confine.DefaultPreparedBoxes
+			}
+			n.Prepare(filepath.Join(a.cfg.WorkDir, "prepared"), size, max)
+		}
 		if a.noNamespaces == nil {
 			n.Namespaces = true
 			a.setupBoundaries(n)
@@ -90,4 +103,12 @@ func (a *Agent) logConfinement() {
 	}
 	a.log.Warn("environments are not confined: the agent does not run as root, so every environment runs as the agent's user (uid " + strconv.Itoa(os.Geteuid()) +
 		") and can read the agent's files (its credential file among them) and the other environments' folders and logs, signal the other environments and the agent, run as many processes as the user may (resources.pids counts the user's), connect to whatever listens on the node's addresses and loopback (the agent's endpoints, other environments' exports, the cloud's metadata address) and the outside, whatever its template's network says, and see every process on the node; " + stop)
+}
+
+// prepared is the node's boxes made ahead, nil without.
+func (a *Agent) prepared() *confine.PreparedBoxes {
+	if a.confinement == nil {
+		return nil
+	}
+	return a.confinement.Prepared
 }

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"sync"
@@ -130,7 +129,7 @@ func (a *Agent) runEnv(ctx context.Context, node string, r *runningEnv, c *nodes
 		// ports of the node's choosing rather than fail the lease for a
 		// race it lost.
 		log.Info("a template port was taken before the command bound it; starting again on other ports", "err", err)
-		id := filepath.Base(h.Files().Root)
+		id := r.id
 		h.Remove()
 		a.logf(r.id, "a port of the template was taken before the command bound it: starting again on other ports")
 		h2, perr := rt.Prepare(ctx, runtimes.Env{ID: id, Template: withAnyPorts(c.Template), Org: a.organization(), Output: a.logOutput(r.id),

@@ -37,17 +37,51 @@ import (
 // crowd starts 100 at once (-benchtime 3x), as a node does for a crowd it
 // claimed together, and reports the wall time beside the floor its cores
 // put under it.
+//
+// disk starts one at a time with a disk of its own as well (as the agent
+// bounds disks as root: mkfs.ext4, a loop device, the mount), made by the
+// start; prepared takes a box made ahead instead (confine.PreparedBoxes:
+// the user id, the folder and the disk made between starts, untimed and not
+// counted in its CPU), as a cold start of the agent does when its pool
+// holds one:
+//
+//	go test ./shared/agent -run '^$' -bench 'ProcessStart/(disk|prepared)' -benchtime 20x
 func BenchmarkProcessStart(b *testing.B) {
-	rt, a := startBenchRuntime(b)
 	t := domain.Template{Name: "plain", Runtime: domain.RuntimeProcess, Command: []string{"sleep", "3600"}}.Normalized()
-	b.Run("one", func(b *testing.B) { benchStartOne(b, rt, a, t) })
-	b.Run("crowd", func(b *testing.B) { benchStartCrowd(b, rt, a, t, 100) })
+	b.Run("one", func(b *testing.B) {
+		rt, a, _ := startBenchRuntime(b, false, 0)
+		benchStartOne(b, rt, a, t, nil)
+	})
+	b.Run("crowd", func(b *testing.B) {
+		rt, a, _ := startBenchRuntime(b, false, 0)
+		benchStartCrowd(b, rt, a, t, 100)
+	})
+	b.Run("disk", func(b *testing.B) {
+		rt, a, _ := startBenchRuntime(b, true, 0)
+		benchStartOne(b, rt, a, t, nil)
+	})
+	b.Run("prepared", func(b *testing.B) {
+		rt, a, pool := startBenchRuntime(b, true, 1)
+		if pool == nil {
+			b.Skip("boxes are made ahead only as root")
+		}
+		benchStartOne(b, rt, a, t, func() {
+			pool.Fill()
+			for pool.Ready() == 0 {
+				time.Sleep(time.Millisecond)
+			}
+		})
+	})
 }
 
 // startBenchRuntime is the process runtime confined as the agent confines
-// it on this node.
-func startBenchRuntime(b *testing.B) (*process.Runtime, *Agent) {
+// it on this node; with disks, each environment gets a disk of its own of
+// the default size, and with prepared > 0 the node keeps that many boxes
+// made ahead (returned, nil without).
+func startBenchRuntime(b *testing.B, disks bool, prepared int) (*process.Runtime, *Agent, *confine.PreparedBoxes) {
 	n := &confine.Node{Log: apitest.DiscardLogger()}
+	dir := b.TempDir()
+	var pool *confine.PreparedBoxes
 	if confine.CanConfine() {
 		users, err := confine.NewUIDPool(DefaultUIDRange)
 		if err != nil {
@@ -56,8 +90,20 @@ func startBenchRuntime(b *testing.B) (*process.Runtime, *Agent) {
 		n.Users = users
 		n.Namespaces = confine.ProbeNamespaces() == nil
 		n.Cgroups, _ = confine.CgroupParent()
+		if disks {
+			if n.Disks, err = confine.NewDisks(filepath.Join(dir, "disks"), 0, 0); err != nil {
+				b.Skip(err)
+			}
+		}
+		if prepared > 0 {
+			var size confine.DiskSize
+			if n.Disks != nil {
+				size, _ = n.Disks.Size("")
+			}
+			pool = n.Prepare(filepath.Join(dir, "prepared"), size, prepared)
+			b.Cleanup(pool.Close)
+		}
 	}
-	dir := b.TempDir()
 	// Environments' users must reach their folders through it.
 	for _, d := range []string{filepath.Dir(dir), dir} {
 		if err := os.Chmod(d, 0o711); err != nil {
@@ -68,14 +114,21 @@ func startBenchRuntime(b *testing.B) (*process.Runtime, *Agent) {
 	if err := os.MkdirAll(filepath.Join(dir, "envs"), 0o711); err != nil {
 		b.Fatal(err)
 	}
-	return rt, &Agent{cfg: Config{ReadyTimeout: 10 * time.Second}}
+	return rt, &Agent{cfg: Config{ReadyTimeout: 10 * time.Second}}, pool
 }
 
-func benchStartOne(b *testing.B, rt *process.Runtime, a *Agent, t domain.Template) {
+// benchStartOne starts one environment at a time; before is run before
+// each start, untimed.
+func benchStartOne(b *testing.B, rt *process.Runtime, a *Agent, t domain.Template, before func()) {
 	var prep, start, ready []float64
 	var cpu time.Duration
 	ctx := context.Background()
 	for i := range b.N {
+		if before != nil {
+			b.StopTimer()
+			before()
+			b.StartTimer()
+		}
 		c0 := treeCPU()
 		t0 := time.Now()
 		h, err := rt.Prepare(ctx, runtimes.Env{ID: fmt.Sprintf("env_bench%d", i), Template: t})

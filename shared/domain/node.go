@@ -66,6 +66,28 @@ type NodeClaims struct {
 	Held []string
 }
 
+// MayHold is every environment the node may hold: those its index lists
+// and those its claim fence holds, each once. It is never fewer than what
+// the node holds (an environment leaves Held only when a claim read it and
+// found it no longer the node's, and never comes back but by a claim, which
+// puts it in Held again), but may name environments that have ended since
+// a claim last read them, or that the index still lists. A claim that fits
+// the node's capacity even counting all of them needs no read of them.
+func (n Node) MayHold(listed []string) []string {
+	out := append([]string(nil), listed...)
+	in := make(map[string]bool, len(listed)+len(n.Claims.Held))
+	for _, id := range listed {
+		in[id] = true
+	}
+	for _, id := range n.Claims.Held {
+		if !in[id] {
+			in[id] = true
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
 // ErrClaimRaced is a claim refused because another claim of the same node
 // committed after the node was read: the claimer reads the node and what it
 // holds again and claims again. A 409 should it ever reach a node.

@@ -49,25 +49,22 @@ func (s *Service) ClaimBatch(ctx context.Context, p domain.Principal, id string,
 }
 
 func (s *Service) claimBatch(ctx context.Context, p domain.Principal, id string, offered []string, want int, only bool) ([]Claimed, error) {
-	n, runs, err := s.nodeWithRoom(ctx, p, id)
-	if err != nil {
-		return nil, err
-	}
-	want = min(want, MaxClaimBatch, n.Capacity-len(runs))
-	b := &batch{s: s, n: n, keyHash: p.KeyHash, templates: map[string]*templateRead{}, seen: map[string]bool{}}
-
 	var ids []string
+	seen := map[string]bool{}
 	for _, x := range offered {
-		if validEnvID(x) && !b.seen[x] && len(ids) < MaxClaimBatch {
-			b.seen[x] = true
+		if validEnvID(x) && !seen[x] && len(ids) < MaxClaimBatch {
+			seen[x] = true
 			ids = append(ids, x)
 		}
 	}
+	n, envs, err := s.claimReads(ctx, p, id, ids, min(want, MaxClaimBatch))
+	if err != nil {
+		return nil, err
+	}
+	want = min(want, MaxClaimBatch, n.Capacity-len(n.Claims.Held))
+	b := &batch{s: s, n: n, keyHash: p.KeyHash, templates: map[string]*templateRead{}, seen: seen}
+
 	if len(ids) > 0 {
-		envs, err := s.store.GetEnvironments(ctx, n.OrgID, ids)
-		if err != nil {
-			return nil, err
-		}
 		var cands []domain.Environment
 		for _, e := range envs {
 			if e.State == domain.StatePending && e.Node == "" && e.Pool == n.Pool && n.Runs(e.Needs) {
@@ -88,6 +85,61 @@ func (s *Service) claimBatch(ctx context.Context, p domain.Principal, id string,
 	mrand.Shuffle(len(cands), func(i, j int) { cands[i], cands[j] = cands[j], cands[i] })
 	cands = unseen(cands, b.seen)
 	return b.out, b.claim(ctx, cands, want)
+}
+
+// claimReads reads what a batch claim needs before it can claim, at once
+// rather than one after another (each is a round trip to DynamoDB): the
+// node with its credential, the ids its index lists, and the offered
+// environments (ids). The node comes back with Claims.Held as what it may
+// hold: when what its index and its claim fence name leaves room for want
+// more, that count is used as it is, an upper bound of what the node
+// holds, and nothing more is read (domain.Node.MayHold); otherwise each of those
+// is read (NodeHoldingListed), so a node near its capacity is judged
+// exactly. Either way the claim fence then keeps racing claims of the node
+// within its capacity. A node with no room is refused (409).
+func (s *Service) claimReads(ctx context.Context, p domain.Principal, id string, ids []string, want int) (domain.Node, []domain.Environment, error) {
+	var (
+		wg         sync.WaitGroup
+		listed     []string
+		envs       []domain.Environment
+		lerr, eerr error
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if validNodeID(id) {
+			listed, lerr = s.store.NodeListed(ctx, p.OrgID, id)
+		}
+	}()
+	if len(ids) > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			envs, eerr = s.store.GetEnvironments(ctx, p.OrgID, ids)
+		}()
+	}
+	n, err := s.activeNode(ctx, p, id)
+	wg.Wait()
+	switch {
+	case err != nil:
+		return domain.Node{}, nil, err
+	case lerr != nil:
+		return domain.Node{}, nil, lerr
+	case eerr != nil:
+		return domain.Node{}, nil, eerr
+	}
+	if may := n.MayHold(listed); len(may)+max(want, 1) <= n.Capacity {
+		n.Claims.Held = may
+		return n, envs, nil
+	}
+	runs, n, err := s.store.NodeHoldingListed(ctx, n, listed)
+	if err != nil {
+		return domain.Node{}, nil, err
+	}
+	if len(runs) >= n.Capacity {
+		return domain.Node{}, nil, atCapacity(n)
+	}
+	return n, envs, nil
 }
 
 // unseen keeps the candidates not yet tried in this batch.

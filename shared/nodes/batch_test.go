@@ -330,3 +330,58 @@ func TestBatchClaimsFillALargeNode(t *testing.T) {
 		got += len(r.Claims)
 	}
 }
+
+// A batch claim reads what the node holds only when the node may be near its
+// capacity: far from it, the node's index and its claim fence count every
+// environment it may hold, and the claim costs what a claim of an empty
+// node costs, however many it holds. Near it, each is read (one
+// BatchGetItem more), those that ended are dropped from the fence, and the
+// node fills to exactly its capacity.
+func TestBatchClaimReadsHoldingNearCapacity(t *testing.T) {
+	se := newSocketEnv(t)
+	se.roomFor(t, 100)
+	tok := se.credential(t, apitest.AliceToken, "local")
+	node := se.hello(t, "c1", tok, 8)
+	ids := se.leaseMany(t, 10)
+	claim := func(i int, offered []string) nodes.Message {
+		t.Helper()
+		return se.send(t, "c1", tok, nodes.Message{Type: nodes.MsgClaim, ID: fmt.Sprint(i), Node: node, Environments: offered, Max: len(offered)})
+	}
+	far := map[string]int{"BatchGetItem": 2, "GetItem": 1, "Query": 1, "TransactWriteItems": 1}
+	for i := 0; i < 4; i++ {
+		se.calls.Reset()
+		if r := claim(i, ids[i:i+1]); len(r.Claims) != 1 {
+			t.Fatalf("claim %d: %+v", i, r)
+		}
+		if counts := se.calls.Counts(); fmt.Sprint(counts) != fmt.Sprint(far) {
+			t.Fatalf("claim %d, holding %d of 8: %v, want %v", i, i, counts, far)
+		}
+	}
+	// Two of the four end: the fence still names them, so the next claim
+	// counts them, and fits (4 + 4 of 8) without reading them.
+	for _, id := range ids[:2] {
+		if r := se.send(t, "c1", tok, nodes.Message{Type: nodes.MsgReport, ID: "r" + id, Node: node, Environment: id,
+			Report: &nodes.Report{State: domain.StateStopped}}); r.Record == nil || r.Record.State != domain.StateStopped {
+			t.Fatalf("report stopped: %+v", r)
+		}
+	}
+	se.calls.Reset()
+	if r := claim(4, ids[4:8]); len(r.Claims) != 4 {
+		t.Fatalf("four more (two of four held ended): %+v", r)
+	}
+	if counts := se.calls.Counts(); fmt.Sprint(counts) != fmt.Sprint(far) {
+		t.Fatalf("a claim that fits counting the ended ones: %v, want %v", counts, far)
+	}
+	// It may hold 8 of 8: the next claim reads each, finds 6, and two fit.
+	se.calls.Reset()
+	if r := claim(5, ids[8:10]); len(r.Claims) != 2 {
+		t.Fatalf("the last two: %+v", r)
+	}
+	near := map[string]int{"BatchGetItem": 3, "GetItem": 1, "Query": 1, "TransactWriteItems": 1}
+	if counts := se.calls.Counts(); fmt.Sprint(counts) != fmt.Sprint(near) {
+		t.Fatalf("a claim that may reach the capacity: %v, want %v", counts, near)
+	}
+	if r := se.send(t, "c1", tok, nodes.Message{Type: nodes.MsgClaim, ID: "full", Node: node, Max: 4}); r.Type != nodes.MsgError || r.Error.Status != 409 {
+		t.Fatalf("a claim of a full node: %+v", r)
+	}
+}

@@ -68,6 +68,11 @@ type Store interface {
 	// environments, strongly consistent, and the node with its claim
 	// fence's Held cut to them.
 	NodeHolding(ctx context.Context, n domain.Node) ([]domain.Environment, domain.Node, error)
+	// NodeListed is the ids the node's index lists (one Query), and
+	// NodeHoldingListed NodeHolding with them read already: a batch claim
+	// reads the index beside the node (claimReads).
+	NodeListed(ctx context.Context, org, node string) ([]string, error)
+	NodeHoldingListed(ctx context.Context, n domain.Node, listed []string) ([]domain.Environment, domain.Node, error)
 	ClaimEnvironment(ctx context.Context, e domain.Environment, n domain.Node, keyHash string, now time.Time) (domain.Environment, bool, error)
 	// ClaimEnvironments claims many for one node in one transaction
 	// (a batch claim), leaving out those refused.
@@ -769,16 +774,30 @@ func (s *Service) ReportState(ctx context.Context, p domain.Principal, nodeID, e
 	if r.State == domain.StateFailed && msg == "" {
 		return domain.Environment{}, domain.Invalid("error", "error is required with failed: say what went wrong")
 	}
+	// The node and the environment are read at once (two round trips
+	// would be one after the other otherwise); the node decides first.
+	validEnv := strings.HasPrefix(envID, "env_") && len(envID) <= 64 && !strings.ContainsAny(envID, "#/ ")
+	var (
+		e    domain.Environment
+		eerr error
+	)
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		if validEnv {
+			e, eerr = s.store.GetEnvironment(ctx, p.OrgID, envID)
+		}
+	}()
 	n, err := s.ownNode(ctx, p, nodeID)
+	<-read
 	if err != nil {
 		return domain.Environment{}, err
 	}
-	if !strings.HasPrefix(envID, "env_") || len(envID) > 64 || strings.ContainsAny(envID, "#/ ") {
+	if !validEnv {
 		return domain.Environment{}, domain.NotFound("environment")
 	}
-	e, err := s.store.GetEnvironment(ctx, n.OrgID, envID)
-	if err != nil {
-		return domain.Environment{}, err
+	if eerr != nil {
+		return domain.Environment{}, eerr
 	}
 	if e.Node != n.ID {
 		return domain.Environment{}, domain.Errorf(domain.CodeConflict, "environment %s is not run by node %s", e.ID, n.ID)

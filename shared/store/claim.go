@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -180,19 +181,39 @@ func (s *Store) fenceRefused(ctx context.Context, n domain.Node) error {
 // with Held cut to them, what the node's next claim writes. One Query and
 // one BatchGetItem, as NodeEnvironments.
 func (s *Store) NodeHolding(ctx context.Context, n domain.Node) ([]domain.Environment, domain.Node, error) {
-	refs, err := s.queryRefs(ctx, "node environments", NodeEnvPK(n.OrgID, n.ID), 0)
+	listed, err := s.NodeListed(ctx, n.OrgID, n.ID)
 	if err != nil {
 		return nil, n, err
 	}
-	listed := make(map[string]bool, len(refs))
-	for _, r := range refs {
-		listed[attrString(r[AttrSK])] = true
+	return s.NodeHoldingListed(ctx, n, listed)
+}
+
+// NodeListed is the ids of the environments the node's index lists (one
+// Query, keys only): eventually consistent in DynamoDB, so it may still
+// name an environment that has ended and not yet one just claimed. It
+// needs only the node's id, so a claim reads it beside the node itself.
+func (s *Store) NodeListed(ctx context.Context, org, node string) ([]string, error) {
+	refs, err := s.queryRefs(ctx, "node environments", NodeEnvPK(org, node), 0)
+	if err != nil {
+		return nil, err
 	}
-	for _, id := range n.Claims.Held {
-		if !listed[envSK(id)] {
-			listed[envSK(id)] = true
-			refs = append(refs, key(orgPK(n.OrgID), envSK(id)))
+	out := make([]string, 0, len(refs))
+	for _, r := range refs {
+		if id, ok := strings.CutPrefix(attrString(r[AttrSK]), envSK("")); ok {
+			out = append(out, id)
 		}
+	}
+	return out, nil
+}
+
+// NodeHoldingListed is NodeHolding with the index already read (listed,
+// from NodeListed): one BatchGetItem of what listed and n.Claims.Held name,
+// none when they name nothing.
+func (s *Store) NodeHoldingListed(ctx context.Context, n domain.Node, listed []string) ([]domain.Environment, domain.Node, error) {
+	ids := n.MayHold(listed)
+	refs := make([]map[string]types.AttributeValue, len(ids))
+	for i, id := range ids {
+		refs[i] = key(orgPK(n.OrgID), envSK(id))
 	}
 	items, err := s.fetchItems(ctx, "node environments", refs)
 	if err != nil {

@@ -50,6 +50,8 @@ type Node struct {
 	// environment on the node. Nil where the node cannot make one: such
 	// templates then get the egress proxy (open) or do not start (rules).
 	Boundary func(h netns.NsHandle, t domain.Template, id string) (Egress, error)
+	// Prepared, when set, holds boxes made ahead of claims (TakeBox).
+	Prepared *PreparedBoxes
 	// KeepRoots leaves an environment's folder after it ends, for debugging.
 	KeepRoots bool
 	Log       *slog.Logger
@@ -113,6 +115,16 @@ func (b *Box) Owner() *runtimes.Owner {
 // it when the agent runs as root, and its cgroup where it can. With
 // Node.Disks the folder is the mount point of a disk of its own of size.
 func (n *Node) NewBox(ctx context.Context, root string, size DiskSize) (*Box, error) {
+	b, err := n.makeBox(ctx, root, size)
+	if err != nil {
+		return nil, err
+	}
+	n.addCgroup(b)
+	return b, nil
+}
+
+// makeBox is NewBox without the cgroup: what PreparedBoxes makes ahead.
+func (n *Node) makeBox(ctx context.Context, root string, size DiskSize) (*Box, error) {
 	b := &Box{Root: root}
 	if n.Users != nil {
 		u, err := n.Users.Take()
@@ -161,15 +173,23 @@ func (n *Node) NewBox(ctx context.Context, root string, size DiskSize) (*Box, er
 			return nil, fmt.Errorf("give the environment's folder to its user: %w", err)
 		}
 	}
-	if n.Cgroups != "" {
-		dir := filepath.Join(n.Cgroups, "envlease-"+filepath.Base(root))
-		if err := os.Mkdir(dir, 0o755); err != nil {
-			n.Log.Warn("no cgroup for the environment; a stop kills its processes by user or process group instead", "root", root, "err", err)
-		} else {
-			b.Cgroup = dir
-		}
-	}
 	return b, nil
+}
+
+// addCgroup gives the box its cgroup, envlease-<folder>, where the node
+// has a tree for them: made with the folder's final name, which a restarted
+// agent finds it by (ReclaimBoxes). Without one, a stop ends its processes
+// by its user.
+func (n *Node) addCgroup(b *Box) {
+	if n.Cgroups == "" {
+		return
+	}
+	dir := filepath.Join(n.Cgroups, "envlease-"+filepath.Base(b.Root))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		n.Log.Warn("no cgroup for the environment; a stop kills its processes by user or process group instead", "root", b.Root, "err", err)
+	} else {
+		b.Cgroup = dir
+	}
 }
 
 // Cleanup removes an environment's folder (unless KeepRoots) and its

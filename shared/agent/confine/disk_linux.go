@@ -101,6 +101,26 @@ func (d *Disks) Make(ctx context.Context, id string, mount string, size DiskSize
 	return &Disk{Image: img, Mount: mount, Size: size}, nil
 }
 
+// moveTo moves the mounted disk to mount (an existing, empty folder) and
+// renames its image to image: a bind mount of the filesystem there (which
+// keeps the mount's nosuid and nodev), then its first mount removed. That
+// is what a box made ahead costs a start (PreparedBoxes), against mkfs and
+// a mount of the filesystem anew. On failure the disk stays where it was.
+func (d *Disk) moveTo(mount, image string) error {
+	if err := unix.Mount(d.Mount, mount, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("environment's disk: bind it at %s: %w", mount, err)
+	}
+	if err := unix.Unmount(d.Mount, 0); err != nil {
+		_ = unix.Unmount(mount, unix.MNT_DETACH)
+		return fmt.Errorf("environment's disk: unmount %s: %w", d.Mount, err)
+	}
+	d.Mount = mount
+	if err := os.Rename(d.Image, image); err == nil {
+		d.Image = image
+	}
+	return nil
+}
+
 // attachLoop gives f a loop device of its own, which detaches itself once
 // its last holder is gone.
 func attachLoop(f *os.File) (*os.File, error) {

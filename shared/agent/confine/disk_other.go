@@ -27,6 +27,8 @@ func (d *Disk) Remove() error { return nil }
 
 func RemoveDisk(string, string) error { return nil }
 
+func (d *Disk) moveTo(string, string) error { return errors.New("environments' disks need Linux") }
+
 func (d *Disks) RemoveLeftDisks(func(string) bool) int { return 0 }
 
 // RemoveLeftovers finds nothing outside Linux.

@@ -61,7 +61,8 @@ func (rt *Runtime) cpuTurn() int { return int(rt.cpu.Add(1) - 1) }
 
 func (rt *Runtime) Name() string { return domain.RuntimeProcess }
 
-// Prepare makes the environment's folder envs/<id>, its user and cgroup.
+// Prepare makes the environment's folder envs/<id>, its user and cgroup, or
+// takes a box made ahead (confine.PreparedBoxes), whose folder keeps its name.
 func (rt *Runtime) Prepare(ctx context.Context, e runtimes.Env) (runtimes.Handle, error) {
 	var size confine.DiskSize
 	if d := rt.cfg.Node.Disks; d != nil {
@@ -70,7 +71,8 @@ func (rt *Runtime) Prepare(ctx context.Context, e runtimes.Env) (runtimes.Handle
 			return nil, err
 		}
 	}
-	b, err := rt.cfg.Node.NewBox(ctx, filepath.Join(rt.cfg.WorkDir, "envs", e.ID), size)
+	// One made ahead when the node holds one of that disk (PreparedBoxes).
+	b, err := rt.cfg.Node.TakeBox(ctx, filepath.Join(rt.cfg.WorkDir, "envs"), e.ID, size)
 	if err != nil {
 		return nil, err
 	}
