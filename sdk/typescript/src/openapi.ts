@@ -1730,7 +1730,9 @@ export interface paths {
          * End a checkpoint
          * @description The HTTP side of the node protocol's `checkpointDone`: with `error`, the checkpoint failed;
          *     without, its upload is done and the artifact is sealed once its bytes verify. Repeating it is
-         *     harmless.
+         *     harmless. `stop` is true when the checkpoint was a pause's and its environment now leaves the
+         *     node (paused, or stopped as idle in its place): the node tears it down at once and reports it
+         *     stopped, as for a stop message.
          */
         post: operations["finishCheckpoint"];
         delete?: never;
@@ -7993,6 +7995,8 @@ export interface operations {
                      */
                     "application/json": {
                         checkpoint?: components["schemas"]["Checkpoint"];
+                        /** @description The environment leaves the node now (a pause): tear it down. Absent otherwise. */
+                        stop?: boolean;
                     };
                 };
             };
