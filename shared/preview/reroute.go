@@ -58,7 +58,7 @@ func (h *Handler) reroute(w http.ResponseWriter, r *http.Request, tok string, c 
 	for {
 		// One ask serves every request that waits on it, so it is not
 		// cancelled with the request that made it.
-		link, err := h.routes.do(c.Preview, func() (string, error) {
+		link, err := h.routes.do(ctx, c.Preview, func() (string, error) {
 			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rerouteCall)
 			defer cancel()
 			return h.cfg.Reroute(actx, c, tok)
@@ -162,12 +162,16 @@ type call struct {
 	err  error
 }
 
-func (f *inflight) do(key string, fn func() (string, error)) (string, error) {
+func (f *inflight) do(ctx context.Context, key string, fn func() (string, error)) (string, error) {
 	f.mu.Lock()
 	if c, ok := f.calls[key]; ok {
 		f.mu.Unlock()
-		<-c.done
-		return c.link, c.err
+		select {
+		case <-c.done:
+			return c.link, c.err
+		case <-ctx.Done():
+			return "", ErrWaking // the request's wait is over
+		}
 	}
 	c := &call{done: make(chan struct{})}
 	f.calls[key] = c
