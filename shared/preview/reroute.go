@@ -126,6 +126,9 @@ func (h *Handler) moveTo(ctx context.Context, w http.ResponseWriter, r *http.Req
 		}
 	}
 	to := url.URL{Scheme: u.Scheme, Host: u.Host, Path: "/" + strings.TrimLeft(r.URL.Path, "/\\")}
+	if r.URL.RawPath != "" {
+		to.RawPath = "/" + strings.TrimLeft(r.URL.RawPath, "/\\") // escapes such as %2F as they came
+	}
 	to.RawQuery = withoutToken(r.URL.RawQuery)
 	if to.RawQuery != "" {
 		to.RawQuery += "&"
