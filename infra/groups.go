@@ -228,7 +228,11 @@ var Groups = []Group{
 	// a connection that is gone); leasing into a sandbox checks the sandbox.
 	// An ended environment's kept log is answered with a signed link.
 	{Name: "environments", Description: "leasing, reading, touching and releasing environments, their tunnel and exec tickets and logs",
-		Routes:   []Route{{Path: "/v1/environments", Proxy: true}},
+		// A node asks here where a preview link it signed goes now (its
+		// environment paused or moved): the wake and the new link are
+		// this group's.
+		Routes: []Route{{Path: "/v1/environments", Proxy: true},
+			{Path: "/v1/nodes/{id}/environments/{env}/previews/{preview}/route"}},
 		MemoryMB: apiMemoryMB, Timeout: apiTimeout, PostsToNodes: true, SignsLinks: true, MakesPreviews: true,
 		Table:               readWrite(batchGetItem, updateItem, putItem, getItem, query, conditionCheckItem, deleteItem),
 		ReservedConcurrency: environmentsReserved, Throttle: environmentsThrottle},

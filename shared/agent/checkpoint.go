@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/envlease/envlease/shared/agent/checkpoint"
@@ -36,8 +37,16 @@ func (a *Agent) checkpointOrdered(ctx context.Context, node, envID string, o *no
 			log.Warn("checkpoint failed", "err", err)
 			packed = nodes.CheckpointPacked{Error: err.Error()}
 		}
-		if _, err := a.checkpointCall(ctx, nodes.MsgCheckpointDone, node, envID, o.ID, packed); err != nil {
+		ans, err := a.checkpointCall(ctx, nodes.MsgCheckpointDone, node, envID, o.ID, packed)
+		if err != nil {
 			log.Warn("checkpoint's end not recorded", "err", err)
+			return
+		}
+		// A pause (or the idle stop in its place) takes the environment
+		// off this node: the answer says so, so it goes now, whether or
+		// not the service can push a stop to this node.
+		if slices.Contains(ans.Environments, envID) {
+			r.requestStop(true)
 		}
 	}()
 }
@@ -103,9 +112,11 @@ func (c *Client) checkpoint(ctx context.Context, typ, node, env, id string, p no
 		_, err := c.do(ctx, http.MethodPost, base+"/upload", p, &out)
 		return nodes.Message{Type: nodes.MsgCheckpointUploading, Uploading: &out}, err
 	}
-	var out struct {
-		Checkpoint domain.Checkpoint `json:"checkpoint"`
-	}
+	var out nodes.CheckpointEnd
 	_, err := c.do(ctx, http.MethodPost, base+"/done", p, &out)
-	return nodes.Message{Type: nodes.MsgCheckpointed, Checkpointed: &out.Checkpoint}, err
+	m := nodes.Message{Type: nodes.MsgCheckpointed, Checkpointed: &out.Checkpoint}
+	if out.Stop {
+		m.Environments = []string{env}
+	}
+	return m, err
 }

@@ -140,3 +140,16 @@ func (c *Client) Deregister(ctx context.Context, node string) error {
 	_, err := c.do(ctx, http.MethodDelete, "/v1/nodes/"+url.PathEscape(node), nil, nil)
 	return err
 }
+
+// PreviewRoute asks where a preview link whose token this node signed goes
+// now (its environment paused, or runs elsewhere): the API wakes a paused
+// one and answers the link on the node that runs it, or 503 waking or
+// no_node, or 410 when the link opens nothing any more.
+func (c *Client) PreviewRoute(ctx context.Context, node, env, preview, token string) (string, error) {
+	var out struct {
+		URL string `json:"url"`
+	}
+	_, err := c.do(ctx, http.MethodPost, "/v1/nodes/"+url.PathEscape(node)+"/environments/"+url.PathEscape(env)+
+		"/previews/"+url.PathEscape(preview)+"/route", map[string]string{"token": token}, &out)
+	return out.URL, err
+}

@@ -1,6 +1,9 @@
 package agent
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"sync"
@@ -9,6 +12,7 @@ import (
 	"github.com/envlease/envlease/shared/domain"
 	"github.com/envlease/envlease/shared/nodes"
 	"github.com/envlease/envlease/shared/preview"
+	"github.com/envlease/envlease/shared/tunnel/ticket"
 )
 
 // previewState is what an environment's preview links need on the node:
@@ -95,6 +99,27 @@ func (a *Agent) previewsFirst(t *tunnels, next http.Handler) http.Handler {
 				t.opened = append(t.opened, nodes.PreviewOpened{Environment: o.Claims.Env, Preview: o.Claims.Preview,
 					Remote: o.Remote, UserAgent: o.UserAgent, At: time.Now().UTC()})
 			}
+		},
+		// A link whose environment is not ready here (paused, woken on
+		// another node, its export moved) asks the API where it goes now.
+		Reroute: func(ctx context.Context, c ticket.Claims, tok string) (string, error) {
+			id, ok := t.identity()
+			if !ok {
+				return "", errors.New("the node is not registered")
+			}
+			u, err := a.api.PreviewRoute(ctx, id.Node, c.Env, c.Preview, tok)
+			var ae *APIError
+			if errors.As(err, &ae) {
+				switch domain.Code(ae.Code) {
+				case domain.CodeWaking:
+					return "", preview.ErrWaking
+				case domain.CodeNoNode:
+					return "", preview.ErrNoNode
+				case domain.CodeGone, domain.CodeNotFound, domain.CodeInvalid, domain.CodeForbidden:
+					return "", fmt.Errorf("%w: %s", preview.ErrGone, ae.Message)
+				}
+			}
+			return u, err
 		},
 		Log: a.log,
 	})

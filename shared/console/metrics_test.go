@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -12,9 +13,9 @@ import (
 	"github.com/envlease/envlease/shared/domain"
 )
 
-// An environment's page draws the metrics history its node kept once it
-// ended (CPU, memory, processes as SVG sparklines), and says how to watch
-// them live while it runs.
+// An environment's page draws its metrics (CPU, memory, processes as SVG
+// sparklines): live while it runs, read again every 5 s through the API,
+// and the history its node kept once it ended.
 func TestConsoleEnvironmentMetrics(t *testing.T) {
 	if testing.Short() {
 		t.Skip("drives Chromium against the whole stack")
@@ -30,9 +31,9 @@ func TestConsoleEnvironmentMetrics(t *testing.T) {
 	b := newBrowser(t)
 	b.signInByLink(t, stack.URL, clienttest.BobToken)
 	b.do(t, "the running environment", chromedp.Navigate(stack.URL+"/#/environments/"+id))
-	b.until(t, "how to watch it live", `(document.querySelector('#env-metrics-live')?.textContent || '').includes('envlease top `+id+`')`)
 
-	// Its node samples every 5 s: wait for two samples, then end it.
+	// Its node samples every 5 s, and the page reads them again through
+	// the API every 5 s: the sparklines grow while it runs.
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		if liveSamples(t, stack.URL, id) >= 2 {
@@ -43,6 +44,18 @@ func TestConsoleEnvironmentMetrics(t *testing.T) {
 		}
 		time.Sleep(time.Second)
 	}
+	drawnLive := func(n int) string {
+		return `(() => {
+		const live = document.querySelector('#env-metrics-live')?.textContent || '';
+		const lines = [...document.querySelectorAll('#env-metrics svg polyline')];
+		const names = lines.map((l) => l.dataset.series).join(',');
+		return live.startsWith('Live from node ') && names === 'cpu,memory,processes' &&
+			lines.every((l) => l.getAttribute('points').split(' ').length >= ` + strconv.Itoa(n) + `);
+	})()`
+	}
+	b.until(t, "its live samples drawn", drawnLive(2))
+	b.until(t, "a later sample drawn without reloading the page", drawnLive(liveSamples(t, stack.URL, id)+1))
+	b.shot(t, "environment-metrics-live")
 	apiCall(t, stack.URL, clienttest.BobToken, "DELETE", "/v1/environments/"+id, nil, nil)
 	for {
 		var e domain.Environment

@@ -20,7 +20,7 @@ func Routes(s *Service) []httpapi.Route {
 		{Method: http.MethodPost, Path: "/v1/environments/{id}/exec", Access: httpapi.Member, Handler: s.handleExec},
 		{Method: http.MethodPost, Path: "/v1/environments/{id}/files", Access: httpapi.Member, Handler: s.handleFiles},
 		{Method: http.MethodGet, Path: "/v1/environments/{id}/logs", Access: httpapi.Member, Handler: s.handleLogs},
-	}, checkpointRoutes(s), networkRoutes(s), previewRoutes(s), metricsRoutes(s), wakeRoutes(s))
+	}, checkpointRoutes(s), networkRoutes(s), previewRoutes(s), previewRouteRoutes(s), metricsRoutes(s), wakeRoutes(s))
 }
 
 func (s *Service) handleLease(w http.ResponseWriter, r *http.Request, p domain.Principal) error {

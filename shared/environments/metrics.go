@@ -15,6 +15,7 @@ import (
 func metricsRoutes(s *Service) []httpapi.Route {
 	return []httpapi.Route{
 		{Method: http.MethodGet, Path: "/v1/environments/{id}/metrics", Access: httpapi.Member, Handler: s.handleMetrics},
+		{Method: http.MethodGet, Path: "/v1/environments/{id}/metrics/recent", Access: httpapi.Member, Handler: s.handleRecentMetrics},
 	}
 }
 

@@ -203,7 +203,9 @@ func (s *Service) ListPreviews(ctx context.Context, p domain.Principal, id strin
 		if err != nil {
 			return nil, err
 		}
-		l.Preview = pv
+		if l.URL == "" {
+			l.Preview = pv
+		}
 		out = append(out, l)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Created.After(out[j].Created) })
@@ -236,7 +238,9 @@ func (s *Service) RevokePreview(ctx context.Context, p domain.Principal, id, pid
 		if i < 0 {
 			return domain.NotFound("preview " + pid)
 		}
-		if !e.Previews[i].Live(now) || e.State != domain.StateReady {
+		// A paused environment's links open again when it wakes
+		// (preview_route.go): they are revocable while it is paused too.
+		if !e.Previews[i].Live(now) || !e.State.Live() && e.State != domain.StatePaused {
 			return nil // it opens nothing already
 		}
 		ps := slices.Clone(e.Previews)
@@ -379,6 +383,13 @@ func (s *Service) previewLink(key []byte, org string, e domain.Environment, node
 	if target == "" {
 		return PreviewLink{Preview: pv}, nil // the export is gone: nothing opens
 	}
+	// The host is the node's: after a pause the environment may run on
+	// another node, under that node's preview domain.
+	label, err := preview.Label(pv.Export, e.ID)
+	if err != nil {
+		return PreviewLink{}, domain.Internal(err)
+	}
+	pv.Host = label + "." + b.domain
 	tk, err := ticket.Sign(key, ticket.Claims{Org: org, Env: e.ID, Node: node, Targets: []string{target},
 		Exp: pv.Expires.Unix(), Open: ticket.OpenPreview, Preview: pv.ID, Host: pv.Host})
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"sort"
 	"strings"
@@ -100,6 +101,8 @@ type Service struct {
 	settings map[string]cachedSettings
 	// previews configure preview links (preview.go).
 	previews PreviewOptions
+	// nodeHTTP reaches nodes' endpoints (metrics_recent.go).
+	nodeHTTP *http.Client
 }
 
 type cachedImage struct {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -481,6 +482,7 @@ func endpoints(sbx string, key string) []endpoint {
 		completeLogEndpoint(),
 		logsEndpoint(),
 		metricsEndpoint(),
+		recentMetricsEndpoint(),
 		{name: "POST /v1/nodes/{id}/environments/{env}/report (ready)", status: 200, cleanup: deleteReported, prepare: func(s *stack) request {
 			node, env := s.claimed()
 			return request{method: "POST", path: "/v1/nodes/" + node + "/environments/" + env + "/report", token: s.nodeToken, body: map[string]any{"state": "ready"}}
@@ -651,6 +653,17 @@ func networkAndPreviewEndpoints() []endpoint {
 		{name: "DELETE /v1/environments/{id}/previews/{preview}", status: 204, cleanup: deleteEnv, prepare: func(s *stack) request {
 			_, env = s.readyOnEndpoint("shell")
 			return request{method: http.MethodDelete, path: "/v1/environments/" + env + "/previews/" + preview(s), token: apitest.BobToken}
+		}},
+		{name: "POST /v1/nodes/{id}/environments/{env}/previews/{preview}/route", status: 200, cleanup: deleteEnv, prepare: func(s *stack) request {
+			var node string
+			node, env = s.readyOnEndpoint("shell")
+			made := s.must(http.MethodPost, "/v1/environments/"+env+"/previews", apitest.BobToken, map[string]any{"export": "web"}, 201)
+			u, err := url.Parse(made["url"].(string))
+			if err != nil {
+				s.T.Fatal(err)
+			}
+			return request{method: http.MethodPost, path: "/v1/nodes/" + node + "/environments/" + env + "/previews/" + made["id"].(string) + "/route",
+				token: s.nodeToken, body: map[string]any{"token": u.Query().Get("envlease_preview")}}
 		}},
 	}
 }

@@ -1,7 +1,9 @@
 package faults_test
 
 import (
+	"fmt"
 	"net/http"
+	"net/http/httptest"
 
 	"github.com/envlease/envlease/shared/apitest"
 )
@@ -23,6 +25,35 @@ func metricsEndpoint() endpoint {
 				s.T.Fatalf("node %s claimed %v, want %s", node, got, env)
 			}
 			return request{method: http.MethodGet, path: "/v1/environments/" + env + "/metrics", token: apitest.BobToken}
+		},
+		cleanup: func(s *stack, _ *apitest.Response) {
+			s.must(http.MethodDelete, "/v1/environments/"+env, apitest.BobToken, nil, 200)
+		},
+	}
+}
+
+// recentMetricsEndpoint relays a running environment's recent samples from
+// its node's endpoint (here a stand-in that answers one sample).
+func recentMetricsEndpoint() endpoint {
+	var env string
+	return endpoint{
+		name: "GET /v1/environments/{id}/metrics/recent", status: 200,
+		prepare: func(s *stack) request {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/x-ndjson")
+				fmt.Fprintln(w, `{"time":"2026-03-14T09:00:05Z","cpu":1.5,"memory":1048576,"processes":1,"netIn":0,"netOut":0}`)
+			}))
+			s.T.Cleanup(srv.Close)
+			body := map[string]any{"tunnelURL": "ws://" + srv.Listener.Addr().String() + "/tunnel"}
+			for k, v := range registerBody {
+				body[k] = v
+			}
+			node := s.must(http.MethodPost, "/v1/nodes", s.nodeToken, body, 201)["node"].(map[string]any)["id"].(string)
+			env = s.leaseSleeper()
+			if got := s.must(http.MethodPost, "/v1/nodes/"+node+"/claim?wait=0s", s.nodeToken, nil, 200)["environment"].(map[string]any)["id"]; got != env {
+				s.T.Fatalf("node %s claimed %v, want %s", node, got, env)
+			}
+			return request{method: http.MethodGet, path: "/v1/environments/" + env + "/metrics/recent", token: apitest.BobToken}
 		},
 		cleanup: func(s *stack, _ *apitest.Response) {
 			s.must(http.MethodDelete, "/v1/environments/"+env, apitest.BobToken, nil, 200)

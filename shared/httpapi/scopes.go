@@ -37,6 +37,7 @@ var routeScopes = map[string]string{
 	"GET /v1/environments/{id}/network-log":              domain.ScopeEnvRead,
 	"GET /v1/environments/{id}/identity":                 domain.ScopeEnvRead,
 	"GET /v1/environments/{id}/metrics":                  domain.ScopeEnvRead,
+	"GET /v1/environments/{id}/metrics/recent":           domain.ScopeEnvRead,
 	"PATCH /v1/environments/{id}/network":                domain.ScopeEnvNetwork,
 	"GET /v1/environments/{id}/checkpoints/{checkpoint}": domain.ScopeEnvRead,
 	"GET /v1/sandboxes":                                  domain.ScopeEnvRead,

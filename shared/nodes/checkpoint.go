@@ -192,22 +192,22 @@ func (s *Service) CheckpointUpload(ctx context.Context, p domain.Principal, node
 
 // CheckpointDone ends a checkpoint: failed with the node's error, or sealed
 // once its artifact's bytes verify. Repeating it is harmless.
-func (s *Service) CheckpointDone(ctx context.Context, p domain.Principal, nodeID, envID, id string, r CheckpointPacked) (domain.Checkpoint, error) {
+func (s *Service) CheckpointDone(ctx context.Context, p domain.Principal, nodeID, envID, id string, r CheckpointPacked) (CheckpointEnd, error) {
 	e, err := s.checkpointOf(ctx, p, nodeID, envID, id)
 	if err != nil {
-		return domain.Checkpoint{}, err
+		return CheckpointEnd{}, err
 	}
 	if e.Checkpoint.Done() {
-		return *e.Checkpoint, nil
+		return CheckpointEnd{Checkpoint: *e.Checkpoint}, nil
 	}
 	if r.Error == "" && e.Checkpoint.Artifact == "" {
-		return domain.Checkpoint{}, domain.Errorf(domain.CodeConflict, "checkpoint %s has no artifact yet; ask for its upload first", id)
+		return CheckpointEnd{}, domain.Errorf(domain.CodeConflict, "checkpoint %s has no artifact yet; ask for its upload first", id)
 	}
 	state, why := domain.CheckpointFailed, CleanError(r.Error)
 	if r.Error == "" {
 		arts, err := s.checkpointArtifacts()
 		if err != nil {
-			return domain.Checkpoint{}, err
+			return CheckpointEnd{}, err
 		}
 		_, err = arts.Complete(ctx, ownerOf(e), e.Checkpoint.Artifact, nil)
 		switch {
@@ -217,13 +217,13 @@ func (s *Service) CheckpointDone(ctx context.Context, p domain.Principal, nodeID
 			// Sealed by an earlier call whose answer was lost?
 			a, gerr := arts.Get(ctx, ownerOf(e), e.Checkpoint.Artifact)
 			if gerr != nil || a.State != domain.ArtifactSealed {
-				return domain.Checkpoint{}, err
+				return CheckpointEnd{}, err
 			}
 			state = domain.CheckpointSealed
 		case domain.ErrorCode(err) == domain.CodeInvalid:
 			why = "the upload did not verify: " + err.Error()
 		default:
-			return domain.Checkpoint{}, err
+			return CheckpointEnd{}, err
 		}
 	}
 	now := s.clock.Now()
@@ -236,9 +236,21 @@ func (s *Service) CheckpointDone(ctx context.Context, p domain.Principal, nodeID
 	if err == nil && c.Pause {
 		// The idle environment's files are kept (or could not be): pause
 		// it, or stop it as its template's stop would (pause.go).
-		err = s.finishPause(ctx, e.OrgID, e.ID, c)
+		var stop bool
+		stop, err = s.finishPause(ctx, e.OrgID, e.ID, c)
+		return CheckpointEnd{Checkpoint: c, Stop: stop}, err
 	}
-	return c, err
+	return CheckpointEnd{Checkpoint: c}, err
+}
+
+// CheckpointEnd is the answer to a node's word that a checkpoint ended:
+// the checkpoint, and Stop when its environment now leaves the node (a
+// pause, or an idle stop in its place), so the node tears it down at once
+// rather than at its next heartbeat (an HTTP node, which the service cannot
+// push to) or the stop job's resend.
+type CheckpointEnd struct {
+	Checkpoint domain.Checkpoint `json:"checkpoint"`
+	Stop       bool              `json:"stop,omitempty"`
 }
 
 // updateCheckpoint changes the environment's checkpoint id in place, in a
@@ -319,7 +331,7 @@ func (s *Service) handleCheckpointDone(w http.ResponseWriter, r *http.Request, p
 	if err != nil {
 		return err
 	}
-	httpapi.WriteJSON(w, http.StatusOK, map[string]any{"checkpoint": c})
+	httpapi.WriteJSON(w, http.StatusOK, c)
 	return nil
 }
 
@@ -340,5 +352,9 @@ func (k *Socket) socketCheckpoint(ctx context.Context, p domain.Principal, m Mes
 	if err != nil {
 		return nil, err
 	}
-	return &Message{Type: MsgCheckpointed, Node: m.Node, Environment: m.Environment, Checkpointed: &c}, nil
+	ans := &Message{Type: MsgCheckpointed, Node: m.Node, Environment: m.Environment, Checkpointed: &c.Checkpoint}
+	if c.Stop {
+		ans.Environments = []string{m.Environment} // it leaves the node: tear it down
+	}
+	return ans, nil
 }

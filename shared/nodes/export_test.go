@@ -10,7 +10,8 @@ import (
 // FinishPause is what a node's report that pause checkpoint c ended does
 // to environment id, without the artifact's upload.
 func (s *Service) FinishPause(ctx context.Context, org, id string, c domain.Checkpoint) error {
-	return s.finishPause(ctx, org, id, c)
+	_, err := s.finishPause(ctx, org, id, c)
+	return err
 }
 
 // ReofferOnTicks runs ReofferLoop's passes on the ticks given, until they

@@ -24,19 +24,23 @@ type PauseStore interface {
 // finishPause pauses environment id after its pause checkpoint c ended,
 // if it is still ready and still idle: a touch since the job asked (its
 // idle deadline moved) keeps it running, the checkpoint an ordinary one.
-func (s *Service) finishPause(ctx context.Context, org, id string, c domain.Checkpoint) error {
+//
+// stop says the environment now leaves its node (paused, or stopped as
+// idle): the node that reported the checkpoint's end is answered so, and
+// tears it down at once, even where the service cannot push to it.
+func (s *Service) finishPause(ctx context.Context, org, id string, c domain.Checkpoint) (stop bool, err error) {
 	ps, ok := s.store.(PauseStore)
 	if !ok {
-		return nil
+		return false, nil
 	}
 	for try := 0; try < attempts; try++ {
 		e, err := s.store.GetEnvironment(ctx, org, id)
 		if err != nil {
-			return err
+			return false, err
 		}
 		now := s.clock.Now()
 		if e.State != domain.StateReady || e.Checkpoint == nil || e.Checkpoint.ID != c.ID || now.Before(e.IdleUntil) {
-			return nil // touched, stopped or changed: nothing to pause
+			return false, nil // touched, stopped or changed: nothing to pause
 		}
 		if c.State != domain.CheckpointSealed {
 			return s.stopIdle(ctx, e, now)
@@ -52,20 +56,20 @@ func (s *Service) finishPause(ctx context.Context, org, id string, c domain.Chec
 			return s.stopIdle(ctx, e, now)
 		}
 		if err != nil {
-			return err
+			return false, err
 		}
 		if done {
 			// The node tears it down now, as after a delete; the stop
 			// notice the pause wrote resends it if this is lost.
 			s.tell(ctx, paused)
-			return nil
+			return paused.Node != "", nil
 		}
 	}
-	return domain.Errorf(domain.CodeConflict, "environment %s is changing too fast; retry", id)
+	return false, domain.Errorf(domain.CodeConflict, "environment %s is changing too fast; retry", id)
 }
 
 // stopIdle stops e as an idle environment of a template that stops.
-func (s *Service) stopIdle(ctx context.Context, e domain.Environment, now time.Time) error {
+func (s *Service) stopIdle(ctx context.Context, e domain.Environment, now time.Time) (bool, error) {
 	to := domain.StateStopped
 	if e.Node != "" {
 		to = domain.StateStopping
@@ -74,7 +78,7 @@ func (s *Service) stopIdle(ctx context.Context, e domain.Environment, now time.T
 	if err == nil && done {
 		s.tell(ctx, stopped)
 	}
-	return err
+	return err == nil && done && to == domain.StateStopping, err
 }
 
 // tell pushes a pause or a stop to the environment's node when the

@@ -52,12 +52,17 @@ func TestPauseOnTheNodeProtocol(t *testing.T) {
 		}
 		return out
 	}
-	done := func(id, ckp, why string) {
+	// done reports the checkpoint's end over HTTP, where the service cannot
+	// push to the node: the answer says whether the environment leaves it.
+	done := func(id, ckp, why string) nodes.CheckpointEnd {
 		t.Helper()
 		r := e.Do("POST", "/v1/nodes/"+node+"/environments/"+id+"/checkpoints/"+ckp+"/done", tok, map[string]any{"error": why})
 		if r.Status != 200 {
 			t.Fatalf("done: %d %s", r.Status, r.Body)
 		}
+		var end nodes.CheckpointEnd
+		r.JSON(t, &end)
+		return end
 	}
 
 	failing, touched := ready(), ready()
@@ -72,7 +77,9 @@ func TestPauseOnTheNodeProtocol(t *testing.T) {
 		}
 	}
 	// A failed pause checkpoint: stopped, as its template's stop would.
-	done(failing, states[failing].Checkpoint.ID, "the node's disk is full")
+	if end := done(failing, states[failing].Checkpoint.ID, "the node's disk is full"); !end.Stop {
+		t.Errorf("the answer to a failed pause's end does not tell the node to let it go: %+v", end)
+	}
 	if got := e.get(t, apitest.BobToken, failing); got.State != domain.StateStopping || got.StopReason != domain.StopIdle {
 		t.Fatalf("a failed pause: %s %s", got.State, got.StopReason)
 	}
@@ -80,7 +87,9 @@ func TestPauseOnTheNodeProtocol(t *testing.T) {
 	if r := e.Do("POST", "/v1/environments/"+touched+"/touch", apitest.BobToken, nil); r.Status != 200 {
 		t.Fatalf("touch: %d %s", r.Status, r.Body)
 	}
-	done(touched, states[touched].Checkpoint.ID, "whatever")
+	if end := done(touched, states[touched].Checkpoint.ID, "whatever"); end.Stop {
+		t.Errorf("a touched environment's node told to let it go: %+v", end)
+	}
 	if got := e.get(t, apitest.BobToken, touched); got.State != domain.StateReady {
 		t.Fatalf("touched while packing: %s %s", got.State, got.StopReason)
 	}

@@ -48,8 +48,18 @@ type Config struct {
 	Activity func(env string)
 	// Opened is called when a link's token is traded for a cookie.
 	Opened func(Opened)
-	Log    *slog.Logger
-	Now    func() time.Time
+	// Reroute asks the control plane where a link's environment runs now,
+	// for a token this node signed whose environment is not ready here
+	// (paused, woken on another node, or its export moved): it wakes a
+	// paused environment and answers the link's URL on the node that runs
+	// it, or ErrWaking, ErrNoNode or ErrGone (reroute.go). Nil: such a
+	// token is refused, as before.
+	Reroute func(ctx context.Context, c ticket.Claims, token string) (string, error)
+	// WakeWait bounds how long one request waits for a waking
+	// environment before it is answered the waking page (DefaultWakeWait).
+	WakeWait time.Duration
+	Log      *slog.Logger
+	Now      func() time.Time
 }
 
 // Handler is the node's preview proxy: mount it for requests whose Host
@@ -57,6 +67,8 @@ type Config struct {
 type Handler struct {
 	cfg   Config
 	proxy *httputil.ReverseProxy
+	// routes are the reroutes under way, one per preview (reroute.go).
+	routes inflight
 }
 
 type routeKey struct{}
@@ -72,7 +84,10 @@ func NewHandler(cfg Config) *Handler {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	h := &Handler{cfg: cfg}
+	if cfg.WakeWait <= 0 {
+		cfg.WakeWait = DefaultWakeWait
+	}
+	h := &Handler{cfg: cfg, routes: inflight{calls: map[string]*call{}}}
 	tr := &http.Transport{
 		// The address the transport asks for is only its pool's key
 		// (Rewrite makes it per environment and target); the route in the
@@ -126,6 +141,12 @@ func poolHost(rt route) string {
 	return strings.TrimPrefix(rt.env, envPrefix) + ".env:" + port
 }
 
+// errNotHere is a token this node signed, valid for the host, whose
+// environment is not ready here or whose export moved: the environment
+// paused, woke elsewhere, or is starting again. The control plane says
+// where it went (Reroute).
+var errNotHere = errors.New("the environment is not ready here, or its export moved")
+
 // maxCookies bounds the cookies of the proxy's name a request has checked:
 // each costs a signature check, and a page can plant many. Those past it
 // are ignored, not refused.
@@ -141,6 +162,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if tok, inQuery := queryToken(r); inQuery {
 		c, _, err := h.check(tok, r.Host, env)
+		if errors.Is(err, errNotHere) && h.cfg.Reroute != nil {
+			h.reroute(w, r, tok, c)
+			return
+		}
 		if err != nil {
 			h.cfg.Log.Info("preview refused", "host", r.Host, "remote", r.RemoteAddr, "reason", err.Error())
 			refuse(w)
@@ -154,7 +179,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// one planted to lock this host): any one that is valid for this host
 	// opens it, and when none is the request is one without a token, which
 	// a public export still serves.
-	var reason error
+	var (
+		reason error
+		// moved is a cookie this node signed whose environment is not
+		// ready here: it is rerouted when no other cookie opens the host.
+		moved      string
+		movedClaim ticket.Claims
+	)
 	seen := 0
 	for _, ck := range r.Cookies() {
 		if ck.Name != Cookie || ck.Value == "" {
@@ -163,10 +194,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if seen++; seen > maxCookies {
 			break
 		}
-		_, target, err := h.check(ck.Value, r.Host, env)
+		c, target, err := h.check(ck.Value, r.Host, env)
 		if err == nil {
 			h.serve(w, r, route{env: env, target: target})
 			return
+		}
+		if errors.Is(err, errNotHere) && moved == "" {
+			moved, movedClaim = ck.Value, c
 		}
 		reason = err
 	}
@@ -175,6 +209,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h.serve(w, r, route{env: env, target: target})
 			return
 		}
+	}
+	if moved != "" && h.cfg.Reroute != nil {
+		h.reroute(w, r, moved, movedClaim)
+		return
 	}
 	if reason != nil {
 		h.cfg.Log.Info("preview refused", "host", r.Host, "remote", r.RemoteAddr, "reason", reason.Error())
@@ -202,11 +240,11 @@ func (h *Handler) check(tok, host, env string) (ticket.Claims, string, error) {
 		return c, "", errors.New("a token for another host")
 	}
 	targets, ok := h.cfg.Targets(env)
-	if !ok || !slices.Contains(targets, c.Targets[0]) {
-		return c, "", errors.New("the environment is not ready here, or its export moved")
-	}
-	if h.cfg.Revoked(env, c.Preview) {
+	if ok && h.cfg.Revoked(env, c.Preview) {
 		return c, "", errors.New("the preview is revoked")
+	}
+	if !ok || !slices.Contains(targets, c.Targets[0]) {
+		return c, "", errNotHere
 	}
 	return c, c.Targets[0], nil
 }

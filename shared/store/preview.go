@@ -44,12 +44,14 @@ func previewsOf(s string) []domain.Preview {
 	return ps
 }
 
-// SetEnvironmentPreviews replaces a ready environment's previews, if its
+// SetEnvironmentPreviews replaces the previews of an environment that is
+// live or paused (a paused one's links open again when it wakes), if its
 // record is still the one e was read as (version): one conditional update.
-// ok is false when another write came between or it is no longer ready;
-// the caller reads again and decides.
+// ok is false when another write came between or it ended; the caller
+// reads again and decides.
 func (s *Store) SetEnvironmentPreviews(ctx context.Context, e domain.Environment, ps []domain.Preview) (after domain.Environment, ok bool, err error) {
-	vals := map[string]types.AttributeValue{":v": num(e.Version), ":one": num(1), ":ready": str(string(domain.StateReady))}
+	vals := map[string]types.AttributeValue{":v": num(e.Version), ":one": num(1), ":ready": str(string(domain.StateReady)),
+		":paused": str(string(domain.StatePaused)), ":pending": str(string(domain.StatePending)), ":starting": str(string(domain.StateStarting))}
 	update := "SET version = version + :one"
 	names := map[string]string{"#state": "state"}
 	if t := previewsText(ps); t != "" {
@@ -62,7 +64,7 @@ func (s *Store) SetEnvironmentPreviews(ctx context.Context, e domain.Environment
 		TableName:                 aws.String(s.table),
 		Key:                       key(orgPK(e.OrgID), envSK(e.ID)),
 		UpdateExpression:          aws.String(update),
-		ConditionExpression:       aws.String("attribute_exists(PK) AND version = :v AND #state = :ready"),
+		ConditionExpression:       aws.String("attribute_exists(PK) AND version = :v AND #state IN (:ready, :paused, :pending, :starting)"),
 		ExpressionAttributeNames:  names,
 		ExpressionAttributeValues: vals,
 	})

@@ -813,6 +813,38 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/environments/{id}/metrics/recent": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The environment's id.
+                 * @example env_19cec2a0e00p4k7w1m9z3c5b
+                 */
+                id: components["parameters"]["EnvironmentID"];
+            };
+            cookie?: never;
+        };
+        /**
+         * A running environment's recent samples, relayed by the API
+         * @description The samples its node took in the last `since` (default `10m`, from `5s` to `30m`; the node
+         *     keeps 30 minutes), oldest first, read by the API from the node's metrics endpoint and answered
+         *     on the API's own origin: what the web console draws while the environment runs, since its page
+         *     connects to nothing but the API. Nothing is written: a call costs the environment's read and its
+         *     node's, and one request to the node. A program that can reach the node follows them there
+         *     instead (`GET /v1/environments/{id}/metrics`, `live`). Requires `environments:read`. An
+         *     environment on no node (pending, paused, ended) is 409; a node that does not answer is 503.
+         */
+        get: operations["getEnvironmentRecentMetrics"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/environments/{id}/network": {
         parameters: {
             query?: never;
@@ -1530,6 +1562,48 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/nodes/{id}/environments/{env}/previews/{preview}/route": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The node's id.
+                 * @example node_19cec2a0e00k3m8q2w5z7c1b
+                 */
+                id: components["parameters"]["NodeID"];
+                /**
+                 * @description The environment's id.
+                 * @example env_19cec2a0e00p4k7w1m9z3c5b
+                 */
+                env: string;
+                /**
+                 * @description The preview's id.
+                 * @example pv_19cec2a0e00p4k7w1m9z3c5c
+                 */
+                preview: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Where a preview link this node signed goes now
+         * @description A node's agent asks, with its own node credential, where a preview link goes whose token it
+         *     signed but whose environment is not ready on it: the environment paused, woke on another node,
+         *     or its export moved. A paused environment is woken and waited for up to 8 s, as an exec or a
+         *     tunnel waits; the answer is the same preview's link (same id and expiry) on the node that runs
+         *     it now, which the agent redirects the browser to. 503 `waking` (ask again after Retry-After) or
+         *     `no_node`; 410 when the preview is revoked or expired, or the environment ended; 422 when the
+         *     token is not this node's link to this preview.
+         */
+        post: operations["routePreview"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/nodes/{id}/environments/{env}/secrets": {
         parameters: {
             query?: never;
@@ -1656,7 +1730,9 @@ export interface paths {
          * End a checkpoint
          * @description The HTTP side of the node protocol's `checkpointDone`: with `error`, the checkpoint failed;
          *     without, its upload is done and the artifact is sealed once its bytes verify. Repeating it is
-         *     harmless.
+         *     harmless. `stop` is true when the checkpoint was a pause's and its environment now leaves the
+         *     node (paused, or stopped as idle in its place): the node tears it down at once and reports it
+         *     stopped, as for a stop message.
          */
         post: operations["finishCheckpoint"];
         delete?: never;
@@ -5468,6 +5544,81 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
+    getEnvironmentRecentMetrics: {
+        parameters: {
+            query?: {
+                /**
+                 * @description How far back, a Go duration from 5s to 30m.
+                 * @example 10m
+                 */
+                since?: string;
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description The environment's id.
+                 * @example env_19cec2a0e00p4k7w1m9z3c5b
+                 */
+                id: components["parameters"]["EnvironmentID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Its recent samples. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "Cache-Control": components["headers"]["NoStore"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "environment": "env_19cec2a0e00p4k7w1m9z3c5b",
+                     *       "state": "ready",
+                     *       "node": "node_19cec2a0e00p4k7w1m9z3c5d",
+                     *       "samples": [
+                     *         {
+                     *           "time": "2026-03-14T09:00:05Z",
+                     *           "cpu": 97.5,
+                     *           "memory": 104857600,
+                     *           "disk": 4096,
+                     *           "processes": 3,
+                     *           "netIn": 0,
+                     *           "netOut": 0
+                     *         },
+                     *         {
+                     *           "time": "2026-03-14T09:00:10Z",
+                     *           "cpu": 12.25,
+                     *           "memory": 105906176,
+                     *           "disk": 8192,
+                     *           "processes": 3,
+                     *           "netIn": 1024,
+                     *           "netOut": 512
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": {
+                        environment: string;
+                        state: components["schemas"]["State"];
+                        /** @description The node that runs it and answered. */
+                        node: string;
+                        samples: components["schemas"]["MetricSample"][];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            429: components["responses"]["Locked"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
     setEnvironmentNetwork: {
         parameters: {
             query?: never;
@@ -7497,6 +7648,77 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
+    routePreview: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The node's id.
+                 * @example node_19cec2a0e00k3m8q2w5z7c1b
+                 */
+                id: components["parameters"]["NodeID"];
+                /**
+                 * @description The environment's id.
+                 * @example env_19cec2a0e00p4k7w1m9z3c5b
+                 */
+                env: string;
+                /**
+                 * @description The preview's id.
+                 * @example pv_19cec2a0e00p4k7w1m9z3c5c
+                 */
+                preview: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "token": "eyJvcmciOiJhY21lIn0.c2ln"
+                 *     }
+                 */
+                "application/json": {
+                    /** @description The link's token, from the link or the cookie it was traded for. */
+                    token: string;
+                };
+            };
+        };
+        responses: {
+            /** @description The link on the node that runs the environment now. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "Cache-Control": components["headers"]["NoStore"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "url": "http://web-19cec2a0e00p4k7w1m9z3c5b.localhost:41234/?envlease_preview=eyJvcmciOiJhY21lIn0.c2ln",
+                     *       "node": "node_19cec2a0e00p4k7w1m9z3c5d"
+                     *     }
+                     */
+                    "application/json": {
+                        /** @description The preview's link on that node. */
+                        url: string;
+                        /** @description The node that runs the environment now. */
+                        node: string;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            410: components["responses"]["Gone"];
+            422: components["responses"]["Invalid"];
+            429: components["responses"]["Locked"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
     getEnvironmentSecrets: {
         parameters: {
             query?: never;
@@ -7773,6 +7995,8 @@ export interface operations {
                      */
                     "application/json": {
                         checkpoint?: components["schemas"]["Checkpoint"];
+                        /** @description The environment leaves the node now (a pause): tear it down. Absent otherwise. */
+                        stop?: boolean;
                     };
                 };
             };

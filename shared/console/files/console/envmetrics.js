@@ -1,14 +1,16 @@
 // An environment's metrics on its page: CPU, memory and processes as
-// sparklines (SVG). Once it ended, the coarse history its node kept of its
-// whole life (GET /v1/environments/{id}/metrics). While it runs the samples
-// are live on its node only, which the console does not connect to (its
-// Content-Security-Policy allows the API and the artifact store alone), so
-// the page says how to watch them instead.
+// sparklines (SVG). While it runs, its node's samples of the last 10
+// minutes, read again every 5 s through the API (GET
+// /v1/environments/{id}/metrics/recent: the API relays them from the node,
+// since the console's Content-Security-Policy lets the page reach the API
+// alone); once it ended, the coarse history its node kept of its whole life
+// (GET /v1/environments/{id}/metrics).
 import { h, svg } from './dom.js';
 import { get, enc } from './api.js';
 import { errorBox } from './ui.js';
 
 const W = 320;
+const LIVE_MS = 5000;
 const H = 48;
 
 const mib = (n) => `${(n / 1048576).toFixed(1)} MiB`;
@@ -44,26 +46,71 @@ export function metricsPanel() {
       }
       const from = new Date(m.history[0].time);
       const to = new Date(m.history[m.history.length - 1].time);
-      show(
-        h('p', { class: 'muted', text: `Its whole life, ${m.history.length} points from ${from.toISOString()} to ${to.toISOString()} (each an average; memory and processes at their peak).` }),
-        h('dl', { class: 'fields metrics' }, series.map(([key, name, pick, fmt, floor]) => {
-          const values = m.history.map(pick);
-          return [h('dt', { text: name }), h('dd', {}, sparkline(key, values, floor), h('span', { class: 'muted', text: ` peak ${fmt(Math.max(...values))}, last ${fmt(values[values.length - 1])}` }))];
-        })));
+      draw(m.history, `Its whole life, ${m.history.length} points from ${from.toISOString()} to ${to.toISOString()} (each an average; memory and processes at their peak).`, 'env-metrics-history');
     } catch (err) {
       shownFor = '';
       show(errorBox(err));
     }
   };
 
-  // update draws the panel for the environment as last read; an ended
-  // one's history is read once.
+  // draw shows samples as sparklines under a line that says what they are.
+  const draw = (samples, what, id) => {
+    show(
+      h('p', { class: 'muted', id, text: what }),
+      h('dl', { class: 'fields metrics' }, series.map(([key, name, pick, fmt, floor]) => {
+        const values = samples.map(pick);
+        return [h('dt', { text: name }), h('dd', {}, sparkline(key, values, floor), h('span', { class: 'muted', text: ` peak ${fmt(Math.max(...values))}, last ${fmt(values[values.length - 1])}` }))];
+      })));
+  };
+
+  // Live: the node's recent samples every LIVE_MS while the panel is on the
+  // page and the page is visible (each read is one call of the API and one
+  // of the node; nothing is written).
+  let timer = 0;
+  let liveFor = '';
+  const stopLive = () => { clearTimeout(timer); timer = 0; liveFor = ''; };
+  const readLive = async (id) => {
+    timer = 0;
+    if (liveFor !== id) return;
+    if (!panel.isConnected) { stopLive(); return; }
+    if (!document.hidden) {
+      try {
+        const m = await get(`/v1/environments/${enc(id)}/metrics/recent?since=10m`);
+        if (liveFor !== id) return;
+        if (!m.samples.length) {
+          show(h('p', { class: 'muted', id: 'env-metrics-live', role: 'status' },
+            'Its node samples CPU, memory, disk, network and processes every 5 s; the first sample is drawn here as soon as it is taken (or watch them with ',
+            h('code', { text: `envlease top ${id}` }), ').'));
+        } else {
+          const last = m.samples[m.samples.length - 1];
+          draw(m.samples, `Live from node ${m.node}: ${m.samples.length} samples of the last 10 minutes, one every 5 s, the last at ${new Date(last.time).toISOString()}; refreshed every 5 s.`, 'env-metrics-live');
+        }
+      } catch (err) {
+        if (liveFor !== id) return;
+        show(errorBox(err));
+      }
+    }
+    if (liveFor === id) timer = setTimeout(() => readLive(id), LIVE_MS);
+  };
+
+  // update draws the panel for the environment as last read: a running one
+  // live, an ended one's history read once.
   const update = (e) => {
-    if (['pending', 'starting', 'ready', 'stopping'].includes(e.state)) {
+    if (['starting', 'ready', 'stopping'].includes(e.state) && e.node) {
       shownFor = '';
-      show(h('p', { class: 'muted', id: 'env-metrics-live' },
-        'Its node samples CPU, memory, disk, network and processes every 5 s; watch them with ',
-        h('code', { text: `envlease top ${e.id}` }), '. The history its node keeps is drawn here once it ends.'));
+      if (liveFor === e.id) return;
+      stopLive();
+      liveFor = e.id;
+      show(h('p', { class: 'muted', role: 'status', text: 'Reading its metrics from its node…' }));
+      readLive(e.id);
+      return;
+    }
+    stopLive();
+    if (['pending', 'starting', 'ready', 'stopping', 'paused'].includes(e.state)) {
+      shownFor = '';
+      show(h('p', { class: 'muted', id: 'env-metrics-none' },
+        e.state === 'paused' ? 'Paused: it runs on no node, so it has no samples; they are drawn here again once it wakes.'
+          : 'Its metrics are drawn here once a node runs it.'));
       return;
     }
     if (shownFor === e.id) return;
