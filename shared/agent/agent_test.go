@@ -280,7 +280,7 @@ func TestWarmLeaseTakesThePreStartedProcess(t *testing.T) {
 		Name: "warm", Command: []string{"sh", "-c", `echo $$ $(readlink /proc/self/ns/pid) >> "$STARTS"; exec sleep 3600`},
 		Env: map[string]string{"STARTS": starts}, Warm: 1,
 	})
-	s.runAgent(t, 500*time.Millisecond)
+	a := s.runAgentReturning(t, t.TempDir(), 500*time.Millisecond, nil)
 	// A process is its pid and PID namespace: in namespaces of their own
 	// (as root) every environment's command is pid 2 of its own.
 	type started struct {
@@ -314,7 +314,13 @@ func TestWarmLeaseTakesThePreStartedProcess(t *testing.T) {
 		}
 	}
 	warm := pids(1)[0]
-	time.Sleep(200 * time.Millisecond) // the warm process passes its readiness check
+	// Leased only once the pool holds it ready: a lease before would be a
+	// cold start, rightly, however loaded the machine.
+	for deadline := time.Now().Add(10 * time.Second); a.WarmReady("warm") == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the warm process was never ready")
+		}
+	}
 	id := s.lease(t, "warm")
 	s.wait(t, id, domain.StateReady)
 	refill := pids(2)
