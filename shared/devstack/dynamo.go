@@ -123,10 +123,15 @@ func StartDynamo(ctx context.Context, tables ...string) (*Dynamo, error) {
 // Client returns a DynamoDB client for this server. It is built from a fixed
 // aws.Config rather than config.LoadDefaultConfig so that nothing in the
 // developer's environment (profiles, AWS_REGION, AWS_ENDPOINT_URL_*) can
-// point it elsewhere. Building it does no I/O; ctx is accepted so callers
+// point it elsewhere. A client of the embedded minidyn serves its requests
+// in this process (inprocess.go); one of DynamoDB Local goes over loopback. Building it does no I/O; ctx is accepted so callers
 // treat it like any other client constructor.
 func (d *Dynamo) Client(ctx context.Context) *dynamodb.Client {
 	_ = ctx
+	if d.front != nil {
+		// The embedded DynamoDB is served in this process (inprocess.go).
+		return inProcessDynamoClient(d.front, d.Endpoint)
+	}
 	return dynamodb.NewFromConfig(localConfig(d.AccessKey, "local"), func(o *dynamodb.Options) {
 		o.BaseEndpoint = aws.String(d.Endpoint)
 	})
