@@ -54,7 +54,7 @@ type Dynamo struct {
 	// (EmulateFailure, EmulateFailureForTable). It holds only the items of
 	// the request being served (see minidynFront), so clearing its tables
 	// clears nothing. It is nil for DynamoDB Local.
-	Server *server.Server
+	Server *Minidyn
 
 	// AccessKey is the access key id the client signs with. DynamoDB Local
 	// keeps a separate set of tables per access key, so a client of another
@@ -88,7 +88,6 @@ func StartDynamo(ctx context.Context, tables ...string) (*Dynamo, error) {
 		AccessKey: "local",
 		Endpoint:  "http://" + ln.Addr().String(),
 		Table:     tables[0],
-		Server:    server.NewServer(),
 		serveDone: make(chan struct{}),
 		stopped:   make(chan struct{}),
 	}
@@ -96,12 +95,14 @@ func StartDynamo(ctx context.Context, tables ...string) (*Dynamo, error) {
 	// forever; nothing else needs tuning on loopback.
 	// The front keeps the items in key order and gives minidyn only those a
 	// request needs, so the stack's speed does not follow the table's size.
-	typed, err := minidynTables(d.Server)
+	scratch := server.NewServer()
+	typed, err := minidynTables(scratch)
 	if err != nil {
 		_ = ln.Close()
 		return nil, err
 	}
-	d.front = newMinidynFront(d.Server, d.Server.ClearAllTables, typed)
+	d.front = newMinidynFront(scratch, scratch.ClearAllTables, typed)
+	d.Server = &Minidyn{Server: scratch, front: d.front}
 	d.httpServer = &http.Server{Handler: withCRC32(d.front), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		defer close(d.serveDone)

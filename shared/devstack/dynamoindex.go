@@ -145,10 +145,14 @@ func (ks keySchema) keyOf(attrs map[string]json.RawMessage) (hash, rng keyValue,
 type orderedIndex struct {
 	schema  keySchema
 	entries *btree.BTreeG[indexEntry]
+	// projection is the index's ProjectionType ("ALL" for the table's own
+	// order); include names the non-key attributes an INCLUDE projects.
+	projection string
+	include    map[string]bool
 }
 
 func newOrderedIndex(ks keySchema) *orderedIndex {
-	return &orderedIndex{schema: ks, entries: btree.NewG(32, lessEntry)}
+	return &orderedIndex{schema: ks, entries: btree.NewG(32, lessEntry), projection: "ALL"}
 }
 
 func (ix *orderedIndex) entryOf(it *storedItem) (indexEntry, bool) {
@@ -164,6 +168,9 @@ func (ix *orderedIndex) entryOf(it *storedItem) (indexEntry, bool) {
 type tableData struct {
 	name    string
 	schema  keySchema
+	// attrTypes are the key attributes' types ("S", "N", "B") from the
+	// table's AttributeDefinitions.
+	attrTypes map[string]string
 	items   map[itemKey]*storedItem
 	primary *orderedIndex
 	indexes map[string]*orderedIndex
@@ -171,7 +178,7 @@ type tableData struct {
 
 func newTableData(name string, ks keySchema) *tableData {
 	return &tableData{
-		name: name, schema: ks, items: map[itemKey]*storedItem{},
+		name: name, schema: ks, items: map[itemKey]*storedItem{}, attrTypes: map[string]string{},
 		primary: newOrderedIndex(ks), indexes: map[string]*orderedIndex{},
 	}
 }
@@ -227,8 +234,15 @@ func (t *tableData) allIndexes() []*orderedIndex {
 }
 
 // addIndex builds a new index over the items already stored.
-func (t *tableData) addIndex(name string, ks keySchema) {
+func (t *tableData) addIndex(name string, ks keySchema, projection string, include []string) {
 	ix := newOrderedIndex(ks)
+	if projection != "" {
+		ix.projection = projection
+	}
+	ix.include = map[string]bool{}
+	for _, a := range include {
+		ix.include[a] = true
+	}
 	for _, it := range t.items {
 		if e, ok := ix.entryOf(it); ok {
 			ix.entries.ReplaceOrInsert(e)
