@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/truora/minidyn/core"
+	"github.com/truora/minidyn/types"
 	"io"
 	"net/http"
 	"strconv"
@@ -169,7 +170,18 @@ func (f *minidynFront) serve(op string, body []byte) (answer, error) {
 // failure emulation of a test is on) is the request's answer.
 func (f *minidynFront) load(table string, items []*storedItem) (answer, bool) {
 	name, _ := json.Marshal(table)
+	scratch := f.typed[table]
 	for _, it := range items {
+		// Straight into minidyn's table, as its PutItem puts it: the item
+		// is valid (minidyn wrote it), and a deep copy keeps the front's
+		// own as it is whatever the request does. While a failure is
+		// emulated, or for an item known only on the wire, through
+		// PutItem, which the emulation fails.
+		if scratch != nil && it.typed != nil && len(f.emulations) == 0 {
+			if _, err := scratch.Put(&types.PutItemInput{Item: copyTyped(it.typed)}); err == nil {
+				continue
+			}
+		}
 		var b bytes.Buffer
 		b.WriteString(`{"TableName":`)
 		b.Write(name)
@@ -195,14 +207,14 @@ func (f *minidynFront) readBack(keys []namedKey) error {
 		if !ok {
 			continue
 		}
-		item, ok, err := typedItem(f.typed[k.table], t.schema, k.raw)
+		item, typed, ok, err := typedItem(f.typed[k.table], t.schema, k.raw)
 		if err != nil {
 			return fmt.Errorf("read back %s: %w", k.table, err)
 		}
 		if !ok {
-			item = nil
+			item, typed = nil, nil
 		}
-		if err := t.set(kk, item); err != nil {
+		if err := t.set(kk, item, typed); err != nil {
 			return err
 		}
 	}
@@ -508,7 +520,7 @@ func (f *minidynFront) expire(attr string, now time.Time) int {
 				continue
 			}
 			// set with no item only drops it from the maps; it cannot fail.
-			_ = t.set(k, nil)
+			_ = t.set(k, nil, nil)
 			n++
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/google/btree"
+	"github.com/truora/minidyn/types"
 )
 
 // keyValue is one key attribute's value, ordered as DynamoDB orders keys:
@@ -87,6 +88,9 @@ type storedItem struct {
 	key   itemKey
 	raw   json.RawMessage
 	attrs map[string]json.RawMessage
+	// typed is the item as minidyn holds it, put back into minidyn (a
+	// copy of it) when a request needs the item; nil when not known.
+	typed map[string]*types.Item
 	// places are its entries in the indexes it is in, kept so that
 	// replacing it need not read its keys again.
 	places []place
@@ -166,14 +170,14 @@ func (ix *orderedIndex) entryOf(it *storedItem) (indexEntry, bool) {
 // tableData is what the front keeps of one table: its items and every
 // index over them in order.
 type tableData struct {
-	name    string
-	schema  keySchema
+	name   string
+	schema keySchema
 	// attrTypes are the key attributes' types ("S", "N", "B") from the
 	// table's AttributeDefinitions.
 	attrTypes map[string]string
-	items   map[itemKey]*storedItem
-	primary *orderedIndex
-	indexes map[string]*orderedIndex
+	items     map[itemKey]*storedItem
+	primary   *orderedIndex
+	indexes   map[string]*orderedIndex
 }
 
 func newTableData(name string, ks keySchema) *tableData {
@@ -191,7 +195,7 @@ func (t *tableData) keyFromAttrs(attrs map[string]json.RawMessage) (itemKey, boo
 
 // set stores the item now found under k (nil: none), keeping every index
 // in step.
-func (t *tableData) set(k itemKey, raw json.RawMessage) error {
+func (t *tableData) set(k itemKey, raw json.RawMessage, typed map[string]*types.Item) error {
 	if old := t.items[k]; old != nil {
 		t.unindex(old)
 		delete(t.items, k)
@@ -199,7 +203,7 @@ func (t *tableData) set(k itemKey, raw json.RawMessage) error {
 	if raw == nil {
 		return nil
 	}
-	it := &storedItem{key: k, raw: raw}
+	it := &storedItem{key: k, raw: raw, typed: typed}
 	if err := json.Unmarshal(raw, &it.attrs); err != nil {
 		return err
 	}

@@ -2,9 +2,11 @@ package devstack
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strconv"
 	"unsafe"
 
 	"github.com/truora/minidyn/core"
@@ -49,12 +51,27 @@ func minidynTables(s *server.Server) (map[string]*core.Table, error) {
 	return m, nil
 }
 
-// typedItem finds, among the few items the scratch table holds, the one
-// whose key attributes are key's, and encodes it in DynamoDB's JSON with
-// its empty lists and maps typed. ok is false when the table holds none.
-func typedItem(t *core.Table, ks keySchema, key map[string]json.RawMessage) (raw json.RawMessage, ok bool, err error) {
+// typedItem finds the item of the scratch table whose key attributes are
+// key's, and encodes it in DynamoDB's JSON with its empty lists and maps
+// typed. ok is false when the table holds none. It looks the item up by
+// minidyn's own key of it, and walks the few items the table holds only
+// when that finds none (so an item minidyn keys by another spelling of its
+// key is still found).
+func typedItem(t *core.Table, ks keySchema, key map[string]json.RawMessage) (raw json.RawMessage, typed map[string]*types.Item, ok bool, err error) {
 	if t == nil {
-		return nil, false, nil
+		return nil, nil, false, nil
+	}
+	found := func(item map[string]*types.Item) (json.RawMessage, map[string]*types.Item, bool, error) {
+		var b bytes.Buffer
+		writeTypedItem(&b, item)
+		return b.Bytes(), item, true, nil
+	}
+	if keyMap, ok := typedKey(ks, key); ok {
+		if k, err := t.KeySchema.GetKey(t.AttributesDef, keyMap); err == nil {
+			if item, ok := t.Data[k]; ok {
+				return found(item)
+			}
+		}
 	}
 	for _, item := range t.Data {
 		if !sameValue(item[ks.hashAttr], key[ks.hashAttr]) {
@@ -63,10 +80,33 @@ func typedItem(t *core.Table, ks keySchema, key map[string]json.RawMessage) (raw
 		if ks.rangeAttr != "" && !sameValue(item[ks.rangeAttr], key[ks.rangeAttr]) {
 			continue
 		}
-		b, err := json.Marshal(wireItem(item))
-		return b, err == nil, err
+		return found(item)
 	}
-	return nil, false, nil
+	return nil, nil, false, nil
+}
+
+// typedKey is a wire key in minidyn's types.
+func typedKey(ks keySchema, key map[string]json.RawMessage) (map[string]*types.Item, bool) {
+	out := make(map[string]*types.Item, 2)
+	for _, attr := range []string{ks.hashAttr, ks.rangeAttr} {
+		if attr == "" {
+			continue
+		}
+		v, ok := parseKeyValue(key[attr])
+		if !ok {
+			return nil, false
+		}
+		s := v.s
+		switch v.typ {
+		case "S":
+			out[attr] = &types.Item{S: &s}
+		case "N":
+			out[attr] = &types.Item{N: &s}
+		case "B":
+			out[attr] = &types.Item{B: []byte(s)}
+		}
+	}
+	return out, true
 }
 
 // sameValue reports whether a typed key value is the wire value want.
@@ -74,61 +114,178 @@ func sameValue(v *types.Item, want json.RawMessage) bool {
 	if v == nil || len(want) == 0 {
 		return false
 	}
-	got, err := json.Marshal(wireValue(v))
-	if err != nil {
+	var b bytes.Buffer
+	writeTypedValue(&b, v)
+	var x, y any
+	if json.Unmarshal(b.Bytes(), &x) != nil || json.Unmarshal(want, &y) != nil {
 		return false
 	}
-	var a, b any
-	if json.Unmarshal(got, &a) != nil || json.Unmarshal(want, &b) != nil {
-		return false
-	}
-	ab, _ := json.Marshal(a)
-	bb, _ := json.Marshal(b)
-	return bytes.Equal(ab, bb)
+	return reflect.DeepEqual(x, y)
 }
 
-func wireItem(item map[string]*types.Item) map[string]any {
-	out := make(map[string]any, len(item))
+// writeTypedItem writes an item in DynamoDB's JSON, an empty list or map
+// included (minidyn's own wire form drops them).
+func writeTypedItem(b *bytes.Buffer, item map[string]*types.Item) {
+	b.WriteByte('{')
+	first := true
 	for k, v := range item {
-		if v != nil {
-			out[k] = wireValue(v)
+		if v == nil {
+			continue
 		}
+		if !first {
+			b.WriteByte(',')
+		}
+		first = false
+		writeJSONString(b, k)
+		b.WriteByte(':')
+		writeTypedValue(b, v)
+	}
+	b.WriteByte('}')
+}
+
+// writeTypedValue writes one attribute value in DynamoDB's JSON.
+func writeTypedValue(b *bytes.Buffer, v *types.Item) {
+	one := func(typ string, body func()) {
+		b.WriteString(`{"`)
+		b.WriteString(typ)
+		b.WriteString(`":`)
+		body()
+		b.WriteByte('}')
+	}
+	strs := func(ss []*string) {
+		b.WriteByte('[')
+		for i, s := range ss {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			if s == nil {
+				b.WriteString("null")
+				continue
+			}
+			writeJSONString(b, *s)
+		}
+		b.WriteByte(']')
+	}
+	bin := func(p []byte) {
+		b.WriteByte('"')
+		b.WriteString(base64.StdEncoding.EncodeToString(p))
+		b.WriteByte('"')
+	}
+	switch {
+	case v.S != nil:
+		one("S", func() { writeJSONString(b, *v.S) })
+	case v.N != nil:
+		one("N", func() { writeJSONString(b, *v.N) })
+	case v.B != nil:
+		one("B", func() { bin(v.B) })
+	case v.BOOL != nil:
+		one("BOOL", func() { b.WriteString(strconv.FormatBool(*v.BOOL)) })
+	case v.NULL != nil:
+		one("NULL", func() { b.WriteString(strconv.FormatBool(*v.NULL)) })
+	case v.SS != nil:
+		one("SS", func() { strs(v.SS) })
+	case v.NS != nil:
+		one("NS", func() { strs(v.NS) })
+	case v.BS != nil:
+		one("BS", func() {
+			b.WriteByte('[')
+			for i, p := range v.BS {
+				if i > 0 {
+					b.WriteByte(',')
+				}
+				bin(p)
+			}
+			b.WriteByte(']')
+		})
+	case v.L != nil:
+		one("L", func() {
+			b.WriteByte('[')
+			first := true
+			for _, e := range v.L {
+				if e == nil {
+					continue
+				}
+				if !first {
+					b.WriteByte(',')
+				}
+				first = false
+				writeTypedValue(b, e)
+			}
+			b.WriteByte(']')
+		})
+	case v.M != nil:
+		one("M", func() { writeTypedItem(b, v.M) })
+	default:
+		// A value of no type: minidyn's own copy of a table makes these of
+		// empty lists and maps, and the front never keeps such a copy.
+		b.WriteString("{}")
+	}
+}
+
+// copyTyped is a deep copy of a typed item: what the front hands minidyn
+// is minidyn's to change, and the front's own stays as it was read back.
+func copyTyped(item map[string]*types.Item) map[string]*types.Item {
+	out := make(map[string]*types.Item, len(item))
+	for k, v := range item {
+		out[k] = copyTypedValue(v)
 	}
 	return out
 }
 
-// wireValue is one attribute value in DynamoDB's JSON, an empty list or map
-// included.
-func wireValue(v *types.Item) map[string]any {
-	switch {
-	case v.S != nil:
-		return map[string]any{"S": *v.S}
-	case v.N != nil:
-		return map[string]any{"N": *v.N}
-	case v.B != nil:
-		return map[string]any{"B": v.B}
-	case v.BOOL != nil:
-		return map[string]any{"BOOL": *v.BOOL}
-	case v.NULL != nil:
-		return map[string]any{"NULL": *v.NULL}
-	case v.SS != nil:
-		return map[string]any{"SS": v.SS}
-	case v.NS != nil:
-		return map[string]any{"NS": v.NS}
-	case v.BS != nil:
-		return map[string]any{"BS": v.BS}
-	case v.L != nil:
-		l := make([]any, 0, len(v.L))
-		for _, e := range v.L {
-			if e != nil {
-				l = append(l, wireValue(e))
+func copyTypedValue(v *types.Item) *types.Item {
+	if v == nil {
+		return nil
+	}
+	c := &types.Item{}
+	if v.S != nil {
+		s := *v.S
+		c.S = &s
+	}
+	if v.N != nil {
+		n := *v.N
+		c.N = &n
+	}
+	if v.B != nil {
+		c.B = append([]byte{}, v.B...)
+	}
+	if v.BOOL != nil {
+		x := *v.BOOL
+		c.BOOL = &x
+	}
+	if v.NULL != nil {
+		x := *v.NULL
+		c.NULL = &x
+	}
+	copyStrs := func(ss []*string) []*string {
+		out := make([]*string, len(ss))
+		for i, s := range ss {
+			if s != nil {
+				x := *s
+				out[i] = &x
 			}
 		}
-		return map[string]any{"L": l}
-	case v.M != nil:
-		return map[string]any{"M": wireItem(v.M)}
+		return out
 	}
-	// A value of no type: minidyn's own copy of a table makes these of
-	// empty lists and maps, and the front never keeps such a copy.
-	return map[string]any{}
+	if v.SS != nil {
+		c.SS = copyStrs(v.SS)
+	}
+	if v.NS != nil {
+		c.NS = copyStrs(v.NS)
+	}
+	if v.BS != nil {
+		c.BS = make([][]byte, len(v.BS))
+		for i, p := range v.BS {
+			c.BS[i] = append([]byte{}, p...)
+		}
+	}
+	if v.L != nil {
+		c.L = make([]*types.Item, len(v.L))
+		for i, e := range v.L {
+			c.L[i] = copyTypedValue(e)
+		}
+	}
+	if v.M != nil {
+		c.M = copyTyped(v.M)
+	}
+	return c
 }
