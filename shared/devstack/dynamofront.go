@@ -3,7 +3,6 @@ package devstack
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"github.com/truora/minidyn/core"
 	"github.com/truora/minidyn/types"
 	"io"
@@ -207,14 +206,8 @@ func (f *minidynFront) readBack(keys []namedKey) error {
 		if !ok {
 			continue
 		}
-		item, typed, ok, err := typedItem(f.typed[k.table], t.schema, k.raw)
-		if err != nil {
-			return fmt.Errorf("read back %s: %w", k.table, err)
-		}
-		if !ok {
-			item, typed = nil, nil
-		}
-		if err := t.set(kk, item, typed); err != nil {
+		item := typedItem(f.typed[k.table], t.schema, k.raw)
+		if err := t.set(kk, item); err != nil {
 			return err
 		}
 	}
@@ -520,7 +513,7 @@ func (f *minidynFront) expire(attr string, now time.Time) int {
 				continue
 			}
 			// set with no item only drops it from the maps; it cannot fail.
-			_ = t.set(k, nil, nil)
+			_ = t.set(k, nil)
 			n++
 		}
 	}

@@ -1,6 +1,7 @@
 package devstack
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"math/big"
@@ -53,6 +54,13 @@ func compareKeys(a, b keyValue) int {
 // parseKeyValue reads an attribute value's wire form ({"S":"x"}) when it is
 // of a key type.
 func parseKeyValue(raw json.RawMessage) (keyValue, bool) {
+	// Most keys are plain strings, as the SDK writes them: {"S":"..."}
+	// with nothing to unescape.
+	if len(raw) >= 8 && string(raw[:6]) == `{"S":"` && string(raw[len(raw)-2:]) == `"}` {
+		if body := raw[6 : len(raw)-2]; bytes.IndexByte(body, '"') < 0 && bytes.IndexByte(body, '\\') < 0 {
+			return keyValue{typ: "S", s: string(body)}, true
+		}
+	}
 	var av struct{ S, N, B *string }
 	if err := json.Unmarshal(raw, &av); err != nil {
 		return keyValue{}, false
@@ -195,17 +203,19 @@ func (t *tableData) keyFromAttrs(attrs map[string]json.RawMessage) (itemKey, boo
 
 // set stores the item now found under k (nil: none), keeping every index
 // in step.
-func (t *tableData) set(k itemKey, raw json.RawMessage, typed map[string]*types.Item) error {
+func (t *tableData) set(k itemKey, it *storedItem) error {
 	if old := t.items[k]; old != nil {
 		t.unindex(old)
 		delete(t.items, k)
 	}
-	if raw == nil {
+	if it == nil {
 		return nil
 	}
-	it := &storedItem{key: k, raw: raw, typed: typed}
-	if err := json.Unmarshal(raw, &it.attrs); err != nil {
-		return err
+	it.key, it.places = k, nil
+	if it.attrs == nil {
+		if err := json.Unmarshal(it.raw, &it.attrs); err != nil {
+			return err
+		}
 	}
 	t.items[k] = it
 	t.index(it)

@@ -57,14 +57,20 @@ func minidynTables(s *server.Server) (map[string]*core.Table, error) {
 // minidyn's own key of it, and walks the few items the table holds only
 // when that finds none (so an item minidyn keys by another spelling of its
 // key is still found).
-func typedItem(t *core.Table, ks keySchema, key map[string]json.RawMessage) (raw json.RawMessage, typed map[string]*types.Item, ok bool, err error) {
+func typedItem(t *core.Table, ks keySchema, key map[string]json.RawMessage) *storedItem {
 	if t == nil {
-		return nil, nil, false, nil
+		return nil
 	}
-	found := func(item map[string]*types.Item) (json.RawMessage, map[string]*types.Item, bool, error) {
+	found := func(item map[string]*types.Item) *storedItem {
 		var b bytes.Buffer
-		writeTypedItem(&b, item)
-		return b.Bytes(), item, true, nil
+		spans := make(map[string][2]int, len(item))
+		writeTypedItem(&b, item, spans)
+		raw := b.Bytes()
+		attrs := make(map[string]json.RawMessage, len(spans))
+		for k, sp := range spans {
+			attrs[k] = raw[sp[0]:sp[1]:sp[1]]
+		}
+		return &storedItem{raw: raw, attrs: attrs, typed: item}
 	}
 	if keyMap, ok := typedKey(ks, key); ok {
 		if k, err := t.KeySchema.GetKey(t.AttributesDef, keyMap); err == nil {
@@ -82,7 +88,7 @@ func typedItem(t *core.Table, ks keySchema, key map[string]json.RawMessage) (raw
 		}
 		return found(item)
 	}
-	return nil, nil, false, nil
+	return nil
 }
 
 // typedKey is a wire key in minidyn's types.
@@ -124,8 +130,9 @@ func sameValue(v *types.Item, want json.RawMessage) bool {
 }
 
 // writeTypedItem writes an item in DynamoDB's JSON, an empty list or map
-// included (minidyn's own wire form drops them).
-func writeTypedItem(b *bytes.Buffer, item map[string]*types.Item) {
+// included (minidyn's own wire form drops them). When spans is not nil it
+// gets each attribute's value's place in b.
+func writeTypedItem(b *bytes.Buffer, item map[string]*types.Item, spans map[string][2]int) {
 	b.WriteByte('{')
 	first := true
 	for k, v := range item {
@@ -138,7 +145,11 @@ func writeTypedItem(b *bytes.Buffer, item map[string]*types.Item) {
 		first = false
 		writeJSONString(b, k)
 		b.WriteByte(':')
+		start := b.Len()
 		writeTypedValue(b, v)
+		if spans != nil {
+			spans[k] = [2]int{start, b.Len()}
+		}
 	}
 	b.WriteByte('}')
 }
@@ -214,7 +225,7 @@ func writeTypedValue(b *bytes.Buffer, v *types.Item) {
 			b.WriteByte(']')
 		})
 	case v.M != nil:
-		one("M", func() { writeTypedItem(b, v.M) })
+		one("M", func() { writeTypedItem(b, v.M, nil) })
 	default:
 		// A value of no type: minidyn's own copy of a table makes these of
 		// empty lists and maps, and the front never keeps such a copy.
