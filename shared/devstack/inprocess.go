@@ -2,13 +2,17 @@ package devstack
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	smithyendpoints "github.com/aws/smithy-go/endpoints"
 	"github.com/aws/smithy-go/middleware"
 )
 
@@ -64,11 +68,40 @@ func inProcessDynamoClient(h http.Handler, endpoint string) *dynamodb.Client {
 	}
 	return dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
 		o.BaseEndpoint = aws.String(endpoint)
+		o.EndpointResolverV2 = fixedEndpoint{}
 		o.DisableValidateResponseChecksum = true
 		o.APIOptions = append(o.APIOptions, func(s *middleware.Stack) error {
-			// The payload's SHA-256 is computed for the signature alone.
-			_, err := s.Finalize.Remove((&v4.ComputePayloadSHA256{}).ID())
-			return err
+			// What a request to a remote service carries for that service
+			// or for the network: the payload's SHA-256 (for the signature
+			// alone), an invocation id (a read of the system's random
+			// source per call), the user agent, the X-Ray trace header and
+			// the clock skew read from the answer's Date. None of it means
+			// anything to a handler in this process.
+			for _, remove := range []func() error{
+				func() error { _, err := s.Finalize.Remove((&v4.ComputePayloadSHA256{}).ID()); return err },
+				func() error { _, err := s.Build.Remove((&awsmiddleware.ClientRequestID{}).ID()); return err },
+				func() error { _, err := s.Build.Remove("UserAgent"); return err },
+				func() error { _, err := s.Build.Remove((&awsmiddleware.RecursionDetection{}).ID()); return err },
+				func() error { _, err := s.Deserialize.Remove((&awsmiddleware.RecordResponseTiming{}).ID()); return err },
+			} {
+				if err := remove(); err != nil {
+					return err
+				}
+			}
+			return nil
 		})
 	})
+}
+
+// fixedEndpoint resolves every request to the front's own endpoint; the
+// default resolver evaluates DynamoDB's endpoint rules on every call to
+// reach the same answer from BaseEndpoint.
+type fixedEndpoint struct{}
+
+func (fixedEndpoint) ResolveEndpoint(_ context.Context, p dynamodb.EndpointParameters) (smithyendpoints.Endpoint, error) {
+	u, err := url.Parse(aws.ToString(p.Endpoint))
+	if err != nil {
+		return smithyendpoints.Endpoint{}, err
+	}
+	return smithyendpoints.Endpoint{URI: *u}, nil
 }
