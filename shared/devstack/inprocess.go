@@ -10,6 +10,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	smithyendpoints "github.com/aws/smithy-go/endpoints"
@@ -65,6 +67,12 @@ func inProcessDynamoClient(h http.Handler, endpoint string) *dynamodb.Client {
 		Region:      Region,
 		Credentials: aws.AnonymousCredentials{},
 		HTTPClient:  inProcessClient{h},
+		// The standard retries, without the client-side retry quota (a
+		// token bucket taken and given back on every attempt), which
+		// protects a remote service from a client's retry storms.
+		Retryer: func() aws.Retryer {
+			return retry.NewStandard(func(o *retry.StandardOptions) { o.RateLimiter = ratelimit.None })
+		},
 	}
 	return dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
 		o.BaseEndpoint = aws.String(endpoint)
