@@ -156,3 +156,37 @@ func TestFrontAnswersPlainReadsItself(t *testing.T) {
 		t.Error("the front no longer answers once the emulation is cleared")
 	}
 }
+
+// The stack's own client reaches the front in process; a program outside
+// it reaches the same items over the loopback listener, signed, and the
+// SDK's check of the answer's X-Amz-Crc32 holds there.
+func TestEmbeddedClientsInProcessAndOverLoopback(t *testing.T) {
+	ctx := t.Context()
+	d, err := StartDynamo(ctx, TestTable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	inproc := d.Client(ctx)
+	if _, ok := inproc.Options().HTTPClient.(inProcessClient); !ok {
+		t.Fatalf("the stack's client uses %T, want the in-process one", inproc.Options().HTTPClient)
+	}
+	remote := dynamodb.NewFromConfig(localConfig(d.AccessKey, "local"), func(o *dynamodb.Options) {
+		o.BaseEndpoint = aws.String(d.Endpoint)
+	})
+	item := map[string]ddbtypes.AttributeValue{"PK": s("P"), "SK": s("1"), "v": s("in process")}
+	if _, err := inproc.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(TestTable), Item: item}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := remote.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(TestTable), Key: map[string]ddbtypes.AttributeValue{"PK": s("P"), "SK": s("1")}})
+	if err != nil {
+		t.Fatalf("GetItem over loopback: %v", err)
+	}
+	if v, _ := got.Item["v"].(*ddbtypes.AttributeValueMemberS); v == nil || v.Value != "in process" {
+		t.Errorf("over loopback: %v", got.Item)
+	}
+	var api smithy.APIError
+	if _, err := inproc.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String("missing"), Key: map[string]ddbtypes.AttributeValue{"PK": s("P"), "SK": s("1")}}); !errors.As(err, &api) || api.ErrorCode() != "ResourceNotFoundException" {
+		t.Errorf("GetItem of a missing table in process: %v, want ResourceNotFoundException", err)
+	}
+}
