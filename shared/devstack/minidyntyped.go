@@ -21,7 +21,10 @@ import (
 // encodes it as DynamoDB does: an item kept through the wire answer would
 // make every later expression over it fail ("unsupported expression or
 // attribute type … &types.Item{… all nil …}"), which is how a crowd of
-// leases once broke every route of the local stack (docs/local.md).
+// leases once broke every route of the local stack (docs/local.md). The
+// front keeps the typed item as well, and puts a deep copy of it back into
+// minidyn's table when a later request needs the item, without a JSON
+// round trip through minidyn's PutItem.
 
 // minidynTables reaches the tables of a minidyn server (Server.client, then
 // Client.tables), which minidyn keeps unexported. It fails when minidyn's
