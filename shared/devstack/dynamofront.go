@@ -171,14 +171,14 @@ func (f *minidynFront) load(table string, items []*storedItem) (answer, bool) {
 	name, _ := json.Marshal(table)
 	scratch := f.typed[table]
 	for _, it := range items {
-		// Straight into minidyn's table, as its PutItem puts it: the item
-		// is valid (minidyn wrote it), and a deep copy keeps the front's
-		// own as it is whatever the request does. While a failure is
-		// emulated, or for an item known only on the wire, through
+		// Straight into minidyn's table, as its PutItem stores it: the item
+		// is valid (minidyn wrote it). While a failure is emulated, through
 		// PutItem, which the emulation fails.
-		if scratch != nil && it.typed != nil && len(f.emulations) == 0 {
-			if _, err := scratch.Put(&types.PutItemInput{Item: copyTyped(it.typed)}); err == nil {
-				continue
+		if scratch != nil && len(f.emulations) == 0 {
+			if typed, err := wireTyped(it.attrs); err == nil {
+				if _, err := scratch.Put(&types.PutItemInput{Item: typed}); err == nil {
+					continue
+				}
 			}
 		}
 		var b bytes.Buffer

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/google/btree"
-	"github.com/truora/minidyn/types"
 )
 
 // keyValue is one key attribute's value, ordered as DynamoDB orders keys:
@@ -96,9 +95,6 @@ type storedItem struct {
 	key   itemKey
 	raw   json.RawMessage
 	attrs map[string]json.RawMessage
-	// typed is the item as minidyn holds it, put back into minidyn (a
-	// copy of it) when a request needs the item; nil when not known.
-	typed map[string]*types.Item
 	// places are its entries in the indexes it is in, kept so that
 	// replacing it need not read its keys again.
 	places []place

@@ -21,10 +21,7 @@ import (
 // encodes it as DynamoDB does: an item kept through the wire answer would
 // make every later expression over it fail ("unsupported expression or
 // attribute type … &types.Item{… all nil …}"), which is how a crowd of
-// leases once broke every route of the local stack (docs/local.md). The
-// front keeps the typed item as well, and puts a deep copy of it back into
-// minidyn's table when a later request needs the item, without a JSON
-// round trip through minidyn's PutItem.
+// leases once broke every route of the local stack (docs/local.md).
 
 // minidynTables reaches the tables of a minidyn server (Server.client, then
 // Client.tables), which minidyn keeps unexported. It fails when minidyn's
@@ -73,7 +70,7 @@ func typedItem(t *core.Table, ks keySchema, key map[string]json.RawMessage) *sto
 		for k, sp := range spans {
 			attrs[k] = raw[sp[0]:sp[1]:sp[1]]
 		}
-		return &storedItem{raw: raw, attrs: attrs, typed: item}
+		return &storedItem{raw: raw, attrs: attrs}
 	}
 	if keyMap, ok := typedKey(ks, key); ok {
 		if k, err := t.KeySchema.GetKey(t.AttributesDef, keyMap); err == nil {
@@ -236,70 +233,63 @@ func writeTypedValue(b *bytes.Buffer, v *types.Item) {
 	}
 }
 
-// copyTyped is a deep copy of a typed item: what the front hands minidyn
-// is minidyn's to change, and the front's own stays as it was read back.
-func copyTyped(item map[string]*types.Item) map[string]*types.Item {
-	out := make(map[string]*types.Item, len(item))
-	for k, v := range item {
-		out[k] = copyTypedValue(v)
+// wireTyped decodes an item's attributes, in DynamoDB's JSON, into
+// minidyn's types, as its PutItem would store them: the front keeps only the
+// wire form (minidyn's typed form of an item takes twice the memory), and
+// decodes the few items a request needs when it puts them into minidyn.
+func wireTyped(attrs map[string]json.RawMessage) (map[string]*types.Item, error) {
+	out := make(map[string]*types.Item, len(attrs))
+	for k, raw := range attrs {
+		v, err := wireTypedValue(raw)
+		if err != nil {
+			return nil, err
+		}
+		out[k] = v
 	}
-	return out
+	return out, nil
 }
 
-func copyTypedValue(v *types.Item) *types.Item {
-	if v == nil {
-		return nil
+func wireTypedValue(raw json.RawMessage) (*types.Item, error) {
+	if kv, ok := parseKeyValue(raw); ok {
+		s := kv.s
+		switch kv.typ {
+		case "S":
+			return &types.Item{S: &s}, nil
+		case "N":
+			return &types.Item{N: &s}, nil
+		case "B":
+			return &types.Item{B: []byte(s)}, nil
+		}
 	}
-	c := &types.Item{}
-	if v.S != nil {
-		s := *v.S
-		c.S = &s
+	var av struct {
+		S, N       *string
+		B          []byte
+		BOOL, NULL *bool
+		SS, NS     []*string
+		BS         [][]byte
+		L          []json.RawMessage
+		M          map[string]json.RawMessage
 	}
-	if v.N != nil {
-		n := *v.N
-		c.N = &n
+	if err := json.Unmarshal(raw, &av); err != nil {
+		return nil, err
 	}
-	if v.B != nil {
-		c.B = append([]byte{}, v.B...)
-	}
-	if v.BOOL != nil {
-		x := *v.BOOL
-		c.BOOL = &x
-	}
-	if v.NULL != nil {
-		x := *v.NULL
-		c.NULL = &x
-	}
-	copyStrs := func(ss []*string) []*string {
-		out := make([]*string, len(ss))
-		for i, s := range ss {
-			if s != nil {
-				x := *s
-				out[i] = &x
+	it := &types.Item{S: av.S, N: av.N, B: av.B, BOOL: av.BOOL, NULL: av.NULL, SS: av.SS, NS: av.NS, BS: av.BS}
+	if av.L != nil {
+		it.L = make([]*types.Item, len(av.L))
+		for i, e := range av.L {
+			v, err := wireTypedValue(e)
+			if err != nil {
+				return nil, err
 			}
-		}
-		return out
-	}
-	if v.SS != nil {
-		c.SS = copyStrs(v.SS)
-	}
-	if v.NS != nil {
-		c.NS = copyStrs(v.NS)
-	}
-	if v.BS != nil {
-		c.BS = make([][]byte, len(v.BS))
-		for i, p := range v.BS {
-			c.BS[i] = append([]byte{}, p...)
+			it.L[i] = v
 		}
 	}
-	if v.L != nil {
-		c.L = make([]*types.Item, len(v.L))
-		for i, e := range v.L {
-			c.L[i] = copyTypedValue(e)
+	if av.M != nil {
+		m, err := wireTyped(av.M)
+		if err != nil {
+			return nil, err
 		}
+		it.M = m
 	}
-	if v.M != nil {
-		c.M = copyTyped(v.M)
-	}
-	return c
+	return it, nil
 }
