@@ -54,7 +54,7 @@ type Dynamo struct {
 	// (EmulateFailure, EmulateFailureForTable). It holds only the items of
 	// the request being served (see minidynFront), so clearing its tables
 	// clears nothing. It is nil for DynamoDB Local.
-	Server *server.Server
+	Server *Minidyn
 
 	// AccessKey is the access key id the client signs with. DynamoDB Local
 	// keeps a separate set of tables per access key, so a client of another
@@ -88,7 +88,6 @@ func StartDynamo(ctx context.Context, tables ...string) (*Dynamo, error) {
 		AccessKey: "local",
 		Endpoint:  "http://" + ln.Addr().String(),
 		Table:     tables[0],
-		Server:    server.NewServer(),
 		serveDone: make(chan struct{}),
 		stopped:   make(chan struct{}),
 	}
@@ -96,12 +95,14 @@ func StartDynamo(ctx context.Context, tables ...string) (*Dynamo, error) {
 	// forever; nothing else needs tuning on loopback.
 	// The front keeps the items in key order and gives minidyn only those a
 	// request needs, so the stack's speed does not follow the table's size.
-	typed, err := minidynTables(d.Server)
+	scratch := server.NewServer()
+	typed, err := minidynTables(scratch)
 	if err != nil {
 		_ = ln.Close()
 		return nil, err
 	}
-	d.front = newMinidynFront(d.Server, d.Server.ClearAllTables, typed)
+	d.front = newMinidynFront(scratch, scratch.ClearAllTables, typed)
+	d.Server = &Minidyn{Server: scratch, front: d.front}
 	d.httpServer = &http.Server{Handler: withCRC32(d.front), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		defer close(d.serveDone)
@@ -123,10 +124,15 @@ func StartDynamo(ctx context.Context, tables ...string) (*Dynamo, error) {
 // Client returns a DynamoDB client for this server. It is built from a fixed
 // aws.Config rather than config.LoadDefaultConfig so that nothing in the
 // developer's environment (profiles, AWS_REGION, AWS_ENDPOINT_URL_*) can
-// point it elsewhere. Building it does no I/O; ctx is accepted so callers
+// point it elsewhere. A client of the embedded minidyn serves its requests
+// in this process (inprocess.go); one of DynamoDB Local goes over loopback. Building it does no I/O; ctx is accepted so callers
 // treat it like any other client constructor.
 func (d *Dynamo) Client(ctx context.Context) *dynamodb.Client {
 	_ = ctx
+	if d.front != nil {
+		// The embedded DynamoDB is served in this process (inprocess.go).
+		return inProcessDynamoClient(d.front, d.Endpoint)
+	}
 	return dynamodb.NewFromConfig(localConfig(d.AccessKey, "local"), func(o *dynamodb.Options) {
 		o.BaseEndpoint = aws.String(d.Endpoint)
 	})

@@ -3,8 +3,8 @@ package devstack
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"github.com/truora/minidyn/core"
+	"github.com/truora/minidyn/types"
 	"io"
 	"net/http"
 	"strconv"
@@ -36,10 +36,13 @@ type minidynFront struct {
 	// typed are the scratch minidyn's own tables, read for what a write
 	// left (minidyntyped.go).
 	typed map[string]*core.Table
+	// emulations are the failure emulations a test turned on (Minidyn);
+	// while there are any, every request goes to minidyn.
+	emulations map[emulationKey]bool
 }
 
 func newMinidynFront(scratch http.Handler, clear func() error, typed map[string]*core.Table) *minidynFront {
-	return &minidynFront{scratch: scratch, clear: clear, tables: map[string]*tableData{}, typed: typed}
+	return &minidynFront{scratch: scratch, clear: clear, tables: map[string]*tableData{}, typed: typed, emulations: map[emulationKey]bool{}}
 }
 
 // answer is one response of the scratch minidyn, held whole.
@@ -101,6 +104,9 @@ func (f *minidynFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // serve runs one request on the scratch minidyn with the items it needs.
 func (f *minidynFront) serve(op string, body []byte) (answer, error) {
+	if a, ok := f.fastRead(op, body); ok {
+		return a, nil
+	}
 	if err := f.clear(); err != nil {
 		return answer{}, err
 	}
@@ -163,7 +169,18 @@ func (f *minidynFront) serve(op string, body []byte) (answer, error) {
 // failure emulation of a test is on) is the request's answer.
 func (f *minidynFront) load(table string, items []*storedItem) (answer, bool) {
 	name, _ := json.Marshal(table)
+	scratch := f.typed[table]
 	for _, it := range items {
+		// Straight into minidyn's table, as its PutItem stores it: the item
+		// is valid (minidyn wrote it). While a failure is emulated, through
+		// PutItem, which the emulation fails.
+		if scratch != nil && len(f.emulations) == 0 {
+			if typed, err := wireTyped(it.attrs); err == nil {
+				if _, err := scratch.Put(&types.PutItemInput{Item: typed}); err == nil {
+					continue
+				}
+			}
+		}
 		var b bytes.Buffer
 		b.WriteString(`{"TableName":`)
 		b.Write(name)
@@ -189,13 +206,7 @@ func (f *minidynFront) readBack(keys []namedKey) error {
 		if !ok {
 			continue
 		}
-		item, ok, err := typedItem(f.typed[k.table], t.schema, k.raw)
-		if err != nil {
-			return fmt.Errorf("read back %s: %w", k.table, err)
-		}
-		if !ok {
-			item = nil
-		}
+		item := typedItem(f.typed[k.table], t.schema, k.raw)
 		if err := t.set(kk, item); err != nil {
 			return err
 		}
@@ -296,8 +307,12 @@ func namedKeys(op string, body []byte) (keys []namedKey, writes bool, err error)
 func (f *minidynFront) tableChanged(op string, body []byte) error {
 	type keyElem struct{ AttributeName, KeyType string }
 	type indexDef struct {
-		IndexName string
-		KeySchema []keyElem
+		IndexName  string
+		KeySchema  []keyElem
+		Projection struct {
+			ProjectionType   string
+			NonKeyAttributes []string
+		}
 	}
 	schemaOf := func(elems []keyElem) keySchema {
 		var ks keySchema
@@ -313,6 +328,7 @@ func (f *minidynFront) tableChanged(op string, body []byte) error {
 	var in struct {
 		TableName                   string
 		KeySchema                   []keyElem
+		AttributeDefinitions        []struct{ AttributeName, AttributeType string }
 		GlobalSecondaryIndexes      []indexDef
 		LocalSecondaryIndexes       []indexDef
 		GlobalSecondaryIndexUpdates []struct {
@@ -326,8 +342,11 @@ func (f *minidynFront) tableChanged(op string, body []byte) error {
 	switch op {
 	case "CreateTable":
 		t := newTableData(in.TableName, schemaOf(in.KeySchema))
+		for _, ad := range in.AttributeDefinitions {
+			t.attrTypes[ad.AttributeName] = ad.AttributeType
+		}
 		for _, ix := range append(in.GlobalSecondaryIndexes, in.LocalSecondaryIndexes...) {
-			t.addIndex(ix.IndexName, schemaOf(ix.KeySchema))
+			t.addIndex(ix.IndexName, schemaOf(ix.KeySchema), ix.Projection.ProjectionType, ix.Projection.NonKeyAttributes)
 		}
 		f.tables[in.TableName] = t
 	case "DeleteTable":
@@ -337,10 +356,13 @@ func (f *minidynFront) tableChanged(op string, body []byte) error {
 		if t == nil {
 			return nil
 		}
+		for _, ad := range in.AttributeDefinitions {
+			t.attrTypes[ad.AttributeName] = ad.AttributeType
+		}
 		for _, u := range in.GlobalSecondaryIndexUpdates {
 			switch {
 			case u.Create != nil:
-				t.addIndex(u.Create.IndexName, schemaOf(u.Create.KeySchema))
+				t.addIndex(u.Create.IndexName, schemaOf(u.Create.KeySchema), u.Create.Projection.ProjectionType, u.Create.Projection.NonKeyAttributes)
 			case u.Delete != nil:
 				delete(t.indexes, u.Delete.IndexName)
 			}

@@ -1,6 +1,7 @@
 package devstack
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"math/big"
@@ -52,6 +53,13 @@ func compareKeys(a, b keyValue) int {
 // parseKeyValue reads an attribute value's wire form ({"S":"x"}) when it is
 // of a key type.
 func parseKeyValue(raw json.RawMessage) (keyValue, bool) {
+	// Most keys are plain strings, as the SDK writes them: {"S":"..."}
+	// with nothing to unescape.
+	if len(raw) >= 8 && string(raw[:6]) == `{"S":"` && string(raw[len(raw)-2:]) == `"}` {
+		if body := raw[6 : len(raw)-2]; bytes.IndexByte(body, '"') < 0 && bytes.IndexByte(body, '\\') < 0 {
+			return keyValue{typ: "S", s: string(body)}, true
+		}
+	}
 	var av struct{ S, N, B *string }
 	if err := json.Unmarshal(raw, &av); err != nil {
 		return keyValue{}, false
@@ -145,10 +153,14 @@ func (ks keySchema) keyOf(attrs map[string]json.RawMessage) (hash, rng keyValue,
 type orderedIndex struct {
 	schema  keySchema
 	entries *btree.BTreeG[indexEntry]
+	// projection is the index's ProjectionType ("ALL" for the table's own
+	// order); include names the non-key attributes an INCLUDE projects.
+	projection string
+	include    map[string]bool
 }
 
 func newOrderedIndex(ks keySchema) *orderedIndex {
-	return &orderedIndex{schema: ks, entries: btree.NewG(32, lessEntry)}
+	return &orderedIndex{schema: ks, entries: btree.NewG(32, lessEntry), projection: "ALL"}
 }
 
 func (ix *orderedIndex) entryOf(it *storedItem) (indexEntry, bool) {
@@ -162,16 +174,19 @@ func (ix *orderedIndex) entryOf(it *storedItem) (indexEntry, bool) {
 // tableData is what the front keeps of one table: its items and every
 // index over them in order.
 type tableData struct {
-	name    string
-	schema  keySchema
-	items   map[itemKey]*storedItem
-	primary *orderedIndex
-	indexes map[string]*orderedIndex
+	name   string
+	schema keySchema
+	// attrTypes are the key attributes' types ("S", "N", "B") from the
+	// table's AttributeDefinitions.
+	attrTypes map[string]string
+	items     map[itemKey]*storedItem
+	primary   *orderedIndex
+	indexes   map[string]*orderedIndex
 }
 
 func newTableData(name string, ks keySchema) *tableData {
 	return &tableData{
-		name: name, schema: ks, items: map[itemKey]*storedItem{},
+		name: name, schema: ks, items: map[itemKey]*storedItem{}, attrTypes: map[string]string{},
 		primary: newOrderedIndex(ks), indexes: map[string]*orderedIndex{},
 	}
 }
@@ -184,17 +199,19 @@ func (t *tableData) keyFromAttrs(attrs map[string]json.RawMessage) (itemKey, boo
 
 // set stores the item now found under k (nil: none), keeping every index
 // in step.
-func (t *tableData) set(k itemKey, raw json.RawMessage) error {
+func (t *tableData) set(k itemKey, it *storedItem) error {
 	if old := t.items[k]; old != nil {
 		t.unindex(old)
 		delete(t.items, k)
 	}
-	if raw == nil {
+	if it == nil {
 		return nil
 	}
-	it := &storedItem{key: k, raw: raw}
-	if err := json.Unmarshal(raw, &it.attrs); err != nil {
-		return err
+	it.key, it.places = k, nil
+	if it.attrs == nil {
+		if err := json.Unmarshal(it.raw, &it.attrs); err != nil {
+			return err
+		}
 	}
 	t.items[k] = it
 	t.index(it)
@@ -227,8 +244,15 @@ func (t *tableData) allIndexes() []*orderedIndex {
 }
 
 // addIndex builds a new index over the items already stored.
-func (t *tableData) addIndex(name string, ks keySchema) {
+func (t *tableData) addIndex(name string, ks keySchema, projection string, include []string) {
 	ix := newOrderedIndex(ks)
+	if projection != "" {
+		ix.projection = projection
+	}
+	ix.include = map[string]bool{}
+	for _, a := range include {
+		ix.include[a] = true
+	}
 	for _, it := range t.items {
 		if e, ok := ix.entryOf(it); ok {
 			ix.entries.ReplaceOrInsert(e)

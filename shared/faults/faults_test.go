@@ -64,7 +64,7 @@ func fastRetries() aws.Retryer {
 // operation the service starts, and keeps it on until cleared: every later
 // call of the request fails too, as when the table stops answering midway.
 type dynamoFault struct {
-	srv *server.Server
+	srv *devstack.Minidyn
 	mu  sync.Mutex
 	n   int // operations started since arm
 	k   int // 0: disarmed

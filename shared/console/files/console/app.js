@@ -152,7 +152,9 @@ async function route() {
   if (cleanup) { cleanup(); cleanup = null; }
   $('notice').replaceChildren();
   const page = await load();
-  if (seq !== routeSeq) return;
+  // A 401 while the page loaded signed the tab out: the page draws nothing
+  // over the sign-in.
+  if (seq !== routeSeq || !session.token) return;
   const root = $('page');
   root.replaceChildren();
   document.title = `${page.title} · envlease console`;
