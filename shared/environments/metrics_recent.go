@@ -75,10 +75,14 @@ func (s *Service) RecentMetrics(ctx context.Context, p domain.Principal, id stri
 		return RecentMetrics{}, domain.Internal(err)
 	}
 	req.Header.Set("Authorization", "Bearer "+live.Ticket)
-	hc := s.nodeHTTP
-	if hc == nil {
-		hc = &http.Client{Timeout: recentTimeout}
+	hc := http.Client{Timeout: recentTimeout}
+	if s.nodeHTTP != nil {
+		hc = *s.nodeHTTP
 	}
+	// The address is the node's to register, and the API asks it from
+	// inside its own network: a redirect (to a metadata or internal
+	// address) is the node's answer, not followed.
+	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	res, err := hc.Do(req)
 	if err != nil {
 		return RecentMetrics{}, nodeUnavailable(e, err)

@@ -63,6 +63,12 @@ func (s *Service) RoutePreview(ctx context.Context, p domain.Principal, nodeID, 
 	if err != nil {
 		return PreviewRoute{}, err
 	}
+	// The node signs its tokens itself, so it could sign one for any
+	// environment of its organization: only one of its own pool, where it
+	// may have run it, is routed (an environment never changes pool).
+	if e.Pool != n.Pool {
+		return PreviewRoute{}, domain.NotFound("environment")
+	}
 	i := slices.IndexFunc(e.Previews, func(pv domain.Preview) bool { return pv.ID == previewID })
 	if i < 0 || !e.Previews[i].Live(s.clock.Now()) {
 		return PreviewRoute{}, domain.Errorf(domain.CodeGone, "preview %s of environment %s is revoked or expired", previewID, envID)

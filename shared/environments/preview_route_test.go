@@ -1,6 +1,8 @@
 package environments_test
 
 import (
+	"context"
+	"encoding/base64"
 	"net/http"
 	"net/url"
 	"strings"
@@ -10,6 +12,7 @@ import (
 	"github.com/envlease/envlease/shared/apitest"
 	"github.com/envlease/envlease/shared/httpapi"
 	"github.com/envlease/envlease/shared/preview"
+	"github.com/envlease/envlease/shared/tunnel/ticket"
 )
 
 // A node asks where a preview link it signed goes now: only with its own
@@ -77,5 +80,67 @@ func TestPreviewRouteAnswersOnlyTheSigningNode(t *testing.T) {
 	}
 	if r := route(n1, pv, tok, cred); r.Status != http.StatusGone {
 		t.Errorf("a revoked preview: %d %s", r.Status, r.Body)
+	}
+}
+
+// A node holds the key it signs its links with, so it can sign a token for
+// any environment of its organization: one of another pool, which it never
+// ran, gets no link (nor a wake) from the route, however it names it.
+func TestPreviewRouteRefusesANodeOfAnotherPool(t *testing.T) {
+	e := apitest.New(t, func(e *apitest.Env) [][]httpapi.Route { return apitest.AllRoutes(e, nil) })
+	credFor := func(pool string) string {
+		cr := e.Do(http.MethodPost, "/v1/nodes/credentials", apitest.AliceToken, map[string]any{"pool": pool, "name": "rack-" + pool})
+		cred, _ := cr.Map(t)["token"].(string)
+		if cred == "" {
+			t.Fatalf("credential for %s: %d %s", pool, cr.Status, cr.Body)
+		}
+		return cred
+	}
+	org, err := e.Store.GetOrg(context.Background(), "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	org.Pools = append(org.Pools, "other")
+	if err := e.Store.PutOrg(context.Background(), org); err != nil {
+		t.Fatal(err)
+	}
+	cred, other := credFor("local"), credFor("other")
+	register := func(cred, name, port string) map[string]any {
+		r := e.Do(http.MethodPost, "/v1/nodes", cred, map[string]any{"name": name, "address": "127.0.0.1", "capacity": 4,
+			"tunnelURL": "ws://127.0.0.1:" + port + "/tunnel"})
+		m := r.Map(t)
+		if id, _ := m["node"].(map[string]any)["id"].(string); id == "" {
+			t.Fatalf("register: %d %s", r.Status, r.Body)
+		}
+		return m
+	}
+	n1 := register(cred, "n1", "7443")["node"].(map[string]any)["id"].(string)
+	lease := e.Do(http.MethodPost, "/v1/environments", apitest.BobToken, map[string]any{"template": "shell"})
+	env, _ := lease.Map(t)["environment"].(map[string]any)["id"].(string)
+	e.Clock.Advance(1500 * time.Millisecond)
+	if r := e.Do(http.MethodPost, "/v1/nodes/"+n1+"/claim?wait=1s", cred, nil); r.Status != http.StatusOK {
+		t.Fatalf("claim: %d %s", r.Status, r.Body)
+	}
+	ready := map[string]any{"state": "ready", "exports": []map[string]string{{"service": "web", "target": "127.0.0.1:41234"}}}
+	if r := e.Do(http.MethodPost, "/v1/nodes/"+n1+"/environments/"+env+"/report", cred, ready); r.Status != http.StatusOK {
+		t.Fatalf("ready: %d %s", r.Status, r.Body)
+	}
+	made := e.Do(http.MethodPost, "/v1/environments/"+env+"/previews", apitest.BobToken, nil)
+	pv, _ := made.Map(t)["id"].(string)
+
+	reg := register(other, "n3", "7445")
+	n3 := reg["node"].(map[string]any)["id"].(string)
+	key, err := base64.RawURLEncoding.DecodeString(reg["tunnelKey"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged, err := ticket.Sign(key, ticket.Claims{Org: reg["organization"].(string), Env: env, Node: n3, Targets: []string{"127.0.0.1:41234"},
+		Exp: e.Clock.Now().Add(time.Hour).Unix(), Open: ticket.OpenPreview, Preview: pv, Host: "x.example"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := e.Do(http.MethodPost, "/v1/nodes/"+n3+"/environments/"+env+"/previews/"+pv+"/route", other, map[string]any{"token": forged})
+	if r.Status == http.StatusOK || strings.Contains(string(r.Body), preview.Param) {
+		t.Fatalf("a node of another pool got a link: %d %s", r.Status, r.Body)
 	}
 }

@@ -69,6 +69,9 @@ type Handler struct {
 	proxy *httputil.ReverseProxy
 	// routes are the reroutes under way, one per preview (reroute.go).
 	routes inflight
+	// gone are the previews the control plane said open nothing
+	// (reroute.go).
+	gone goneSet
 }
 
 type routeKey struct{}

@@ -53,6 +53,11 @@ const (
 // environment is not ready here: a redirect to the link where it runs now,
 // or a page that says it is waking, has no node, or is gone.
 func (h *Handler) reroute(w http.ResponseWriter, r *http.Request, tok string, c ticket.Claims) {
+	if h.gone.has(c.Preview, h.cfg.Now()) {
+		h.cfg.Log.Info("preview refused", "host", r.Host, "remote", r.RemoteAddr, "reason", "the control plane said the link opens nothing")
+		refuse(w)
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.WakeWait)
 	defer cancel()
 	for {
@@ -71,6 +76,7 @@ func (h *Handler) reroute(w http.ResponseWriter, r *http.Request, tok string, c 
 		}
 		switch {
 		case errors.Is(err, ErrGone):
+			h.gone.add(c.Preview, c.Expires(), h.cfg.Now())
 			h.cfg.Log.Info("preview refused", "host", r.Host, "remote", r.RemoteAddr, "reason", "the control plane says the link opens nothing")
 			refuse(w)
 			return
@@ -185,4 +191,52 @@ func (f *inflight) do(ctx context.Context, key string, fn func() (string, error)
 	f.mu.Unlock()
 	close(c.done)
 	return c.link, c.err
+}
+
+// maxGone bounds the previews a node remembers as opening nothing, and
+// goneFor how long at most: what the node hears as gone includes refusals
+// of its own credential, which may be put right.
+const (
+	maxGone = 4096
+	goneFor = 5 * time.Minute
+)
+
+// goneSet is the previews the control plane said open nothing any more
+// (revoked, expired, their environment ended or deleted: none comes back),
+// each until its token expires (after which the token alone is refused)
+// or goneFor has passed: a page that keeps asking (a hot-reload client
+// polling a deleted environment's link) costs the control plane one ask
+// every few minutes, not one a request.
+type goneSet struct {
+	mu sync.Mutex
+	m  map[string]time.Time
+}
+
+func (g *goneSet) has(preview string, now time.Time) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	until, ok := g.m[preview]
+	return ok && now.Before(until)
+}
+
+func (g *goneSet) add(preview string, until, now time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.m == nil {
+		g.m = map[string]time.Time{}
+	}
+	if len(g.m) >= maxGone {
+		for p, u := range g.m {
+			if !now.Before(u) {
+				delete(g.m, p)
+			}
+		}
+		if len(g.m) >= maxGone {
+			return // asked again, as without the set
+		}
+	}
+	if limit := now.Add(goneFor); until.After(limit) {
+		until = limit
+	}
+	g.m[preview] = until
 }

@@ -181,3 +181,38 @@ func TestWakingLinkWaitsAndOpensHere(t *testing.T) {
 		t.Errorf("%d asks, want 2 (waking, then the link): requests that arrive together share one", n)
 	}
 }
+
+// A link the control plane said opens nothing any more (revoked, expired,
+// its environment ended: none of which comes back) is refused by the node
+// itself from then on: a page left open that polls it (a hot-reload client)
+// costs the control plane one ask, not one a request.
+func TestGoneLinkAsksOnce(t *testing.T) {
+	m := newMovedNode(t, 100*time.Millisecond)
+	m.reroute = func(ticket.Claims, string) (string, error) { return "", preview.ErrGone }
+	tok := m.token(t, "web", time.Now().Add(time.Hour), nil)
+	c := noRedirects(m.client(t))
+	for i := 0; i < 3; i++ {
+		if code, body := get(t, c, m.link("web", "/", tok)); code != http.StatusForbidden || !strings.Contains(body, "envlease-preview-refused") {
+			t.Fatalf("request %d: %d %s", i, code, body)
+		}
+		req, _ := http.NewRequest("GET", m.link("web", "/", ""), nil)
+		req.AddCookie(&http.Cookie{Name: preview.Cookie, Value: tok})
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusForbidden {
+			t.Fatalf("request %d by the cookie: %d", i, res.StatusCode)
+		}
+	}
+	if n := m.calls.Load(); n != 1 {
+		t.Errorf("%d asks about a link that opens nothing, want 1", n)
+	}
+	// Another preview of the same environment is asked about as before.
+	other := m.token(t, "web", time.Now().Add(time.Hour), func(c *ticket.Claims) { c.Preview = "pv_2" })
+	get(t, c, m.link("web", "/", other))
+	if n := m.calls.Load(); n != 2 {
+		t.Errorf("%d asks after another preview's link, want 2", n)
+	}
+}

@@ -119,14 +119,20 @@ func (t *execTable) runExec(req execRequest) {
 		req.conn.Close()
 		return
 	}
+	if ended != nil {
+		// Reaped already: its pid may be another process's by now, so no
+		// signal is ever sent to it.
+		reply(req.conn, report{Started: true, Warnings: warns})
+		status := uint32(*ended)
+		reply(req.conn, report{Status: &status})
+		req.conn.Close()
+		return
+	}
 	t.mu.Lock()
 	t.m[pid] = req.conn
 	t.mu.Unlock()
 	reply(req.conn, report{Started: true, Warnings: warns})
 	go t.signals(pid, req.conn)
-	if ended != nil {
-		t.ended(pid, uint32(*ended))
-	}
 }
 
 // signals passes the agent's signals on to the command pid until its
@@ -168,18 +174,6 @@ func (t *execTable) reap() (int, unix.WaitStatus, error) {
 		conn.Close()
 	}
 	return pid, ws, err
-}
-
-// ended tells the agent how a command it asked for ended, reaped already.
-func (t *execTable) ended(pid int, status uint32) {
-	t.mu.Lock()
-	conn := t.m[pid]
-	delete(t.m, pid)
-	t.mu.Unlock()
-	if conn != nil {
-		reply(conn, report{Status: &status})
-		conn.Close()
-	}
 }
 
 func reply(conn *net.UnixConn, r report) {
