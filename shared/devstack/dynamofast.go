@@ -196,18 +196,7 @@ func (f *minidynFront) fastBatchGetItem(body []byte) (answer, bool) {
 // the start key, no more than Limit, projected as the index projects, with
 // LastEvaluatedKey once Limit items were read, as DynamoDB does.
 func (f *minidynFront) fastQuery(body []byte) (answer, bool) {
-	var in struct {
-		TableName                 string
-		IndexName                 string
-		KeyConditionExpression    string
-		ExpressionAttributeNames  map[string]string
-		ExpressionAttributeValues map[string]json.RawMessage
-		ExclusiveStartKey         map[string]json.RawMessage
-		Limit                     *int
-		ScanIndexForward          *bool
-		ConsistentRead            *bool
-		ReturnConsumedCapacity    string
-	}
+	var in queryInput
 	if !decodeStrict(body, &in) || !noCapacity(in.ReturnConsumedCapacity) {
 		return answer{}, false
 	}

@@ -371,20 +371,26 @@ func (f *minidynFront) tableChanged(op string, body []byte) error {
 	return nil
 }
 
+// queryInput is what the front reads of a Query: the fields fastQuery
+// accepts (it refuses any other), of which query uses the key's.
+type queryInput struct {
+	TableName                 string
+	IndexName                 string
+	KeyConditionExpression    string
+	ExpressionAttributeNames  map[string]string
+	ExpressionAttributeValues map[string]json.RawMessage
+	ExclusiveStartKey         map[string]json.RawMessage
+	Limit                     *int
+	ScanIndexForward          *bool
+	ConsistentRead            *bool
+	ReturnConsumedCapacity    string
+}
+
 // query hands minidyn the query's partition range of its index, no more
 // than Limit items of it from where the previous page ended. A key
 // condition the front does not read gets the whole index instead.
 func (f *minidynFront) query(body []byte) (answer, error) {
-	var in struct {
-		TableName                 string
-		IndexName                 string
-		KeyConditionExpression    string
-		ExpressionAttributeNames  map[string]string
-		ExpressionAttributeValues map[string]json.RawMessage
-		ExclusiveStartKey         map[string]json.RawMessage
-		Limit                     *int
-		ScanIndexForward          *bool
-	}
+	var in queryInput
 	if err := json.Unmarshal(body, &in); err != nil {
 		return f.call("Query", body), nil
 	}
