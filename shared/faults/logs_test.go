@@ -71,19 +71,27 @@ func logsEndpoint() endpoint {
 	return endpoint{
 		name: "GET /v1/environments/{id}/logs", status: 200,
 		prepare: func(s *stack) request {
-			body := map[string]any{"tunnelURL": "ws://127.0.0.1:1/tunnel"}
-			for k, v := range registerBody {
-				body[k] = v
-			}
-			node := s.must(http.MethodPost, "/v1/nodes", s.nodeToken, body, 201)["node"].(map[string]any)["id"].(string)
-			env = s.leaseSleeper()
-			if got := s.must(http.MethodPost, "/v1/nodes/"+node+"/claim?wait=0s", s.nodeToken, nil, 200)["environment"].(map[string]any)["id"]; got != env {
-				s.T.Fatalf("node %s claimed %v, want %s", node, got, env)
-			}
+			env = s.leaseOnNode("ws://127.0.0.1:1/tunnel")
 			return request{method: http.MethodGet, path: "/v1/environments/" + env + "/logs", token: apitest.BobToken}
 		},
 		cleanup: func(s *stack, _ *apitest.Response) {
 			s.must(http.MethodDelete, "/v1/environments/"+env, apitest.BobToken, nil, 200)
 		},
 	}
+}
+
+// leaseOnNode leases a sleeper and has a node registered with tunnelURL
+// claim it, so the environment runs there: what the routes that reach a
+// node (logs, metrics) need.
+func (s *stack) leaseOnNode(tunnelURL string) string {
+	body := map[string]any{"tunnelURL": tunnelURL}
+	for k, v := range registerBody {
+		body[k] = v
+	}
+	node := s.must(http.MethodPost, "/v1/nodes", s.nodeToken, body, 201)["node"].(map[string]any)["id"].(string)
+	env := s.leaseSleeper()
+	if got := s.must(http.MethodPost, "/v1/nodes/"+node+"/claim?wait=0s", s.nodeToken, nil, 200)["environment"].(map[string]any)["id"]; got != env {
+		s.T.Fatalf("node %s claimed %v, want %s", node, got, env)
+	}
+	return env
 }

@@ -15,15 +15,7 @@ func metricsEndpoint() endpoint {
 	return endpoint{
 		name: "GET /v1/environments/{id}/metrics", status: 200,
 		prepare: func(s *stack) request {
-			body := map[string]any{"tunnelURL": "ws://127.0.0.1:1/tunnel"}
-			for k, v := range registerBody {
-				body[k] = v
-			}
-			node := s.must(http.MethodPost, "/v1/nodes", s.nodeToken, body, 201)["node"].(map[string]any)["id"].(string)
-			env = s.leaseSleeper()
-			if got := s.must(http.MethodPost, "/v1/nodes/"+node+"/claim?wait=0s", s.nodeToken, nil, 200)["environment"].(map[string]any)["id"]; got != env {
-				s.T.Fatalf("node %s claimed %v, want %s", node, got, env)
-			}
+			env = s.leaseOnNode("ws://127.0.0.1:1/tunnel")
 			return request{method: http.MethodGet, path: "/v1/environments/" + env + "/metrics", token: apitest.BobToken}
 		},
 		cleanup: func(s *stack, _ *apitest.Response) {
@@ -44,15 +36,7 @@ func recentMetricsEndpoint() endpoint {
 				fmt.Fprintln(w, `{"time":"2026-03-14T09:00:05Z","cpu":1.5,"memory":1048576,"processes":1,"netIn":0,"netOut":0}`)
 			}))
 			s.T.Cleanup(srv.Close)
-			body := map[string]any{"tunnelURL": "ws://" + srv.Listener.Addr().String() + "/tunnel"}
-			for k, v := range registerBody {
-				body[k] = v
-			}
-			node := s.must(http.MethodPost, "/v1/nodes", s.nodeToken, body, 201)["node"].(map[string]any)["id"].(string)
-			env = s.leaseSleeper()
-			if got := s.must(http.MethodPost, "/v1/nodes/"+node+"/claim?wait=0s", s.nodeToken, nil, 200)["environment"].(map[string]any)["id"]; got != env {
-				s.T.Fatalf("node %s claimed %v, want %s", node, got, env)
-			}
+			env = s.leaseOnNode("ws://" + srv.Listener.Addr().String() + "/tunnel")
 			return request{method: http.MethodGet, path: "/v1/environments/" + env + "/metrics/recent", token: apitest.BobToken}
 		},
 		cleanup: func(s *stack, _ *apitest.Response) {
