@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/envlease/envlease/shared/agent/confine"
 	"github.com/envlease/envlease/shared/agent/runtimes"
@@ -79,13 +80,34 @@ func hasKey(m map[string]string, k string) bool {
 // without those its user could not search (root's PATH often starts in
 // /root, which others cannot enter).
 func (rt *Runtime) searchPath(b *confine.Box) string {
+	if b.User == nil {
+		return agentPath(false)
+	}
+	// Confined, each folder of the PATH and every folder above it is
+	// looked at (tens of system calls), which every start and every exec
+	// would repeat: the answer is kept for a few seconds, so a folder whose
+	// permissions change counts from the next look.
+	rt.pathMu.Lock()
+	defer rt.pathMu.Unlock()
+	if now := time.Now(); rt.confinedPath == "" || now.Sub(rt.confinedPathAt) > confinedPathTTL {
+		rt.confinedPath, rt.confinedPathAt = agentPath(true), now
+	}
+	return rt.confinedPath
+}
+
+// confinedPathTTL is how long searchPath keeps a confined user's PATH.
+const confinedPathTTL = 5 * time.Second
+
+// agentPath is the agent's PATH reduced to absolute entries and, for a
+// confined user, to the folders others may search.
+func agentPath(confined bool) string {
 	p := os.Getenv("PATH")
 	if p == "" {
 		return fallbackPath
 	}
 	var keep []string
 	for _, dir := range filepath.SplitList(p) {
-		if !filepath.IsAbs(dir) || b.User != nil && !othersCanSearch(dir) {
+		if !filepath.IsAbs(dir) || confined && !othersCanSearch(dir) {
 			continue
 		}
 		keep = append(keep, dir)

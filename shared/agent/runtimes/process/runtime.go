@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -43,6 +44,10 @@ type Runtime struct {
 	cfg   Config
 	ports portPool
 	cpu   atomic.Int64
+	// The PATH of a confined environment, as searchPath last found it.
+	pathMu         sync.Mutex
+	confinedPath   string
+	confinedPathAt time.Time
 }
 
 // New makes the runtime.
