@@ -19,14 +19,7 @@ import (
 func TestPauseOnTheNodeProtocol(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	if err := e.Store.PutTemplate(ctx, "acme", domain.Template{
-		Name: "napper", Command: []string{"sleep", "3600"}, Runtime: "process", Pools: []string{"local"},
-		Timeouts: domain.Timeouts{Idle: domain.Duration(10 * time.Minute), Hard: domain.Duration(6 * time.Hour)},
-		Idle:     &domain.Idle{Action: domain.IdlePause},
-		Quota:    domain.Quota{MaxLeases: 4},
-	}); err != nil {
-		t.Fatal(err)
-	}
+	putNapper(t, e)
 	tok := e.credential(t, apitest.AliceToken, "local")
 	node := e.register(t, tok, 8)
 	ready := func() string {
@@ -127,14 +120,7 @@ func (t *tellings) Stop(_ context.Context, e domain.Environment) { t.told = appe
 func TestPauseTellsTheNodeAtOnce(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	if err := e.Store.PutTemplate(ctx, "acme", domain.Template{
-		Name: "napper", Command: []string{"sleep", "3600"}, Runtime: "process", Pools: []string{"local"},
-		Timeouts: domain.Timeouts{Idle: domain.Duration(10 * time.Minute), Hard: domain.Duration(6 * time.Hour)},
-		Idle:     &domain.Idle{Action: domain.IdlePause},
-		Quota:    domain.Quota{MaxLeases: 4},
-	}); err != nil {
-		t.Fatal(err)
-	}
+	putNapper(t, e)
 	tok := e.credential(t, apitest.AliceToken, "local")
 	node := e.register(t, tok, 8)
 	var ids []string
@@ -176,5 +162,18 @@ func TestPauseTellsTheNodeAtOnce(t *testing.T) {
 		if got := rec.told[i]; got.ID != ids[i] || got.State != tc.want || got.Node != node {
 			t.Errorf("%s: told %s %s on %q, want %s %s on %q", tc.state, got.ID, got.State, got.Node, ids[i], tc.want, node)
 		}
+	}
+}
+
+// putNapper stores the template these tests lease: idle pauses it.
+func putNapper(t *testing.T, e *env) {
+	t.Helper()
+	if err := e.Store.PutTemplate(context.Background(), "acme", domain.Template{
+		Name: "napper", Command: []string{"sleep", "3600"}, Runtime: "process", Pools: []string{"local"},
+		Timeouts: domain.Timeouts{Idle: domain.Duration(10 * time.Minute), Hard: domain.Duration(6 * time.Hour)},
+		Idle:     &domain.Idle{Action: domain.IdlePause},
+		Quota:    domain.Quota{MaxLeases: 4},
+	}); err != nil {
+		t.Fatal(err)
 	}
 }
