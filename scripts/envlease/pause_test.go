@@ -40,28 +40,8 @@ var briefTemplate = func() domain.Template {
 // waits until it is paused and its node has let it go.
 func untilPaused(t *testing.T, s *clienttest.Stack, bob *client.Client, id string) domain.Environment {
 	t.Helper()
-	ctx := context.Background()
 	time.Sleep(5 * time.Second) // past the 4 s idle timeout, with nothing using it
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		if _, err := timeouts.Run(ctx, s.Store, clock.System{}, timeouts.Options{}); err != nil {
-			t.Fatal(err)
-		}
-		e, err := bob.GetEnvironment(ctx, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if e.State == domain.StatePaused && e.Node == "" {
-			return e
-		}
-		if e.State != domain.StateReady && e.State != domain.StatePaused {
-			t.Fatalf("%s went %s (%s, %s) instead of paused", id, e.State, e.StopReason, e.Error)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never paused: %+v", id, e)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+	return s.UntilPaused(t, bob, id, 2*time.Minute)
 }
 
 // An environment nobody uses is paused (a verified checkpoint, no node, a

@@ -11,9 +11,7 @@ import (
 
 	"github.com/envlease/envlease/shared/client"
 	"github.com/envlease/envlease/shared/clienttest"
-	"github.com/envlease/envlease/shared/clock"
 	"github.com/envlease/envlease/shared/domain"
-	"github.com/envlease/envlease/shared/timeouts"
 )
 
 // nap pauses its environments after 3 s without use (short, for the test),
@@ -29,27 +27,7 @@ var nap = domain.Template{
 // timeout with nothing using it, is paused and its node has let it go.
 func pauseIdle(t *testing.T, stack *clienttest.Stack, c *client.Client, id string) domain.Environment {
 	t.Helper()
-	ctx := context.Background()
-	deadline := time.Now().Add(wait)
-	for {
-		if _, err := timeouts.Run(ctx, stack.Store, clock.System{}, timeouts.Options{}); err != nil {
-			t.Fatal(err)
-		}
-		e, err := c.GetEnvironment(ctx, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if e.State == domain.StatePaused && e.Node == "" {
-			return e
-		}
-		if e.State != domain.StateReady && e.State != domain.StatePaused {
-			t.Fatalf("%s went %s (%s, %s) instead of paused", id, e.State, e.StopReason, e.Error)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never paused: %+v", id, e)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+	return stack.UntilPaused(t, c, id, wait)
 }
 
 // A paused environment in the console: the list shows it beside the live
