@@ -81,9 +81,16 @@ func (d *Disks) Make(ctx context.Context, id string, mount string, size DiskSize
 	// -m 0: no blocks reserved for root, the environment gets its size;
 	// lazy_itable_init: inode tables are not written now (the mount's
 	// noinit_itable keeps the kernel from writing them later), which is
-	// what keeps the image sparse and mkfs quick.
+	// what keeps the image sparse and mkfs quick. The disk is never grown
+	// nor repaired from a backup (it ends with its environment), so it
+	// reserves no group descriptors for growing (^resize_inode) and keeps
+	// no backup superblocks (sparse_super2, num_backup_sb=0): a 10 GiB
+	// disk then writes about 130 KiB of metadata instead of 4.3 MiB, and
+	// mkfs takes a third of the time. What mkfs writes lands in the node's
+	// page cache and is written out later, on whatever the node then does.
 	args := []string{"-q", "-F", "-t", "ext4", "-m", "0", "-N", strconv.FormatUint(size.Inodes, 10),
-		"-O", "^has_journal", "-E", fmt.Sprintf("lazy_itable_init=1,nodiscard,root_owner=%d:%d", uid, gid), img}
+		"-O", "^has_journal,^resize_inode,sparse_super2",
+		"-E", fmt.Sprintf("lazy_itable_init=1,nodiscard,num_backup_sb=0,root_owner=%d:%d", uid, gid), img}
 	if out, err := exec.CommandContext(ctx, d.Mkfs, args...).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("environment's disk: mkfs.ext4: %v: %s", err, strings.TrimSpace(string(out)))
 	}
