@@ -400,7 +400,8 @@ func crowdStack(b *testing.B, runs int, edit func(*fixture.File)) (string, *agen
 }
 
 // crowdSettle deletes what the runs leased and waits until the agent runs
-// nothing and the template's warm pool holds warm ready environments.
+// nothing and the template's warm pool holds warm ready environments, then
+// writes out what the node wrote meanwhile.
 func crowdSettle(b *testing.B, c *client.Client, ag *agent.Agent, template string, warm int, res []crowdResult) {
 	b.Helper()
 	ctx := context.Background()
@@ -425,6 +426,11 @@ func crowdSettle(b *testing.B, c *client.Client, ag *agent.Agent, template strin
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	// What setting up wrote (the warm pool's folders and disks, the
+	// stack's own files) is written out now, not by the kernel's flusher
+	// threads in the middle of the next mode's runs: a crowd meets a pool
+	// made earlier, as it would a node that has run for a while.
+	syscall.Sync()
 }
 
 // crowdReport prints one mode's figures and reports its median and p99.
@@ -469,6 +475,13 @@ func crowdReport(b *testing.B, res []crowdResult, cpu time.Duration, load string
 	}
 	if firstErr != nil {
 		fmt.Fprintf(&sb, "  first failure: %v\n", firstErr)
+	}
+	if os.Getenv("ENVLEASE_CROWD_TIMELINE") != "" {
+		ok := slices.DeleteFunc(slices.Clone(res), func(r crowdResult) bool { return r.err != nil })
+		slices.SortFunc(ok, func(a, b crowdResult) int { return int(a.total - b.total) })
+		for i, r := range ok {
+			fmt.Fprintf(&sb, "  %3d lease %6.1f ready %6.1f ticket %6.1f command %6.1f\n", i, ms(r.lease), ms(r.lease+r.ready), ms(r.lease+r.ready+r.ticket), ms(r.total))
+		}
 	}
 	// Printed, not logged: a benchmark's log is cut after a few lines.
 	fmt.Print(sb.String())

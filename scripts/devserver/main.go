@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"syscall"
@@ -228,6 +229,8 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	if o.wrap != nil {
 		h = o.wrap(h)
 	}
+	// A crowd of leases: the leases already made go first (devstack.WorkFirst).
+	h = devstack.WorkFirst(h, runtime.GOMAXPROCS(0))
 	// The node protocol's WebSocket is served beside the API, as API
 	// Gateway's WebSocket API is in AWS.
 	mux := http.NewServeMux()
