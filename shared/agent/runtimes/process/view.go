@@ -5,6 +5,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/envlease/envlease/shared/agent/confine"
 	"github.com/envlease/envlease/shared/domain"
@@ -21,15 +22,51 @@ func userName(b *confine.Box) string {
 	if b.User == nil {
 		return ""
 	}
-	if passwd, err := os.ReadFile("/etc/passwd"); err == nil {
-		for _, line := range strings.Split(string(passwd), "\n") {
-			f := strings.Split(line, ":")
-			if len(f) > 2 && f[0] == UserName && f[2] != strconv.Itoa(b.User.UID) {
-				return UserName + "-" + strconv.Itoa(b.User.UID)
-			}
-		}
+	if owner, ok := nodeUsers.owner(); ok && owner != noOwner && owner != strconv.Itoa(b.User.UID) {
+		return UserName + "-" + strconv.Itoa(b.User.UID)
 	}
 	return UserName
+}
+
+// nodeUsers is which uid the node's /etc/passwd gives UserName, read again only when the file changed: every start and every
+// command asks, and a stat costs a tenth of reading and splitting the file.
+var nodeUsers = passwdOwner{path: "/etc/passwd"}
+
+type passwdOwner struct {
+	path string
+	mu   sync.Mutex
+	seen os.FileInfo
+	uid  string
+}
+
+// noOwner: /etc/passwd gives UserName to nobody.
+const noOwner = ""
+
+// owner is UserName's uid field in /etc/passwd (noOwner when it names
+// none); ok is false when the file cannot be read.
+func (p *passwdOwner) owner() (string, bool) {
+	fi, err := os.Stat(p.path)
+	if err != nil {
+		return noOwner, false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.seen != nil && os.SameFile(p.seen, fi) && p.seen.ModTime().Equal(fi.ModTime()) && p.seen.Size() == fi.Size() {
+		return p.uid, true
+	}
+	passwd, err := os.ReadFile(p.path)
+	if err != nil {
+		return noOwner, false
+	}
+	uid := noOwner
+	for _, line := range strings.Split(string(passwd), "\n") {
+		if f := strings.Split(line, ":"); len(f) > 2 && f[0] == UserName {
+			uid = f[2]
+			break
+		}
+	}
+	p.seen, p.uid = fi, uid
+	return uid, true
 }
 
 // templateWorkdir is the template's workdir when it is an absolute path
