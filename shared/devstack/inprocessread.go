@@ -11,24 +11,26 @@ import (
 	"github.com/aws/smithy-go/middleware"
 )
 
-// The in-process client answers the plain reads typed: a GetItem or a
-// BatchGetItem the front would answer itself (fastRead) is answered from its
-// items straight into the SDK's output, before the SDK serializes the
-// request. Even in process, a call through the JSON cost ~50-70 µs of CPU,
-// nearly all of it the SDK's and the front's JSON (the request serialized
-// and decoded again, the answer encoded and deserialized into attribute
-// values), for ~10 such reads in every lease. Everything in the Initialize
-// step still runs (the operation's input validation, call counters, tests'
-// faults), and the caller gets the same output the JSON way gives: the same
-// items, in the same order, its own copies.
+// The in-process client answers the plain reads typed: a GetItem, a
+// BatchGetItem or a Query the front would answer itself (fastRead) is
+// answered from its items straight into the SDK's output, before the SDK
+// serializes the request. Even in process, about half of such a call's CPU
+// went to JSON (the request serialized and decoded again, the answer
+// encoded and deserialized into attribute values), and a lease makes ~10 of
+// them; the front's lock was held while the answer was encoded, where it is
+// now held for the lookups alone. Everything in the Initialize step still
+// runs (the operation's input validation, call counters, tests' faults),
+// and the caller gets the same output the JSON way gives: the same items, in
+// the same order, its own copies.
 //
 // The checks are fastRead's (dynamofast.go), made on the typed input: no
-// failure emulation on, no projection or attribute names, no consumed
+// failure emulation on, no projection, filter or Select, no consumed
 // capacity asked; each key exactly the table's key attributes, non-empty
 // strings as the table defines them; at most 100 keys in a batch, none
-// twice, every table there. A request that fails one goes the JSON way,
-// unchanged, to the front and minidyn, which answer it or refuse it with
-// DynamoDB's errors (a key named twice in a batch is refused there).
+// twice, every table there; a query's own checks (readQuery) on its key
+// values put in DynamoDB's JSON. A request that fails one goes the JSON
+// way, unchanged, to the front and minidyn, which answer it or refuse it
+// with DynamoDB's errors (a key named twice in a batch is refused there).
 
 // typedReads is the Serialize-step middleware that answers the plain reads
 // of the in-process client without JSON.
@@ -47,6 +49,10 @@ func (m typedReads) HandleSerialize(ctx context.Context, in middleware.Serialize
 			}
 		case *dynamodb.BatchGetItemInput:
 			if o, ok := m.f.typedBatchGetItem(p); ok {
+				out = o
+			}
+		case *dynamodb.QueryInput:
+			if o, ok := m.f.typedQuery(p); ok {
 				out = o
 			}
 		}
@@ -235,4 +241,108 @@ func jsonStringLen(s string) int {
 	}
 	enc, _ := json.Marshal(s)
 	return len(enc)
+}
+
+func (f *minidynFront) typedQuery(in *dynamodb.QueryInput) (*dynamodb.QueryOutput, bool) {
+	// The fields fastQuery refuses (decodeStrict) send the query the JSON
+	// way; an empty map or name would reach it as one, which DynamoDB
+	// refuses.
+	if in.AttributesToGet != nil || in.ConditionalOperator != "" || in.FilterExpression != nil || in.KeyConditions != nil ||
+		in.ProjectionExpression != nil || in.QueryFilter != nil || in.Select != "" || in.TableName == nil ||
+		(in.IndexName != nil && *in.IndexName == "") || (in.ExpressionAttributeNames != nil && len(in.ExpressionAttributeNames) == 0) ||
+		(in.ExpressionAttributeValues != nil && len(in.ExpressionAttributeValues) == 0) || !utf8.ValidString(*in.TableName) ||
+		(in.IndexName != nil && !utf8.ValidString(*in.IndexName)) || (in.KeyConditionExpression != nil && !utf8.ValidString(*in.KeyConditionExpression)) {
+		return nil, false
+	}
+	// The query as fastQuery reads it from JSON, so the same checks judge
+	// it; only key values can be part of a query the front answers.
+	q := queryInput{
+		TableName:                *in.TableName,
+		ExpressionAttributeNames: in.ExpressionAttributeNames,
+		ScanIndexForward:         in.ScanIndexForward,
+		ConsistentRead:           in.ConsistentRead,
+		ReturnConsumedCapacity:   string(in.ReturnConsumedCapacity),
+	}
+	if in.IndexName != nil {
+		q.IndexName = *in.IndexName
+	}
+	if in.KeyConditionExpression != nil {
+		q.KeyConditionExpression = *in.KeyConditionExpression
+	}
+	if in.Limit != nil {
+		limit := int(*in.Limit)
+		q.Limit = &limit
+	}
+	for name := range in.ExpressionAttributeNames {
+		if !utf8.ValidString(name) || !utf8.ValidString(in.ExpressionAttributeNames[name]) {
+			return nil, false
+		}
+	}
+	var ok bool
+	if q.ExpressionAttributeValues, ok = wireKeyValues(in.ExpressionAttributeValues); !ok {
+		return nil, false
+	}
+	if q.ExclusiveStartKey, ok = wireKeyValues(in.ExclusiveStartKey); !ok {
+		return nil, false
+	}
+	f.mu.Lock()
+	var (
+		items   []map[string]json.RawMessage
+		lastKey map[string]json.RawMessage
+	)
+	page, ok := queryPage{}, len(f.emulations) == 0
+	if ok {
+		page, ok = f.readQuery(q)
+	}
+	if ok {
+		// The items' attributes as the index projects them. A stored item's
+		// attributes are never changed (a write stores a new item), so what
+		// is read here is decoded after the lock.
+		items = make([]map[string]json.RawMessage, len(page.items))
+		for i, it := range page.items {
+			if page.ix.projection == "ALL" {
+				items[i] = it.attrs
+				continue
+			}
+			items[i] = selectAttrs(it.attrs, func(attr string) bool { return page.ix.projects(page.t, attr) })
+		}
+		if page.more {
+			lastKey = selectAttrs(page.items[len(page.items)-1].attrs, page.lastKeyAttr)
+		}
+	}
+	f.mu.Unlock()
+	if !ok {
+		return nil, false
+	}
+	out := &dynamodb.QueryOutput{
+		Count:        int32(len(items)),
+		ScannedCount: int32(len(items)),
+		Items:        make([]map[string]ddbtypes.AttributeValue, 0, len(items)),
+	}
+	for _, attrs := range items {
+		item, err := sdkItem(attrs)
+		if err != nil {
+			return nil, false
+		}
+		out.Items = append(out.Items, item)
+	}
+	if lastKey != nil {
+		k, err := sdkItem(lastKey)
+		if err != nil {
+			return nil, false
+		}
+		out.LastEvaluatedKey = k
+	}
+	return out, true
+}
+
+// selectAttrs is the attributes of attrs that keep selects.
+func selectAttrs(attrs map[string]json.RawMessage, keep func(string) bool) map[string]json.RawMessage {
+	out := make(map[string]json.RawMessage, len(attrs))
+	for name, raw := range attrs {
+		if keep(name) {
+			out[name] = raw
+		}
+	}
+	return out
 }

@@ -95,6 +95,10 @@ func withoutMetadata(out any) any {
 		c := *o
 		c.ResultMetadata = middleware.Metadata{}
 		return &c
+	case *dynamodb.QueryOutput:
+		c := *o
+		c.ResultMetadata = middleware.Metadata{}
+		return &c
 	}
 	return out
 }
@@ -125,6 +129,24 @@ func batchGet(req map[string]ddbtypes.KeysAndAttributes, opts ...func(*dynamodb.
 		}
 		return db.BatchGetItem(context.Background(), in)
 	}
+}
+
+func query(in dynamodb.QueryInput) func(*dynamodb.Client) (any, error) {
+	return func(db *dynamodb.Client) (any, error) {
+		in := in
+		if in.TableName == nil {
+			in.TableName = aws.String(TestTable)
+		}
+		return db.Query(context.Background(), &in)
+	}
+}
+
+func vals(kv ...string) map[string]ddbtypes.AttributeValue {
+	out := map[string]ddbtypes.AttributeValue{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		out[kv[i]] = s(kv[i+1])
+	}
+	return out
 }
 
 func pkey(pk, sk string) map[string]ddbtypes.AttributeValue {
@@ -170,6 +192,16 @@ func everyType(pk, sk string) map[string]ddbtypes.AttributeValue {
 	}
 }
 
+// listed is an item in the table's indexes: GSI1 (INCLUDE state) and GSI2
+// (KEYS_ONLY).
+func listed(sk string) map[string]ddbtypes.AttributeValue {
+	item := everyType("P", sk)
+	item["GSI1PK"], item["GSI1SK"] = s("G"), s("g#"+sk)
+	item["GSI2PK"], item["GSI2SK"] = s("D"), s(sk)
+	item["state"] = s("running")
+	return item
+}
+
 const otherTable = "envlease-test-other"
 
 func typedStack(t *testing.T) (*Dynamo, *typedClients) {
@@ -188,6 +220,7 @@ func typedStack(t *testing.T) (*Dynamo, *typedClients) {
 		{TestTable, everyType("P", "2")},
 		{TestTable, map[string]ddbtypes.AttributeValue{"PK": s("P"), "SK": s("3"), "GSI1PK": s("G"), "GSI1SK": s("g"), "state": s("ready")}},
 		{TestTable, map[string]ddbtypes.AttributeValue{"PK": s("Q \"odd\" <key>"), "SK": s("ü"), "v": s("odd key")}},
+		{TestTable, listed("4")}, {TestTable, listed("5")}, {TestTable, listed("6")}, {TestTable, listed("7")},
 		{otherTable, everyType("O", "1")},
 		{otherTable, map[string]ddbtypes.AttributeValue{"PK": s("O"), "SK": s("2"), "v": &ddbtypes.AttributeValueMemberN{Value: "7"}}},
 	} {
@@ -226,6 +259,25 @@ func TestTypedReadsAnswerAsJSON(t *testing.T) {
 			TestTable:  {Keys: keys(pkey("P", "1"))},
 			otherTable: {Keys: keys(pkey("O", "9"))},
 		})},
+		{"query a partition", query(dynamodb.QueryInput{KeyConditionExpression: aws.String("PK = :p"), ExpressionAttributeValues: vals(":p", "P")})},
+		{"query begins_with through names", query(dynamodb.QueryInput{KeyConditionExpression: aws.String("#pk = :p AND begins_with(#sk, :s)"),
+			ExpressionAttributeNames: map[string]string{"#pk": "PK", "#sk": "SK"}, ExpressionAttributeValues: vals(":p", "P", ":s", "1")})},
+		{"query between", query(dynamodb.QueryInput{KeyConditionExpression: aws.String("PK = :p AND SK BETWEEN :a AND :b"),
+			ExpressionAttributeValues: vals(":p", "P", ":a", "2", ":b", "5"), ConsistentRead: aws.Bool(true)})},
+		{"query to a limit", query(dynamodb.QueryInput{KeyConditionExpression: aws.String("PK = :p"), ExpressionAttributeValues: vals(":p", "P"), Limit: aws.Int32(2)})},
+		{"query backwards to a limit", query(dynamodb.QueryInput{KeyConditionExpression: aws.String("PK = :p AND SK < :s"),
+			ExpressionAttributeValues: vals(":p", "P", ":s", "6"), Limit: aws.Int32(3), ScanIndexForward: aws.Bool(false)})},
+		{"query after a start key", query(dynamodb.QueryInput{KeyConditionExpression: aws.String("PK = :p"), ExpressionAttributeValues: vals(":p", "P"),
+			ExclusiveStartKey: pkey("P", "2"), Limit: aws.Int32(3)})},
+		{"query an INCLUDE index", query(dynamodb.QueryInput{IndexName: aws.String(store.IndexGSI1), KeyConditionExpression: aws.String("GSI1PK = :g"),
+			ExpressionAttributeValues: vals(":g", "G"), Limit: aws.Int32(2)})},
+		{"query a KEYS_ONLY index backwards", query(dynamodb.QueryInput{IndexName: aws.String(store.IndexGSI2), KeyConditionExpression: aws.String("GSI2PK = :d"),
+			ExpressionAttributeValues: vals(":d", "D"), ScanIndexForward: aws.Bool(false)})},
+		{"query an index after a start key", query(dynamodb.QueryInput{IndexName: aws.String(store.IndexGSI1), KeyConditionExpression: aws.String("GSI1PK = :g"),
+			ExpressionAttributeValues: vals(":g", "G"), ExclusiveStartKey: vals("PK", "P", "SK", "5", "GSI1PK", "G", "GSI1SK", "g#5")})},
+		{"query no items", query(dynamodb.QueryInput{KeyConditionExpression: aws.String("PK = :p"), ExpressionAttributeValues: vals(":p", "none")})},
+		{"query another table", query(dynamodb.QueryInput{TableName: aws.String(otherTable), KeyConditionExpression: aws.String("PK = :p"),
+			ExpressionAttributeValues: vals(":p", "O"), ReturnConsumedCapacity: ddbtypes.ReturnConsumedCapacityNone})},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -275,6 +327,31 @@ func TestTypedReadsLeaveTheRestToJSON(t *testing.T) {
 		{name: "missing table", errCode: "ResourceNotFoundException", read: getItem("no-such-table", pkey("P", "1"))},
 		{name: "batch with a missing table", errCode: "ResourceNotFoundException", read: batchGet(map[string]ddbtypes.KeysAndAttributes{
 			TestTable: {Keys: []map[string]ddbtypes.AttributeValue{pkey("P", "1")}}, "no-such-table": {Keys: []map[string]ddbtypes.AttributeValue{pkey("P", "1")}}})},
+		{name: "query with a filter", read: query(dynamodb.QueryInput{KeyConditionExpression: aws.String("PK = :p"), FilterExpression: aws.String("plain = :r"),
+			ExpressionAttributeValues: vals(":p", "P", ":r", "running")})},
+		{name: "query with a projection", read: query(dynamodb.QueryInput{KeyConditionExpression: aws.String("PK = :p"), ProjectionExpression: aws.String("SK, plain"),
+			ExpressionAttributeValues: vals(":p", "P")})},
+		{name: "query counting", read: query(dynamodb.QueryInput{KeyConditionExpression: aws.String("PK = :p"), Select: ddbtypes.SelectCount,
+			ExpressionAttributeValues: vals(":p", "P")})},
+		{name: "query with consumed capacity", read: query(dynamodb.QueryInput{KeyConditionExpression: aws.String("PK = :p"),
+			ExpressionAttributeValues: vals(":p", "P"), ReturnConsumedCapacity: ddbtypes.ReturnConsumedCapacityTotal})},
+		{name: "query with an unused value", errCode: "ValidationException", read: query(dynamodb.QueryInput{KeyConditionExpression: aws.String("PK = :p"),
+			ExpressionAttributeValues: vals(":p", "P", ":unused", "x")})},
+		{name: "query with a number for a string key", read: query(dynamodb.QueryInput{KeyConditionExpression: aws.String("PK = :p"),
+			ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":p": &ddbtypes.AttributeValueMemberN{Value: "1"}}})},
+		{name: "query a key condition the front does not read", read: query(dynamodb.QueryInput{KeyConditionExpression: aws.String("PK = :p AND SK <> :s"),
+			ExpressionAttributeValues: vals(":p", "P", ":s", "1")})},
+		{name: "query from a start key of another partition", read: query(dynamodb.QueryInput{KeyConditionExpression: aws.String("PK = :p"),
+			ExpressionAttributeValues: vals(":p", "P"), ExclusiveStartKey: pkey("Q", "1")})},
+		{name: "consistent query of a global index", read: query(dynamodb.QueryInput{IndexName: aws.String(store.IndexGSI1),
+			KeyConditionExpression: aws.String("GSI1PK = :g"), ExpressionAttributeValues: vals(":g", "G"), ConsistentRead: aws.Bool(true)})},
+		{name: "query with a limit of 0", read: query(dynamodb.QueryInput{KeyConditionExpression: aws.String("PK = :p"),
+			ExpressionAttributeValues: vals(":p", "P"), Limit: aws.Int32(0)})},
+		{name: "query while a failure is emulated", errCode: "InternalServerError", read: query(dynamodb.QueryInput{KeyConditionExpression: aws.String("PK = :p"),
+			ExpressionAttributeValues: vals(":p", "P")}), setup: func(t *testing.T) {
+			d.Server.EmulateFailure(server.FailureConditionInternalServerError)
+			t.Cleanup(func() { d.Server.EmulateFailure(server.FailureConditionNone) })
+		}},
 		{name: "failure emulated", errCode: "InternalServerError", read: getItem(TestTable, pkey("P", "1")), setup: func(t *testing.T) {
 			d.Server.EmulateFailure(server.FailureConditionInternalServerError)
 			t.Cleanup(func() { d.Server.EmulateFailure(server.FailureConditionNone) })
@@ -361,6 +438,14 @@ func TestTypedReadsGiveTheCallerItsOwnItems(t *testing.T) {
 			}
 			return out.Responses[TestTable][0], nil
 		}},
+		{"Query", func() (map[string]ddbtypes.AttributeValue, error) {
+			out, err := c.typed.Query(ctx, &dynamodb.QueryInput{TableName: aws.String(TestTable), KeyConditionExpression: aws.String("PK = :p AND SK = :s"),
+				ExpressionAttributeValues: vals(":p", "P", ":s", "1")})
+			if err != nil || len(out.Items) != 1 {
+				return nil, fmt.Errorf("%v: %v", out, err)
+			}
+			return out.Items[0], nil
+		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -410,14 +495,18 @@ func TestTypedReadsAreCounted(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if _, err := db.Query(ctx, &dynamodb.QueryInput{TableName: aws.String(TestTable), KeyConditionExpression: aws.String("PK = :p"),
+		ExpressionAttributeValues: vals(":p", "P")}); err != nil {
+		t.Fatal(err)
+	}
 	if c.trips.Load() != before {
 		t.Fatalf("%d JSON round trips; want the reads answered typed", c.trips.Load()-before)
 	}
-	if got, want := counter.Counts(), map[string]int{"GetItem": 1, "BatchGetItem": 2}; !reflect.DeepEqual(got, want) {
+	if got, want := counter.Counts(), map[string]int{"GetItem": 1, "BatchGetItem": 2, "Query": 1}; !reflect.DeepEqual(got, want) {
 		t.Errorf("counted %v, want %v", got, want)
 	}
-	if len(results) != 3 {
-		t.Fatalf("the Initialize step saw %d results, want 3", len(results))
+	if len(results) != 4 {
+		t.Fatalf("the Initialize step saw %d results, want 4", len(results))
 	}
 	if g, _ := results[0].(*dynamodb.GetItemOutput); g == nil || g.Item["state"].(*ddbtypes.AttributeValueMemberS).Value != "ready" {
 		t.Errorf("the Initialize step saw %s", render(results[0]))

@@ -1,6 +1,7 @@
 package devstack
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -270,4 +271,39 @@ func (d *wireDecoder) members() (map[string]ddbtypes.AttributeValue, error) {
 			return nil, errWireValue
 		}
 	}
+}
+
+// wireKeyValues encodes values of a key type (S, N, B) in DynamoDB's JSON,
+// as the SDK sends them; ok is false when one is of another type or holds
+// a string the SDK would send as another (not valid UTF-8). A nil map is
+// nil.
+func wireKeyValues(values map[string]ddbtypes.AttributeValue) (map[string]json.RawMessage, bool) {
+	if values == nil {
+		return nil, true
+	}
+	out := make(map[string]json.RawMessage, len(values))
+	for name, v := range values {
+		var typ, body string
+		switch x := v.(type) {
+		case *ddbtypes.AttributeValueMemberS:
+			typ, body = "S", x.Value
+		case *ddbtypes.AttributeValueMemberN:
+			typ, body = "N", x.Value
+		case *ddbtypes.AttributeValueMemberB:
+			typ, body = "B", base64.StdEncoding.EncodeToString(x.Value)
+		default:
+			return nil, false
+		}
+		if !utf8.ValidString(name) || !utf8.ValidString(body) {
+			return nil, false
+		}
+		var b bytes.Buffer
+		b.WriteString(`{"`)
+		b.WriteString(typ)
+		b.WriteString(`":`)
+		writeJSONString(&b, body)
+		b.WriteByte('}')
+		out[name] = b.Bytes()
+	}
+	return out, true
 }
