@@ -515,3 +515,83 @@ func TestTypedReadsAreCounted(t *testing.T) {
 		t.Errorf("the Initialize step saw %s", render(results[2]))
 	}
 }
+
+// Typed reads decode items after letting go of the front's lock, while
+// writes replace them: every read sees one whole version of an item (run
+// with -race, it also shows nothing is shared with the writes).
+func TestTypedReadsBesideWrites(t *testing.T) {
+	_, c := typedStack(t)
+	ctx := t.Context()
+	version := func(n int) map[string]ddbtypes.AttributeValue {
+		v := fmt.Sprint(n)
+		return map[string]ddbtypes.AttributeValue{"PK": s("W"), "SK": s("1"), "a": s(v), "b": &ddbtypes.AttributeValueMemberM{Value: map[string]ddbtypes.AttributeValue{"a": s(v)}}}
+	}
+	whole := func(item map[string]ddbtypes.AttributeValue) bool {
+		a, _ := item["a"].(*ddbtypes.AttributeValueMemberS)
+		b, _ := item["b"].(*ddbtypes.AttributeValueMemberM)
+		if a == nil || b == nil {
+			return false
+		}
+		ba, _ := b.Value["a"].(*ddbtypes.AttributeValueMemberS)
+		return ba != nil && ba.Value == a.Value
+	}
+	if _, err := c.typed.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(TestTable), Item: version(0)}); err != nil {
+		t.Fatal(err)
+	}
+	const rounds = 200
+	errs := make(chan error, 4)
+	go func() {
+		for n := 1; n <= rounds; n++ {
+			if _, err := c.typed.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(TestTable), Item: version(n)}); err != nil {
+				errs <- err
+				return
+			}
+		}
+		errs <- nil
+	}()
+	reads := []func() ([]map[string]ddbtypes.AttributeValue, error){
+		func() ([]map[string]ddbtypes.AttributeValue, error) {
+			out, err := c.typed.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(TestTable), Key: pkey("W", "1")})
+			if err != nil {
+				return nil, err
+			}
+			return []map[string]ddbtypes.AttributeValue{out.Item}, nil
+		},
+		func() ([]map[string]ddbtypes.AttributeValue, error) {
+			out, err := c.typed.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: map[string]ddbtypes.KeysAndAttributes{
+				TestTable: {Keys: []map[string]ddbtypes.AttributeValue{pkey("W", "1")}}}})
+			if err != nil {
+				return nil, err
+			}
+			return out.Responses[TestTable], nil
+		},
+		func() ([]map[string]ddbtypes.AttributeValue, error) {
+			out, err := c.typed.Query(ctx, &dynamodb.QueryInput{TableName: aws.String(TestTable), KeyConditionExpression: aws.String("PK = :p"),
+				ExpressionAttributeValues: vals(":p", "W")})
+			if err != nil {
+				return nil, err
+			}
+			return out.Items, nil
+		},
+	}
+	for _, read := range reads {
+		go func() {
+			for range rounds {
+				items, err := read()
+				if err == nil && (len(items) != 1 || !whole(items[0])) {
+					err = fmt.Errorf("read %s, want one whole version of the item", render(items))
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 1 + len(reads) {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
