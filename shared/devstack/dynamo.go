@@ -125,8 +125,10 @@ func StartDynamo(ctx context.Context, tables ...string) (*Dynamo, error) {
 // aws.Config rather than config.LoadDefaultConfig so that nothing in the
 // developer's environment (profiles, AWS_REGION, AWS_ENDPOINT_URL_*) can
 // point it elsewhere. A client of the embedded minidyn serves its requests
-// in this process (inprocess.go); one of DynamoDB Local goes over loopback. Building it does no I/O; ctx is accepted so callers
-// treat it like any other client constructor.
+// in this process (inprocess.go) and answers the plain reads typed
+// (inprocessread.go); one of DynamoDB Local goes over loopback. Building it
+// does no I/O; ctx is accepted so callers treat it like any other client
+// constructor.
 func (d *Dynamo) Client(ctx context.Context) *dynamodb.Client {
 	_ = ctx
 	if d.front != nil {

@@ -45,6 +45,13 @@ func BenchmarkEmbeddedCalls(b *testing.B) {
 			_, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: table, Key: key, ConsistentRead: aws.Bool(true)})
 			return err
 		}},
+		{"BatchGetItem", func() error {
+			// As a credential lookup or a batch of due items reads: a few
+			// keys of one table, one of them missing.
+			_, err := db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: map[string]ddbtypes.KeysAndAttributes{TestTable: {
+				Keys: []map[string]ddbtypes.AttributeValue{key, {"PK": s("ORG#4"), "SK": s("ENV#0004")}, {"PK": s("ORG#4"), "SK": s("ENV#none")}}, ConsistentRead: aws.Bool(true)}}})
+			return err
+		}},
 		{"Query", func() error {
 			_, err := db.Query(ctx, &dynamodb.QueryInput{TableName: table, KeyConditionExpression: aws.String("PK = :p AND begins_with(SK, :s)"),
 				ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":p": s("ORG#3"), ":s": s("ENV#00")}, Limit: aws.Int32(10)})

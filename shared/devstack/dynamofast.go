@@ -197,57 +197,16 @@ func (f *minidynFront) fastBatchGetItem(body []byte) (answer, bool) {
 // LastEvaluatedKey once Limit items were read, as DynamoDB does.
 func (f *minidynFront) fastQuery(body []byte) (answer, bool) {
 	var in queryInput
-	if !decodeStrict(body, &in) || !noCapacity(in.ReturnConsumedCapacity) {
+	if !decodeStrict(body, &in) {
 		return answer{}, false
 	}
-	if in.Limit != nil && *in.Limit < 1 {
+	page, ok := f.readQuery(in)
+	if !ok {
 		return answer{}, false
 	}
-	t := f.tables[in.TableName]
-	if t == nil {
-		return answer{}, false
-	}
-	ix := t.primary
-	if in.IndexName != "" {
-		if ix = t.indexes[in.IndexName]; ix == nil {
-			return answer{}, false
-		}
-		if in.ConsistentRead != nil && *in.ConsistentRead {
-			return answer{}, false // refused on a global index
-		}
-	}
-	if !usesEvery(in.KeyConditionExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues) {
-		return answer{}, false
-	}
-	kc, ok := parseKeyCondition(in.KeyConditionExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues, ix.schema)
-	if !ok || !kc.valid(t, ix.schema) {
-		return answer{}, false
-	}
-	var start *indexEntry
-	if in.ExclusiveStartKey != nil {
-		e, ok := t.startEntry(ix, in.ExclusiveStartKey)
-		if !ok || compareKeys(e.hash, kc.hash) != 0 {
-			return answer{}, false
-		}
-		start = &e
-	}
-	forward := in.ScanIndexForward == nil || *in.ScanIndexForward
-	limit := -1
-	if in.Limit != nil {
-		limit = *in.Limit
-	}
-	var items []*storedItem
-	size := 0
-	ix.walk(kc.hash, kc.rng, forward, start, func(e indexEntry) bool {
-		items = append(items, e.item)
-		size += len(e.item.raw)
-		return (limit < 0 || len(items) < limit) && size <= maxFastPage
-	})
-	if size > maxFastPage {
-		return answer{}, false
-	}
+	t, ix, items := page.t, page.ix, page.items
 	var b bytes.Buffer
-	b.Grow(size + 64)
+	b.Grow(page.size + 64)
 	b.WriteString(`{"Count":`)
 	b.WriteString(strconv.Itoa(len(items)))
 	b.WriteString(`,"Items":[`)
@@ -263,13 +222,85 @@ func (f *minidynFront) fastQuery(body []byte) (answer, bool) {
 	}
 	b.WriteString(`],"ScannedCount":`)
 	b.WriteString(strconv.Itoa(len(items)))
-	if limit > 0 && len(items) == limit {
+	if page.more {
 		last := items[len(items)-1]
 		b.WriteString(`,"LastEvaluatedKey":`)
-		writeAttrs(&b, last.attrs, func(attr string) bool { return t.schema.has(attr) || ix.schema.has(attr) })
+		writeAttrs(&b, last.attrs, page.lastKeyAttr)
 	}
 	b.WriteByte('}')
 	return jsonAnswer(b.Bytes()), true
+}
+
+// queryPage is a page of a query the front answers itself: the items it
+// read of an index of t, in order, their size in DynamoDB's JSON, and
+// whether the page ends with a LastEvaluatedKey (Limit items were read).
+type queryPage struct {
+	t     *tableData
+	ix    *orderedIndex
+	items []*storedItem
+	size  int
+	more  bool
+}
+
+// lastKeyAttr selects the attributes of the page's LastEvaluatedKey: the
+// table's and the index's keys.
+func (p queryPage) lastKeyAttr(attr string) bool {
+	return p.t.schema.has(attr) || p.ix.schema.has(attr)
+}
+
+// readQuery reads the page a query asks for, when the front answers it
+// itself (its caller holds the lock); ok is false when minidyn must.
+func (f *minidynFront) readQuery(in queryInput) (queryPage, bool) {
+	if !noCapacity(in.ReturnConsumedCapacity) {
+		return queryPage{}, false
+	}
+	if in.Limit != nil && *in.Limit < 1 {
+		return queryPage{}, false
+	}
+	t := f.tables[in.TableName]
+	if t == nil {
+		return queryPage{}, false
+	}
+	ix := t.primary
+	if in.IndexName != "" {
+		if ix = t.indexes[in.IndexName]; ix == nil {
+			return queryPage{}, false
+		}
+		if in.ConsistentRead != nil && *in.ConsistentRead {
+			return queryPage{}, false // refused on a global index
+		}
+	}
+	if !usesEvery(in.KeyConditionExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues) {
+		return queryPage{}, false
+	}
+	kc, ok := parseKeyCondition(in.KeyConditionExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues, ix.schema)
+	if !ok || !kc.valid(t, ix.schema) {
+		return queryPage{}, false
+	}
+	var start *indexEntry
+	if in.ExclusiveStartKey != nil {
+		e, ok := t.startEntry(ix, in.ExclusiveStartKey)
+		if !ok || compareKeys(e.hash, kc.hash) != 0 {
+			return queryPage{}, false
+		}
+		start = &e
+	}
+	forward := in.ScanIndexForward == nil || *in.ScanIndexForward
+	limit := -1
+	if in.Limit != nil {
+		limit = *in.Limit
+	}
+	page := queryPage{t: t, ix: ix}
+	ix.walk(kc.hash, kc.rng, forward, start, func(e indexEntry) bool {
+		page.items = append(page.items, e.item)
+		page.size += len(e.item.raw)
+		return (limit < 0 || len(page.items) < limit) && page.size <= maxFastPage
+	})
+	if page.size > maxFastPage {
+		return queryPage{}, false
+	}
+	page.more = limit > 0 && len(page.items) == limit
+	return page, true
 }
 
 func (ks keySchema) has(attr string) bool {

@@ -91,6 +91,8 @@ func compareItemKeys(a, b itemKey) int {
 
 // storedItem is one item as the client last wrote it, in wire form, with
 // its attributes split out so keys can be read without decoding values.
+// raw and attrs never change once the item is stored (a write stores a new
+// item), so the typed reads decode them after letting go of the lock.
 type storedItem struct {
 	key   itemKey
 	raw   json.RawMessage

@@ -61,12 +61,13 @@ func (c inProcessClient) Do(r *http.Request) (*http.Response, error) {
 
 // inProcessDynamoClient is a DynamoDB client of the embedded front:
 // anonymous (nothing signed, no payload hash) and without the response
-// checksum, which the in-process answers do not carry.
-func inProcessDynamoClient(h http.Handler, endpoint string) *dynamodb.Client {
+// checksum, which the in-process answers do not carry. It answers the plain
+// reads typed, without JSON (inprocessread.go).
+func inProcessDynamoClient(f *minidynFront, endpoint string) *dynamodb.Client {
 	cfg := aws.Config{
 		Region:      Region,
 		Credentials: aws.AnonymousCredentials{},
-		HTTPClient:  inProcessClient{h},
+		HTTPClient:  inProcessClient{f},
 		// The standard retries, without the client-side retry quota (a
 		// token bucket taken and given back on every attempt), which
 		// protects a remote service from a client's retry storms.
@@ -78,7 +79,7 @@ func inProcessDynamoClient(h http.Handler, endpoint string) *dynamodb.Client {
 		o.BaseEndpoint = aws.String(endpoint)
 		o.EndpointResolverV2 = fixedEndpoint{}
 		o.DisableValidateResponseChecksum = true
-		o.APIOptions = append(o.APIOptions, func(s *middleware.Stack) error {
+		o.APIOptions = append(o.APIOptions, addTypedReads(f), func(s *middleware.Stack) error {
 			// What a request to a remote service carries for that service
 			// or for the network: the payload's SHA-256 (for the signature
 			// alone), an invocation id (a read of the system's random
