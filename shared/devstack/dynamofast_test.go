@@ -107,6 +107,11 @@ func TestFrontAnswersReadsAsDynamoDB(t *testing.T) {
 					ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":p": s("P"), ":unused": s("x")}})
 				return err
 			}},
+			{"query of an index the table lacks", func() error {
+				_, err := db.Query(ctx, &dynamodb.QueryInput{TableName: table, IndexName: aws.String("NoSuchIndex"),
+					KeyConditionExpression: aws.String("PK = :p"), ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":p": s("P")}})
+				return err
+			}},
 		}
 		for _, r := range refused {
 			var api smithy.APIError

@@ -401,7 +401,8 @@ func (f *minidynFront) query(body []byte) (answer, error) {
 	ix := t.primary
 	if in.IndexName != "" {
 		if ix = t.indexes[in.IndexName]; ix == nil {
-			return f.call("Query", body), nil
+			// DynamoDB's answer; minidyn panics on an index it lacks.
+			return validationError("The table does not have the specified index: " + in.IndexName), nil
 		}
 	}
 	kc, ok := parseKeyCondition(in.KeyConditionExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues, ix.schema)
