@@ -400,8 +400,8 @@ func crowdStack(b *testing.B, runs int, edit func(*fixture.File)) (string, *agen
 }
 
 // crowdSettle deletes what the runs leased and waits until the agent runs
-// nothing and the template's warm pool holds warm ready environments, then
-// writes out what the node wrote meanwhile.
+// nothing, the template's warm pool holds warm ready environments and no
+// box is being made ahead, then writes out what the node wrote meanwhile.
 func crowdSettle(b *testing.B, c *client.Client, ag *agent.Agent, template string, warm int, res []crowdResult) {
 	b.Helper()
 	ctx := context.Background()
@@ -420,9 +420,9 @@ func crowdSettle(b *testing.B, c *client.Client, ag *agent.Agent, template strin
 	}
 	wg.Wait()
 	deadline := time.Now().Add(5 * time.Minute)
-	for ag.Running() > 0 || ag.WarmReady(template) < warm {
+	for ag.Running() > 0 || ag.WarmReady(template) < warm || ag.MakingBoxes() {
 		if time.Now().After(deadline) {
-			b.Fatalf("not settled: the agent runs %d, %d of %d warm ready", ag.Running(), ag.WarmReady(template), warm)
+			b.Fatalf("not settled: the agent runs %d, %d of %d warm ready, making boxes %v", ag.Running(), ag.WarmReady(template), warm, ag.MakingBoxes())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/envlease/envlease/shared/agent"
+	"github.com/envlease/envlease/shared/agent/confine"
 	"github.com/envlease/envlease/shared/apitest"
 	"github.com/envlease/envlease/shared/domain"
 	"github.com/envlease/envlease/shared/environments"
@@ -336,6 +337,31 @@ func TestWarmLeaseTakesThePreStartedProcess(t *testing.T) {
 	}
 	if !aliveIn(refill[1].pid, refill[1].ns) {
 		t.Fatalf("the refill process %+v is gone", refill[1])
+	}
+}
+
+// TestWarmStartsRefillBoxesMadeAhead: warm processes take boxes made
+// ahead as cold starts do, and the node makes them again while it fills its
+// warm pool, not when the crowd the pool waits for comes (the first claimed
+// environment used to be what refilled them).
+func TestWarmStartsRefillBoxesMadeAhead(t *testing.T) {
+	const warm = 8 // two rounds of warm starts and more: the boxes are taken
+	s := newStack(t, domain.Template{Name: "warm", Command: []string{"sleep", "3600"}, Warm: warm})
+	a := s.runAgentReturning(t, t.TempDir(), 500*time.Millisecond, nil)
+	if _, makes := a.BoxesMadeAhead(); !makes {
+		t.Skip("this node makes no boxes ahead (the agent does not run as root)")
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ready, _ := a.BoxesMadeAhead()
+		if a.WarmReady("warm") == warm && ready == confine.DefaultPreparedBoxes && !a.MakingBoxes() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d warm ready, %d of %d boxes made ahead, making more: %v; nothing was leased",
+				a.WarmReady("warm"), warm, ready, confine.DefaultPreparedBoxes, a.MakingBoxes())
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -134,9 +134,15 @@ func (w *warmPool) reconcile(ctx context.Context, wg *sync.WaitGroup) {
 	w.mu.Lock()
 	for name, list := range w.ready {
 		t, ok := want[name]
+		// Once per template, not per process: a pool of 100 is looked
+		// over at every handover.
+		fp := ""
+		if ok {
+			fp = fingerprint(t)
+		}
 		keep := list[:0]
 		for _, x := range list {
-			if ok && x.fp == fingerprint(t) && alive(x.h) && len(keep) < t.Warm {
+			if ok && x.fp == fp && alive(x.h) && len(keep) < t.Warm {
 				keep = append(keep, x)
 			} else {
 				drop = append(drop, x)
@@ -199,6 +205,10 @@ func (w *warmPool) start(ctx context.Context, t domain.Template) {
 			err = w.a.waitReady(ctx, h, nil)
 		}
 	}
+	// The box it may have taken from those made ahead is made again now,
+	// as after a claimed start: not while the crowd the pool waits for
+	// comes.
+	defer w.a.prepared().Fill()
 	w.mu.Lock()
 	w.starting[t.Name]--
 	defer w.poke() // the next, within warmStarts

@@ -162,6 +162,16 @@ func (p *PreparedBoxes) Ready() int {
 	return len(p.ready)
 }
 
+// Filling says whether boxes are being made now.
+func (p *PreparedBoxes) Filling() bool {
+	if p == nil {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.filling
+}
+
 // Close removes the boxes the pool holds (their disks, folders and
 // cgroups; their user ids given back) and makes no more; one being made
 // is removed once made, before Close returns.
