@@ -229,8 +229,14 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	if o.wrap != nil {
 		h = o.wrap(h)
 	}
-	// A crowd of leases: the leases already made go first (devstack.WorkFirst).
-	h = devstack.WorkFirst(h, runtime.GOMAXPROCS(0))
+	if be.dynamoKind == devstack.KindMinidyn || be.dynamoKind == devstack.KindDynamoLocal {
+		// A crowd of leases: the leases already made go first
+		// (devstack.WorkFirst). Only where the whole stack, its DynamoDB
+		// included, shares this machine's cores: a lease made against
+		// endpoints elsewhere (AWS_ENDPOINT_URL) mostly waits on the
+		// network, and holding it back would only make it later.
+		h = devstack.WorkFirst(h, runtime.GOMAXPROCS(0))
+	}
 	// The node protocol's WebSocket is served beside the API, as API
 	// Gateway's WebSocket API is in AWS.
 	mux := http.NewServeMux()
