@@ -12,6 +12,11 @@ import (
 	"github.com/envlease/envlease/shared/apitest"
 )
 
+// historyRounds is how many rounds of each kind BenchmarkLeaseAfterHistory
+// measures on each table: a burst's median moves by a fifth from one burst
+// to the next on a 2-core machine, and the ratio of two such medians more.
+const historyRounds = 10
+
 // leaseHistory is how many leases BenchmarkLeaseAfterHistory makes and
 // deletes between its two measurements.
 var leaseHistory = flag.Int("lease-history", 10000, "leases made and deleted between BenchmarkLeaseAfterHistory's fresh and later measurements")
@@ -20,10 +25,10 @@ var leaseHistory = flag.Int("lease-history", 10000, "leases made and deleted bet
 // HTTP stack on two tables side by side: a fresh one, and one on which
 // -lease-history leases were made and deleted through the same API first
 // (each leaves its stopped environment, events and usage behind, as on a
-// dev server used all day). Each is measured one at a time (5 rounds of 20
-// leases in a row) and 100 at once (5 bursts of 100 concurrent leases), the
-// two tables taking turns round by round so that a busy machine slows both
-// alike. It reports the median and p99 of each, the process's CPU time per
+// dev server used all day). Each is measured one at a time (historyRounds
+// rounds of 20 leases in a row) and 100 at once (historyRounds bursts of 100
+// concurrent leases), the two tables taking turns round by round so that a
+// busy machine slows both alike. It reports the median and p99 of each, the process's CPU time per
 // lease, and the ratio of the later medians to the fresh ones, which must
 // stay near 1: DynamoDB's cost per lease does not depend on the table's
 // size, and the local stack's should not either. It does its work once:
@@ -50,12 +55,14 @@ func BenchmarkLeaseAfterHistory(b *testing.B) {
 	historyRate := float64(*leaseHistory) / time.Since(start).Seconds()
 	b.ResetTimer()
 
-	for round := range 5 {
+	// An even number of rounds, so that each table goes first as often as
+	// second (the second runs just after the first deleted what it leased).
+	for round := range historyRounds {
 		for _, lb := range turns(round, fresh, later) {
 			lb.oneAtATime(20)
 		}
 	}
-	for round := range 5 {
+	for round := range historyRounds {
 		for _, lb := range turns(round, fresh, later) {
 			lb.hundredAtOnce()
 		}
