@@ -29,6 +29,14 @@ const warmStarts = 4
 // drains a larger pool and refills it when the stream pauses.
 const warmCrowd = 500 * time.Millisecond
 
+// warmSettle is how long after a handover the pool waits before it
+// refills a template that still holds ready processes. A crowd's first
+// handovers come milliseconds apart, before warmCrowd can tell a crowd from
+// them, and a replacement started then (a cold start's CPU, a disk made)
+// competes with the handovers, ready reports and first commands the crowd
+// needs. A template whose pool ran out refills at once.
+const warmSettle = 100 * time.Millisecond
+
 // warmPool keeps, per template of the pool with warm > 0, that many
 // processes started and ready (every export accepting connections) before
 // any lease asks for them. A claim of the template takes one (when the lease
@@ -167,6 +175,9 @@ func (w *warmPool) reconcile(ctx context.Context, wg *sync.WaitGroup) {
 		if short || now.Before(w.failedUntil[name]) {
 			continue
 		}
+		if len(w.ready[name]) > 0 && w.settlingLocked(now) {
+			continue // it still has some to hand out: refill once it calms
+		}
 		for n := len(w.ready[name]) + w.starting[name]; n < t.Warm && inFlight < warmStarts; n++ {
 			inFlight++
 			w.starting[name]++
@@ -242,13 +253,32 @@ func (w *warmPool) crowdLocked(now time.Time) bool {
 	if len(w.takes) <= warmStarts || now.Sub(w.takes[0]) >= warmCrowd {
 		return false
 	}
-	wait := warmCrowd - now.Sub(w.takes[0])
+	w.pokeIn(warmCrowd - now.Sub(w.takes[0]))
+	return true
+}
+
+// settlingLocked says whether the last handover was less than warmSettle
+// ago, and then arranges a poke for when it will not be. w.mu is held.
+func (w *warmPool) settlingLocked(now time.Time) bool {
+	if len(w.takes) == 0 {
+		return false
+	}
+	since := now.Sub(w.takes[len(w.takes)-1])
+	if since >= warmSettle {
+		return false
+	}
+	w.pokeIn(warmSettle - since)
+	return true
+}
+
+// pokeIn arranges a poke of the pool in wait (one timer, the latest ask
+// wins; the pool's ticker looks again every second anyway). w.mu is held.
+func (w *warmPool) pokeIn(wait time.Duration) {
 	if w.calm == nil {
 		w.calm = time.AfterFunc(wait, w.poke)
 	} else {
 		w.calm.Reset(wait)
 	}
-	return true
 }
 
 // take hands out a ready warm environment of exactly this template, or nil.

@@ -49,3 +49,38 @@ func TestWarmCrowd(t *testing.T) {
 		})
 	}
 }
+
+// A handover holds the refill of a template that still has ready
+// processes for warmSettle after it, and arranges a poke for then.
+func TestWarmSettle(t *testing.T) {
+	now := time.Now()
+	for _, tc := range []struct {
+		name     string
+		takes    []time.Duration // how long before now each handover was
+		settling bool
+	}{
+		{"no handover yet", nil, false},
+		{"a handover just now", []time.Duration{10 * time.Millisecond}, true},
+		{"the last of several just now", []time.Duration{300 * time.Millisecond, 50 * time.Millisecond}, true},
+		{"a handover a while ago", []time.Duration{warmSettle}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWarmPool(&Agent{})
+			for _, ago := range tc.takes {
+				w.takes = append(w.takes, now.Add(-ago))
+			}
+			w.mu.Lock()
+			got := w.settlingLocked(now)
+			w.mu.Unlock()
+			if got != tc.settling {
+				t.Fatalf("settling = %v, want %v", got, tc.settling)
+			}
+			if got && w.calm == nil {
+				t.Fatal("no poke arranged for when the handovers calm")
+			}
+			if w.calm != nil {
+				w.calm.Stop()
+			}
+		})
+	}
+}
