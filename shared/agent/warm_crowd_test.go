@@ -34,18 +34,7 @@ func TestWarmCrowd(t *testing.T) {
 					w.takes = w.takes[1:]
 				}
 			}
-			w.mu.Lock()
-			got := w.crowdLocked(now)
-			w.mu.Unlock()
-			if got != tc.crowd {
-				t.Fatalf("crowd = %v, want %v", got, tc.crowd)
-			}
-			if got && w.calm == nil {
-				t.Fatal("a crowd arranged no poke for when it calms")
-			}
-			if w.calm != nil {
-				w.calm.Stop()
-			}
+			checkHeld(t, w, w.crowdLocked, now, tc.crowd)
 		})
 	}
 }
@@ -69,18 +58,26 @@ func TestWarmSettle(t *testing.T) {
 			for _, ago := range tc.takes {
 				w.takes = append(w.takes, now.Add(-ago))
 			}
-			w.mu.Lock()
-			got := w.settlingLocked(now)
-			w.mu.Unlock()
-			if got != tc.settling {
-				t.Fatalf("settling = %v, want %v", got, tc.settling)
-			}
-			if got && w.calm == nil {
-				t.Fatal("no poke arranged for when the handovers calm")
-			}
-			if w.calm != nil {
-				w.calm.Stop()
-			}
+			checkHeld(t, w, w.settlingLocked, now, tc.settling)
 		})
+	}
+}
+
+// checkHeld asks held (crowdLocked or settlingLocked) whether the pool
+// holds its refill now, and checks that a hold arranged a poke for when it
+// ends.
+func checkHeld(t *testing.T, w *warmPool, held func(time.Time) bool, now time.Time, want bool) {
+	t.Helper()
+	w.mu.Lock()
+	got := held(now)
+	w.mu.Unlock()
+	if got != want {
+		t.Fatalf("held = %v, want %v", got, want)
+	}
+	if got && w.calm == nil {
+		t.Fatal("no poke arranged for when the hold ends")
+	}
+	if w.calm != nil {
+		w.calm.Stop()
 	}
 }
