@@ -290,6 +290,9 @@ func wireKeyValues(values map[string]ddbtypes.AttributeValue) (map[string]json.R
 		case *ddbtypes.AttributeValueMemberN:
 			typ, body = "N", x.Value
 		case *ddbtypes.AttributeValueMemberB:
+			if x.Value == nil {
+				return nil, false // the SDK sends {"B":null}: the JSON way judges it
+			}
 			typ, body = "B", base64.StdEncoding.EncodeToString(x.Value)
 		default:
 			return nil, false

@@ -1,8 +1,12 @@
 package devstack
 
 import (
+	"bytes"
+	"io"
 	"net/http"
 	"sync/atomic"
+
+	"github.com/envlease/envlease/shared/httpapi"
 )
 
 // WorkFirst serves at most n new leases (POST /v1/environments) at a time,
@@ -46,6 +50,23 @@ func (f *workFirst) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	select {
 	case f.slots <- struct{}{}:
 	default:
+		// The lease's body is read before it waits: Go's server notices a
+		// client that hung up (and cancels the request's context) only
+		// once the handler has read the body to its end, and a lease its
+		// client gave up on must not be made later, against its quota.
+		// A body over what any endpoint reads is left for the handler to
+		// refuse.
+		if r.Body != nil && r.Body != http.NoBody {
+			b, err := io.ReadAll(io.LimitReader(r.Body, httpapi.MaxBodyBytes+1))
+			if err != nil {
+				return // the client is gone, or sent a broken body
+			}
+			rest := r.Body
+			if len(b) <= httpapi.MaxBodyBytes {
+				rest = http.NoBody
+			}
+			r.Body = readCloser{io.MultiReader(bytes.NewReader(b), rest), r.Body}
+		}
 		f.waiting.Add(1)
 		select {
 		case f.slots <- struct{}{}:
@@ -58,3 +79,12 @@ func (f *workFirst) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer func() { <-f.slots }()
 	f.next.ServeHTTP(w, r)
 }
+
+// readCloser reads the body read ahead and then the rest, and closes the
+// original.
+type readCloser struct {
+	io.Reader
+	body io.Closer
+}
+
+func (r readCloser) Close() error { return r.body.Close() }

@@ -2,8 +2,13 @@ package devstack
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -101,5 +106,83 @@ func TestWorkFirst(t *testing.T) {
 		if served[i] != want[i] {
 			t.Fatalf("served %q, want %q", served, want)
 		}
+	}
+}
+
+// TestWorkFirstDropsLeaseOfGoneClient: over a real connection, a lease
+// with a body that waits for its turn and whose client hangs up is never
+// made; Go's server tells the handler only once the body was read.
+func TestWorkFirstDropsLeaseOfGoneClient(t *testing.T) {
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	letGo := func() { releaseOnce.Do(func() { close(release) }) }
+	var mu sync.Mutex
+	var served []string
+	wf := newWorkFirst(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		served = append(served, string(body))
+		mu.Unlock()
+		if string(body) == `{"n":1}` {
+			<-release
+		}
+		w.WriteHeader(http.StatusCreated)
+	}), 1)
+	srv := httptest.NewServer(wf)
+	defer srv.Close()
+	defer letGo() // before the server closes, or it waits for the first lease forever
+	post := func(body string) chan int {
+		done := make(chan int, 1)
+		go func() {
+			r, err := http.Post(srv.URL+"/v1/environments", "application/json", strings.NewReader(body))
+			if err != nil {
+				done <- 0
+				return
+			}
+			r.Body.Close()
+			done <- r.StatusCode
+		}()
+		return done
+	}
+	first := post(`{"n":1}`)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		mu.Lock()
+		n := len(served)
+		mu.Unlock()
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first lease was never served")
+		}
+	}
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := `{"n":2}`
+	fmt.Fprintf(conn, "POST /v1/environments HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !ok(); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal(what)
+			}
+		}
+	}
+	waitFor("the second lease never waited", func() bool { return wf.waiting.Load() == 1 })
+	conn.Close()
+	waitFor("the second lease still waits after its client hung up", func() bool { return wf.waiting.Load() == 0 })
+	letGo()
+	if code := <-first; code != http.StatusCreated {
+		t.Fatalf("the first lease answered %d", code)
+	}
+	if code := <-post(`{"n":3}`); code != http.StatusCreated {
+		t.Fatalf("the third lease answered %d", code)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{`{"n":1}`, `{"n":3}`}; !slices.Equal(served, want) {
+		t.Fatalf("served %q, want %q: a lease its client gave up on was made", served, want)
 	}
 }
