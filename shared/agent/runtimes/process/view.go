@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/envlease/envlease/shared/agent/confine"
 	"github.com/envlease/envlease/shared/domain"
@@ -28,15 +29,30 @@ func userName(b *confine.Box) string {
 	return UserName
 }
 
-// nodeUsers is which uid the node's /etc/passwd gives UserName, read again only when the file changed: every start and every
-// command asks, and a stat costs a tenth of reading and splitting the file.
+// nodeUsers is which uid the node's /etc/passwd gives UserName, read again
+// only when the file changed: every start and every command asks, and a
+// stat costs a tenth of reading and splitting the file.
 var nodeUsers = passwdOwner{path: "/etc/passwd"}
 
 type passwdOwner struct {
 	path string
 	mu   sync.Mutex
-	seen os.FileInfo
+	seen fileStamp
 	uid  string
+	// trusted: seen may stand for the file's content. A read within a
+	// second of the file's last change is not kept (as git does with its
+	// index): a change in the same tick of a coarse clock would keep the
+	// same times.
+	trusted bool
+}
+
+// fileStamp is what tells a changed file: its inode, size, and modify and
+// change times (the change time cannot be set back, as utimes can the
+// modify time).
+type fileStamp struct {
+	dev, ino     uint64
+	size         int64
+	mtime, ctime int64
 }
 
 // noOwner: /etc/passwd gives UserName to nobody.
@@ -49,11 +65,13 @@ func (p *passwdOwner) owner() (string, bool) {
 	if err != nil {
 		return noOwner, false
 	}
+	st := stampOf(fi)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.seen != nil && os.SameFile(p.seen, fi) && p.seen.ModTime().Equal(fi.ModTime()) && p.seen.Size() == fi.Size() {
+	if p.trusted && p.seen == st {
 		return p.uid, true
 	}
+	readAt := time.Now()
 	passwd, err := os.ReadFile(p.path)
 	if err != nil {
 		return noOwner, false
@@ -65,7 +83,8 @@ func (p *passwdOwner) owner() (string, bool) {
 			break
 		}
 	}
-	p.seen, p.uid = fi, uid
+	changed := max(st.mtime, st.ctime)
+	p.seen, p.uid, p.trusted = st, uid, readAt.UnixNano()-changed > int64(time.Second)
 	return uid, true
 }
 
