@@ -24,13 +24,13 @@ const warmStarts = 4
 // a cold start's CPU, which the crowd's own handovers, ready reports and
 // first commands need), and refills once the handovers have calmed. Leases
 // one every 125 ms or slower are never a crowd (5 span 500 ms), and a pool
-// of fewer than warmStarts+1 never sees one (it has no more to hand over),
-// so a small pool still refills at once behind each lease; a faster stream
-// drains a larger pool and refills it when the stream pauses.
+// of fewer than warmStarts+1 never sees one (it has no more to hand over);
+// a faster stream drains a larger pool and refills it when the stream
+// pauses. (warmSettle holds a refill briefly too.)
 const warmCrowd = 500 * time.Millisecond
 
-// warmSettle is how long after a handover the pool waits before it
-// refills a template that still holds ready processes. A crowd's first
+// warmSettle is how long after a handover of a template the pool waits
+// before it refills that template, while it still holds ready processes. A crowd's first
 // handovers come milliseconds apart, before warmCrowd can tell a crowd from
 // them, and a replacement started then (a cold start's CPU, a disk made)
 // competes with the handovers, ready reports and first commands the crowd
@@ -58,7 +58,9 @@ type warmPool struct {
 	// takes are the times of the last warmStarts+1 handovers; calm pokes
 	// the pool when a crowd is over.
 	takes []time.Time
-	calm  *time.Timer
+	// lastTake is each template's last handover (warmSettle).
+	lastTake map[string]time.Time
+	calm     *time.Timer
 }
 
 type warmProc struct {
@@ -78,7 +80,7 @@ func alive(h runtimes.Handle) bool {
 
 func newWarmPool(a *Agent) *warmPool {
 	return &warmPool{a: a, ready: map[string][]warmProc{}, starting: map[string]int{},
-		failedUntil: map[string]time.Time{}, pokeCh: make(chan struct{}, 1)}
+		failedUntil: map[string]time.Time{}, lastTake: map[string]time.Time{}, pokeCh: make(chan struct{}, 1)}
 }
 
 // fingerprint identifies what a process of the template is started from.
@@ -175,7 +177,7 @@ func (w *warmPool) reconcile(ctx context.Context, wg *sync.WaitGroup) {
 		if short || now.Before(w.failedUntil[name]) {
 			continue
 		}
-		if len(w.ready[name]) > 0 && w.settlingLocked(now) {
+		if len(w.ready[name]) > 0 && w.settlingLocked(name, now) {
 			continue // it still has some to hand out: refill once it calms
 		}
 		for n := len(w.ready[name]) + w.starting[name]; n < t.Warm && inFlight < warmStarts; n++ {
@@ -219,7 +221,11 @@ func (w *warmPool) start(ctx context.Context, t domain.Template) {
 	// The box it may have taken from those made ahead is made again now,
 	// as after a claimed start: not while the crowd the pool waits for
 	// comes.
-	defer w.a.prepared().Fill()
+	defer func() {
+		if ctx.Err() == nil {
+			w.a.prepared().Fill()
+		}
+	}()
 	w.mu.Lock()
 	w.starting[t.Name]--
 	defer w.poke() // the next, within warmStarts
@@ -257,13 +263,15 @@ func (w *warmPool) crowdLocked(now time.Time) bool {
 	return true
 }
 
-// settlingLocked says whether the last handover was less than warmSettle
-// ago, and then arranges a poke for when it will not be. w.mu is held.
-func (w *warmPool) settlingLocked(now time.Time) bool {
-	if len(w.takes) == 0 {
+// settlingLocked says whether the template's last handover was less than
+// warmSettle ago, and then arranges a poke for when it will not be. w.mu is
+// held.
+func (w *warmPool) settlingLocked(template string, now time.Time) bool {
+	last, ok := w.lastTake[template]
+	if !ok {
 		return false
 	}
-	since := now.Sub(w.takes[len(w.takes)-1])
+	since := now.Sub(last)
 	if since >= warmSettle {
 		return false
 	}
@@ -290,7 +298,9 @@ func (w *warmPool) take(t domain.Template) runtimes.Handle {
 	for i, x := range list {
 		if x.fp == fp && alive(x.h) {
 			w.ready[t.Name] = append(list[:i:i], list[i+1:]...)
-			w.takes = append(w.takes, time.Now())
+			now := time.Now()
+			w.takes = append(w.takes, now)
+			w.lastTake[t.Name] = now
 			if len(w.takes) > warmStarts+1 {
 				w.takes = append(w.takes[:0], w.takes[len(w.takes)-warmStarts-1:]...)
 			}

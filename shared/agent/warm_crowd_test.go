@@ -39,26 +39,28 @@ func TestWarmCrowd(t *testing.T) {
 	}
 }
 
-// A handover holds the refill of a template that still has ready
-// processes for warmSettle after it, and arranges a poke for then.
+// A handover holds the refill of its template, while it still has ready
+// processes, for warmSettle after it, and arranges a poke for then; another
+// template's handovers hold nothing of it.
 func TestWarmSettle(t *testing.T) {
 	now := time.Now()
 	for _, tc := range []struct {
 		name     string
-		takes    []time.Duration // how long before now each handover was
+		takes    map[string]time.Duration // each template's last handover, how long before now
 		settling bool
 	}{
 		{"no handover yet", nil, false},
-		{"a handover just now", []time.Duration{10 * time.Millisecond}, true},
-		{"the last of several just now", []time.Duration{300 * time.Millisecond, 50 * time.Millisecond}, true},
-		{"a handover a while ago", []time.Duration{warmSettle}, false},
+		{"a handover just now", map[string]time.Duration{"a": 10 * time.Millisecond}, true},
+		{"a handover a while ago", map[string]time.Duration{"a": warmSettle}, false},
+		{"another template's just now", map[string]time.Duration{"a": time.Second, "b": 10 * time.Millisecond}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newWarmPool(&Agent{})
-			for _, ago := range tc.takes {
-				w.takes = append(w.takes, now.Add(-ago))
+			for name, ago := range tc.takes {
+				w.lastTake[name] = now.Add(-ago)
 			}
-			checkHeld(t, w, w.settlingLocked, now, tc.settling)
+			held := func(now time.Time) bool { return w.settlingLocked("a", now) }
+			checkHeld(t, w, held, now, tc.settling)
 		})
 	}
 }

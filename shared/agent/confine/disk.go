@@ -22,6 +22,10 @@ type Disks struct {
 	Default, Max uint64
 	// Mkfs is the mkfs.ext4 binary.
 	Mkfs string
+	// Lean says that Mkfs makes a filesystem with nothing reserved for
+	// growing and no backup superblocks (e2fsprogs 1.43 or later; an
+	// older one makes the disks as before).
+	Lean bool
 }
 
 // Default bounds of an environment's disk: 10 GiB unless its template

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -217,5 +218,32 @@ func TestRemoveLeftovers(t *testing.T) {
 	}
 	if _, err := os.Stat(other); err != nil {
 		t.Errorf("another's folder went: %v", err)
+	}
+}
+
+// TestLeanMkfs: the lean filesystem is used where mkfs.ext4 makes it, and
+// the disks are made as before where it refuses its options (e2fsprogs
+// before 1.43).
+func TestLeanMkfs(t *testing.T) {
+	dir := t.TempDir()
+	fake := func(name, script string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("#!/bin/sh\n"+script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	old := fake("old-mkfs", `case "$*" in *sparse_super2*|*num_backup_sb*) echo "Invalid filesystem option set" >&2; exit 1;; esac; exit 0`)
+	if leanMkfs(old, dir) {
+		t.Fatal("an mkfs that refuses sparse_super2 was taken for a lean one")
+	}
+	if !leanMkfs(fake("new-mkfs", "exit 0"), dir) {
+		t.Fatal("an mkfs that takes the options was not taken for a lean one")
+	}
+	if real, err := exec.LookPath("mkfs.ext4"); err == nil {
+		t.Logf("this node's mkfs.ext4 makes lean disks: %v", leanMkfs(real, dir))
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "probe-*")); len(left) > 0 {
+		t.Fatalf("the probes were left behind: %v", left)
 	}
 }
