@@ -30,11 +30,11 @@ const warmStarts = 4
 const warmCrowd = 500 * time.Millisecond
 
 // warmSettle is how long after a handover of a template the pool waits
-// before it refills that template, while it still holds ready processes. A crowd's first
-// handovers come milliseconds apart, before warmCrowd can tell a crowd from
-// them, and a replacement started then (a cold start's CPU, a disk made)
-// competes with the handovers, ready reports and first commands the crowd
-// needs. A template whose pool ran out refills at once.
+// before it refills that template, while it still holds ready processes.
+// A crowd's first handovers come milliseconds apart, before warmCrowd can
+// tell a crowd from them, and a replacement started then (a cold start's
+// CPU, a disk made) competes with the handovers, ready reports and first
+// commands the crowd needs. A template whose pool ran out refills at once.
 const warmSettle = 100 * time.Millisecond
 
 // warmPool keeps, per template of the pool with warm > 0, that many

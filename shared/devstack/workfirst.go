@@ -65,7 +65,8 @@ func (f *workFirst) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if len(b) <= httpapi.MaxBodyBytes {
 				rest = http.NoBody
 			}
-			r.Body = readCloser{io.MultiReader(bytes.NewReader(b), rest), r.Body}
+			// The server closes the body it read from itself.
+			r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(b), rest))
 		}
 		f.waiting.Add(1)
 		select {
@@ -79,12 +80,3 @@ func (f *workFirst) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer func() { <-f.slots }()
 	f.next.ServeHTTP(w, r)
 }
-
-// readCloser reads the body read ahead and then the rest, and closes the
-// original.
-type readCloser struct {
-	io.Reader
-	body io.Closer
-}
-
-func (r readCloser) Close() error { return r.body.Close() }
