@@ -1,6 +1,7 @@
 package agent_test
 
 import (
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -20,12 +21,7 @@ import (
 // namespace of its own, as root by default, no one else can take its port:
 // this is the path of a node without namespaces.)
 func TestLostPortRaceStartsAgainOnAnotherPort(t *testing.T) {
-	ln, err := net.Listen("tcp", ":0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
+	want := quietPort(t)
 	// The command says which port it was given; on the template's port it
 	// waits for the test's go-ahead, then binds it (and fails if it is taken).
 	// On any other port (the second start) it binds at once.
@@ -39,8 +35,11 @@ time.sleep(3600)'`
 	id := s.lease(t, "racer")
 	root := filepath.Join(dir, "envs", id)
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if b, _ := os.ReadFile(filepath.Join(root, "given")); strings.TrimSpace(string(b)) == strconv.Itoa(want) {
+		b, _ := os.ReadFile(filepath.Join(root, "given"))
+		if given := strings.TrimSpace(string(b)); given == strconv.Itoa(want) {
 			break
+		} else if given != "" {
+			t.Fatalf("the command was given port %s, not the template's %d (something else held it when the agent chose)", given, want)
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("the command never started on the template's port")
@@ -59,4 +58,35 @@ time.sleep(3600)'`
 	if len(e.Exports) != 1 || e.Exports[0].Target == "127.0.0.1:"+strconv.Itoa(want) {
 		t.Fatalf("ready on %+v, want another port than the taken %d", e.Exports, want)
 	}
+}
+
+// quietPort is a free port below the kernel's ephemeral range, so that no
+// outgoing connection of this or another test (which the kernel gives an
+// ephemeral port) can take it between the test's choice and the agent's:
+// a port from listening on ":0" is in that range, and once a CI run found
+// it taken by the time the agent looked.
+func quietPort(t *testing.T) int {
+	t.Helper()
+	below := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil {
+				below = n
+			}
+		}
+	}
+	const lowest = 10000
+	if below <= lowest+100 {
+		t.Skipf("the ephemeral port range starts at %d: no quiet port below it", below)
+	}
+	start := lowest + rand.IntN(below-lowest)
+	for i := 0; i < below-lowest; i++ {
+		port := lowest + (start-lowest+i)%(below-lowest)
+		if ln, err := net.Listen("tcp", ":"+strconv.Itoa(port)); err == nil {
+			ln.Close()
+			return port
+		}
+	}
+	t.Fatalf("no free port between %d and %d", lowest, below)
+	return 0
 }
