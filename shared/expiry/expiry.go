@@ -196,6 +196,15 @@ func expireAll(ctx context.Context, st Store, blobs Blobs, due []domain.Artifact
 		go func() {
 			defer wg.Done()
 			for a := range jobs {
+				// The feeder checked the budget before it handed this one
+				// over, but a worker takes it only once its last one is done,
+				// by when the budget may be spent: then it stays for the next run.
+				if budget.Spent() {
+					mu.Lock()
+					sum.More = true
+					mu.Unlock()
+					continue
+				}
 				r, err := expireOne(ctx, st, blobs, a, now, opts.Log)
 				mu.Lock()
 				sum.Objects += r.objects

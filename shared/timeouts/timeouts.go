@@ -256,6 +256,15 @@ func stopAll(ctx context.Context, st Store, envs []domain.Environment, clk clock
 		go func() {
 			defer wg.Done()
 			for e := range jobs {
+				// The feeder checked the budget before it handed this one
+				// over, but a worker takes it only once its last one is done,
+				// by when the budget may be spent: then it stays for the next run.
+				if budget.Spent() {
+					mu.Lock()
+					sum.More = true
+					mu.Unlock()
+					continue
+				}
 				out, err := stopOne(ctx, st, e, clk.Now())
 				mu.Lock()
 				sum.add(out)
