@@ -33,10 +33,10 @@ type receiver struct {
 	statuses []int
 	got      []*http.Request
 	bodies   [][]byte
-	// onRequest runs in the handler, after the request is counted; hang
-	// makes the handler answer only once the client gives up.
+	// onRequest runs in the handler, after the request is counted; drop
+	// makes the handler then close the connection without an answer.
 	onRequest func()
-	hang      bool
+	drop      bool
 }
 
 func newReceiver(t testing.TB, statuses ...int) *receiver {
@@ -48,14 +48,13 @@ func newReceiver(t testing.TB, statuses ...int) *receiver {
 		r.got = append(r.got, req)
 		r.bodies = append(r.bodies, body)
 		st := r.statuses[min(n, len(r.statuses)-1)]
-		on, hang := r.onRequest, r.hang
+		on, drop := r.onRequest, r.drop
 		r.mu.Unlock()
 		if on != nil {
 			on()
 		}
-		if hang {
-			<-req.Context().Done()
-			return
+		if drop {
+			panic(http.ErrAbortHandler)
 		}
 		w.WriteHeader(st)
 	}))
