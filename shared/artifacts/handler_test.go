@@ -501,14 +501,19 @@ func TestLinkRules(t *testing.T) {
 
 func TestLinkRefusedAfterItsExpiry(t *testing.T) {
 	e := newEnv(t)
-	data := []byte("for two seconds")
+	data := []byte("for a few seconds")
 	c := e.seal(t, apitest.AliceToken, data, nil)
-	_, l := e.link(t, apitest.AliceToken, c.ID(), map[string]any{"expires": "2s"})
+	// S3 checks real time, and the link is signed at the clock's: the
+	// clock is set to real time now, not when the stack was built (the
+	// seal, against DynamoDB Local on a loaded machine, takes seconds), and
+	// the link lives long enough for one request after it is made.
+	e.Clock.Set(time.Now())
+	_, l := e.link(t, apitest.AliceToken, c.ID(), map[string]any{"expires": "5s"})
 	if code, got := download(t, l.URL); code != 200 || !bytes.Equal(got, data) {
-		t.Fatalf("fresh: %d %q", code, got)
+		t.Fatalf("fresh (%s before its expiry): %d %q", time.Until(l.Expires), code, got)
 	}
-	// S3 checks real time: wait it out.
-	time.Sleep(3 * time.Second)
+	// Wait it out.
+	time.Sleep(time.Until(l.Expires) + time.Second)
 	if code, _ := download(t, l.URL); code != http.StatusForbidden {
 		t.Fatalf("after expiry: %d", code)
 	}
