@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -132,15 +131,11 @@ func (u *unreachable) Do(r *http.Request) (*http.Response, error) {
 	return u.inner.Do(r)
 }
 
-func closedAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
+// closedAddr is a loopback address nothing listens on: port 1, which the
+// kernel never gives to a listener asking for any port. (A port taken from
+// listening on port 0 and closed is free only until another test's
+// listener, on a busy machine, is given it.)
+const closedAddr = "127.0.0.1:1"
 
 type stack struct {
 	*apitest.Env
@@ -166,7 +161,7 @@ func newStack(t *testing.T) *stack {
 	e.Auth = auth.New(e.Store, e.Clock, e.Log)
 
 	base := st.s3srv.Client(context.Background())
-	st.s3 = &unreachable{inner: base.Options().HTTPClient, closed: closedAddr(t)}
+	st.s3 = &unreachable{inner: base.Options().HTTPClient, closed: closedAddr}
 	s3c := s3.New(base.Options(), func(o *s3.Options) {
 		o.HTTPClient = st.s3
 		o.Retryer = fastRetries()
