@@ -181,6 +181,15 @@ func (r *run) spent(ctx context.Context) bool {
 	return true
 }
 
+// isSilent reports whether hook's receiver gave no answer to an attempt of
+// this run: its other deliveries wait for the next run (at most the
+// PerWebhook attempts in flight then went unanswered).
+func (r *run) isSilent(hook string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.silent[hook] > 0
+}
+
 func (r *run) hookSlots(hook string, n int) chan struct{} {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -302,24 +311,23 @@ type task struct {
 }
 
 // attempt tries d once, if the run still may: it holds one of its webhook's
-// slots, then one of the run's, and checks the budget just before the POST.
+// slots, then one of the run's, and checks the budget and its receiver just
+// before the POST.
 func (j *Job) attempt(ctx context.Context, r *run, pg *page, tk task) {
 	d := tk.d
 	mine := r.hookSlots(d.Webhook, j.opts.PerWebhook)
 	mine <- struct{}{}
 	defer func() { <-mine }()
-	r.mu.Lock()
-	silent := r.silent[d.Webhook] > 0
-	r.mu.Unlock()
-	if silent {
-		// Its receiver gave no answer this run: the rest wait for the next
-		// (at most the PerWebhook attempts in flight then timed out).
+	if r.isSilent(d.Webhook) {
 		r.count(func(s *Summary) { s.Deferred++ })
 		return
 	}
 	r.posts <- struct{}{}
 	defer func() { <-r.posts }()
-	if r.spent(ctx) {
+	// Both again once the run's slot is had: the wait for it may be long,
+	// and meanwhile the budget may be spent, or the attempt in flight to the
+	// same receiver may have gone unanswered.
+	if r.spent(ctx) || r.isSilent(d.Webhook) {
 		r.count(func(s *Summary) { s.Deferred++ })
 		return
 	}
