@@ -6,11 +6,20 @@ import (
 	"net/http/httptest"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/envlease/envlease/shared/apitest"
 	"github.com/envlease/envlease/shared/domain"
 	"github.com/envlease/envlease/shared/webhooks"
 )
+
+// holdingJob is s's job with a POST timeout of a minute: the receiver holds
+// the first run's POST until the second run has ended, and a loaded machine
+// must not turn that hold into a timeout (the default is 10 s).
+func holdingJob(s *stack, rcv *httptest.Server) *webhooks.Job {
+	return webhooks.NewJob(s.Store, s.Clock, s.Log, webhooks.Options{Guard: webhooks.Guard{AllowLocal: true},
+		TLS: rcv.Client().Transport.(*http.Transport).TLSClientConfig, Timeout: time.Minute})
+}
 
 // Two runs that overlap (the scheduled one and one woken by the table's
 // stream) POST a new event once: the run that fans it out tries its
@@ -28,6 +37,7 @@ func TestOverlappingRunsPostOnce(t *testing.T) {
 	}))
 	defer rcv.Close()
 	s := newStack(t, &receiver{Server: rcv}, true)
+	s.job = holdingJob(s, rcv)
 	hook := s.must("POST", "/v1/webhooks", apitest.AliceToken, map[string]any{"url": rcv.URL + "/hook", "types": []string{"key."}}, 201)["webhook"].(map[string]any)["id"].(string)
 	s.must("POST", "/v1/tokens", apitest.BobToken, map[string]any{"name": "laptop"}, 201)
 
@@ -72,6 +82,7 @@ func TestOverlappingRunsRetryOnce(t *testing.T) {
 	}))
 	defer rcv.Close()
 	s := newStack(t, &receiver{Server: rcv}, true)
+	s.job = holdingJob(s, rcv)
 	hook := s.must("POST", "/v1/webhooks", apitest.AliceToken, map[string]any{"url": rcv.URL + "/hook", "types": []string{"key."}}, 201)["webhook"].(map[string]any)["id"].(string)
 	s.must("POST", "/v1/tokens", apitest.BobToken, map[string]any{"name": "laptop"}, 201)
 	if sum := s.run(); sum.Retrying != 1 {
