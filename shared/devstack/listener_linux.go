@@ -1,0 +1,65 @@
+package devstack
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"strings"
+)
+
+// listensOn reports whether process pid holds the socket listening on TCP
+// port (IPv4 or IPv6), as /proc shows it. A child is given a port found
+// free, which another program can take before the child binds it; an answer
+// on the port then proves only that something listens there. A child that
+// has exited holds nothing. Only where /proc/net cannot be read does it
+// report true: the answer stands.
+func listensOn(pid, port int) bool {
+	inodes, known := listeningInodes(port)
+	if !known {
+		return true
+	}
+	dir := fmt.Sprintf("/proc/%d/fd/", pid)
+	fds, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, fd := range fds {
+		l, err := os.Readlink(dir + fd.Name())
+		if err != nil {
+			continue
+		}
+		if inode, ok := strings.CutPrefix(l, "socket:["); ok && inodes[strings.TrimSuffix(inode, "]")] {
+			return true
+		}
+	}
+	return false
+}
+
+// listeningInodes returns the inodes of the TCP sockets listening on port,
+// from /proc/net/tcp and /proc/net/tcp6; known is false when neither can be
+// read.
+func listeningInodes(port int) (inodes map[string]bool, known bool) {
+	out := map[string]bool{}
+	want := fmt.Sprintf("%04X", port)
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		known = true
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		sc.Scan() // the header
+		for sc.Scan() {
+			// sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+			fs := strings.Fields(sc.Text())
+			if len(fs) < 10 || fs[3] != "0A" { // 0A: LISTEN
+				continue
+			}
+			if _, p, ok := strings.Cut(fs[1], ":"); ok && p == want {
+				out[fs[9]] = true
+			}
+		}
+	}
+	return out, known
+}
