@@ -71,7 +71,10 @@ func TestEvents(t *testing.T) {
 		t.Fatalf("follow printed first %+v, want the stop of %s", e, id)
 	}
 	u.ok("rm", second.Environment.ID)
-	for e := next(); e.Subject.ID != second.Environment.ID || e.Type != domain.EventEnvStopped; e = next() {
+	for {
+		if e := next(); e.Subject.ID == second.Environment.ID && e.Type == domain.EventEnvStopped {
+			break
+		}
 	}
 	follow.interrupt(t)
 }
