@@ -5,21 +5,47 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
+	"syscall"
 )
 
-// listensOn reports whether process pid holds the socket listening on TCP
-// port (IPv4 or IPv6), as /proc shows it. A child is given a port found
-// free, which another program can take before the child binds it; an answer
-// on the port then proves only that something listens there. A child that
-// has exited holds nothing. Only where /proc/net cannot be read does it
-// report true: the answer stands.
+// listensOn reports whether the socket listening on TCP port (IPv4 or IPv6)
+// is held by process pid or by a process of its group (a child started with
+// childSysProcAttr leads its own group: a launcher that forks its server
+// counts), as /proc shows it. A child is given a port found free, which
+// another program can take before the child binds it; an answer on the port
+// then proves only that something listens there. A child that has exited
+// holds nothing. Only where /proc/net cannot be read does it report true:
+// the answer stands.
 func listensOn(pid, port int) bool {
 	inodes, known := listeningInodes(port)
 	if !known {
 		return true
 	}
-	dir := fmt.Sprintf("/proc/%d/fd/", pid)
+	if holds(pid, inodes) {
+		return true
+	}
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return false
+	}
+	for _, p := range procs {
+		other, err := strconv.Atoi(p.Name())
+		if err != nil || other == pid {
+			continue
+		}
+		if pg, err := syscall.Getpgid(other); err == nil && pg == pid && holds(other, inodes) {
+			return true
+		}
+	}
+	return false
+}
+
+// holds reports whether process pid has a descriptor of one of the socket
+// inodes.
+func holds(pid int, inodes map[string]bool) bool {
+	dir := "/proc/" + strconv.Itoa(pid) + "/fd/"
 	fds, err := os.ReadDir(dir)
 	if err != nil {
 		return false
