@@ -128,7 +128,7 @@ func TestClientFlowRunsARealProcess(t *testing.T) {
 	}
 	id := leased.Environment.ID
 	start := time.Now()
-	e := c.waitState(id, domain.StateReady, 15*time.Second)
+	e := c.waitState(id, domain.StateReady, time.Minute)
 	t.Logf("ready after %s (readyMs %d) on node %s", time.Since(start).Round(time.Millisecond), *e.ReadyMs, e.Node)
 	if e.Node == "" || e.ReadyMs == nil || e.Ready == nil || len(e.Exports) != 1 || e.Exports[0].Service != "web" || e.Exports[0].Listen == "" {
 		t.Fatalf("ready record: %+v", e)
@@ -161,11 +161,11 @@ func TestClientFlowRunsARealProcess(t *testing.T) {
 	if s := c.do("DELETE", "/v1/environments/"+id, nil, &deleted); s != 200 || deleted.ID != id || deleted.State != domain.StateStopping {
 		t.Fatalf("delete: %d %s", s, deleted.State)
 	}
-	stopped := c.waitState(id, domain.StateStopped, 15*time.Second)
+	stopped := c.waitState(id, domain.StateStopped, time.Minute)
 	if stopped.StopReason != domain.StopDeleted {
 		t.Fatalf("stopped record: %+v", stopped)
 	}
-	for deadline := time.Now().Add(5 * time.Second); envAlive(id); {
+	for deadline := time.Now().Add(time.Minute); envAlive(id); {
 		if time.Now().After(deadline) {
 			t.Fatalf("a process of %s still runs after the environment stopped", id)
 		}
@@ -268,7 +268,7 @@ func TestLeaseFromSnapshot(t *testing.T) {
 	if s := c.do("POST", "/v1/environments", map[string]any{"template": "shell", "snapshot": art.ID}, &leased); s != 201 {
 		t.Fatalf("lease: %d", s)
 	}
-	e := c.waitState(leased.Environment.ID, domain.StateReady, 15*time.Second)
+	e := c.waitState(leased.Environment.ID, domain.StateReady, time.Minute)
 	if e.Restored == nil || e.Restored.Key != art.ID || e.Restored.Files != 3 || e.Restored.Root == "" ||
 		!e.Restored.Created.Equal(art.Created) {
 		t.Fatalf("restored: %+v", e.Restored)
@@ -280,7 +280,7 @@ func TestLeaseFromSnapshot(t *testing.T) {
 	if s := c.do("DELETE", "/v1/environments/"+e.ID, nil, nil); s != 200 {
 		t.Fatalf("delete: %d", s)
 	}
-	c.waitState(e.ID, domain.StateStopped, 15*time.Second)
+	c.waitState(e.ID, domain.StateStopped, time.Minute)
 
 	// An unknown snapshot is refused at lease time (422).
 	if s := c.do("POST", "/v1/environments", map[string]any{"template": "shell", "snapshot": "art_nope"}, nil); s != 422 {
@@ -320,7 +320,7 @@ func TestArchiveOfZerosIsRefused(t *testing.T) {
 	if s := c.do("POST", "/v1/environments", map[string]any{"template": "shell", "snapshot": art.ID}, &leased); s != 201 {
 		t.Fatalf("lease: %d", s)
 	}
-	e := c.waitState(leased.Environment.ID, domain.StateFailed, 15*time.Second)
+	e := c.waitState(leased.Environment.ID, domain.StateFailed, time.Minute)
 	if !strings.Contains(e.Error, "1.0 GiB") || !strings.Contains(e.Error, "agent limit -archive-max-ratio") {
 		t.Fatalf("the error does not name the limit: %q", e.Error)
 	}
@@ -338,7 +338,7 @@ func TestWarmTemplate(t *testing.T) {
 		if s := c.do("POST", "/v1/environments", map[string]any{"template": "warmweb"}, &leased); s != 201 {
 			t.Fatalf("lease: %d", s)
 		}
-		e := c.waitState(leased.Environment.ID, domain.StateReady, 15*time.Second)
+		e := c.waitState(leased.Environment.ID, domain.StateReady, time.Minute)
 		t.Logf("warm lease %d ready in %d ms", i, *e.ReadyMs)
 		if status, body := clienttest.GetThroughTunnel(t, base, c.token, e.ID, e.Exports[0].Target, "/envlease.pid"); status != 200 {
 			t.Fatalf("export of the warm environment: %d %q", status, body)
@@ -346,7 +346,7 @@ func TestWarmTemplate(t *testing.T) {
 		if s := c.do("DELETE", "/v1/environments/"+e.ID, nil, nil); s != 200 {
 			t.Fatalf("delete: %d", s)
 		}
-		c.waitState(e.ID, domain.StateStopped, 15*time.Second)
+		c.waitState(e.ID, domain.StateStopped, time.Minute)
 		time.Sleep(1500 * time.Millisecond) // the pool refills
 	}
 }

@@ -19,7 +19,7 @@ func TestCheckpointOverTheNodeProtocol(t *testing.T) {
 	if s := c.do("POST", "/v1/environments", map[string]any{"template": "shell"}, &leased); s != 201 {
 		t.Fatalf("lease: %d", s)
 	}
-	orig := c.waitState(leased.Environment.ID, domain.StateReady, 30*time.Second)
+	orig := c.waitState(leased.Environment.ID, domain.StateReady, time.Minute)
 
 	var ans environments.CheckpointAnswer
 	if s := c.do("POST", "/v1/environments/"+orig.ID+"/checkpoints?wait=20s", map[string]any{"name": "shell.tar.zst"}, &ans); s != 200 && s != 202 {
@@ -37,7 +37,7 @@ func TestCheckpointOverTheNodeProtocol(t *testing.T) {
 	if s := c.do("POST", "/v1/environments", map[string]any{"template": "shell", "snapshot": ans.Artifact.ID}, &leased); s != 201 {
 		t.Fatalf("lease from the checkpoint: %d", s)
 	}
-	cp := c.waitState(leased.Environment.ID, domain.StateReady, 30*time.Second)
+	cp := c.waitState(leased.Environment.ID, domain.StateReady, time.Minute)
 	if cp.Restored == nil || cp.Restored.Key != ans.Artifact.ID {
 		t.Fatalf("restored %+v", cp.Restored)
 	}

@@ -61,7 +61,7 @@ func startDevserverWith(t *testing.T, tune func(*options)) string {
 			if err != nil {
 				t.Errorf("devserver shutdown: %v", err)
 			}
-		case <-time.After(30 * time.Second):
+		case <-time.After(time.Minute): // its graces alone (environments, HTTP, S3) add up to 12 s
 			t.Error("devserver did not stop")
 		}
 	})

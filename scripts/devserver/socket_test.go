@@ -40,13 +40,13 @@ func TestNodeProtocolEndToEnd(t *testing.T) {
 		if s := c.do("DELETE", "/v1/environments/"+id, nil, nil); s != 200 {
 			t.Fatalf("delete: %d", s)
 		}
-		c.waitState(id, domain.StateStopped, 20*time.Second)
+		c.waitState(id, domain.StateStopped, time.Minute)
 	}
 
 	t.Run("lease, wake, claim, ready, stop", func(t *testing.T) {
 		c.t = t
 		id := lease()
-		c.waitState(id, domain.StateReady, 20*time.Second)
+		c.waitState(id, domain.StateReady, time.Minute)
 		stop(id)
 	})
 
@@ -63,7 +63,7 @@ func TestNodeProtocolEndToEnd(t *testing.T) {
 		})
 		defer sockets.DropPosts(nil)
 		id := lease()
-		c.waitState(id, domain.StateReady, 20*time.Second)
+		c.waitState(id, domain.StateReady, time.Minute)
 		if lost.Load() != 1 {
 			t.Fatalf("%d offers lost, want 1", lost.Load())
 		}
@@ -75,14 +75,14 @@ func TestNodeProtocolEndToEnd(t *testing.T) {
 		sockets.CloseAll()
 		waitUntil(t, "every agent reconnected", func() bool { return sockets.Connections() == agents })
 		id := lease()
-		c.waitState(id, domain.StateReady, 20*time.Second)
+		c.waitState(id, domain.StateReady, time.Minute)
 		stop(id)
 	})
 }
 
 func waitUntil(t *testing.T, what string, ok func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for !ok() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting until %s", what)

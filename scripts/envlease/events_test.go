@@ -45,25 +45,38 @@ func TestEvents(t *testing.T) {
 		t.Fatalf("bad type: %s", r.stderr)
 	}
 
-	// --follow: an environment deleted while it runs shows up.
+	// --follow: an environment deleted while it runs shows up. The delete
+	// comes once the follow has printed what was there before (the first
+	// stop), and the follow is read until it prints the second: how long
+	// the node takes to stop it is the machine's, so --timeout only ends a
+	// follow that hangs.
 	var second client.Leased
 	u.json(&second, "lease", "--template", "shell", "--name", "ev-2")
-	done := make(chan result, 1)
-	go func() {
-		done <- u.run("", "events", "--follow", "--poll", "100ms", "--timeout", "6s", "--type", "environment.stopped", "-o", "json")
-	}()
-	time.Sleep(1500 * time.Millisecond)
+	follow := u.start("events", "--follow", "--poll", "100ms", "--timeout", "2m", "--type", "environment.stopped", "-o", "json")
+	sc := bufio.NewScanner(follow.stdout)
+	var printed []string
+	next := func() domain.Event {
+		t.Helper()
+		if !sc.Scan() {
+			t.Fatalf("follow ended (%v) after printing:\n%s\n%s", sc.Err(), strings.Join(printed, "\n"), follow.stderr.String())
+		}
+		printed = append(printed, sc.Text())
+		var e domain.Event
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			t.Fatalf("not a JSON line: %q", sc.Text())
+		}
+		return e
+	}
+	if e := next(); e.Subject.ID != id || e.Type != domain.EventEnvStopped {
+		t.Fatalf("follow printed first %+v, want the stop of %s", e, id)
+	}
 	u.ok("rm", second.Environment.ID)
-	r := <-done
-	found := false
-	for _, e := range jsonLines(t, r.stdout) {
-		if e.Subject.ID == second.Environment.ID && e.Type == domain.EventEnvStopped {
-			found = true
+	for {
+		if e := next(); e.Subject.ID == second.Environment.ID && e.Type == domain.EventEnvStopped {
+			break
 		}
 	}
-	if !found {
-		t.Fatalf("follow did not print the stop of %s: exit %d\n%s\n%s", second.Environment.ID, r.code, r.stdout, r.stderr)
-	}
+	follow.interrupt(t)
 }
 
 func jsonLines(t *testing.T, s string) []domain.Event {

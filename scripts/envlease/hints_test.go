@@ -2,12 +2,17 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -21,7 +26,8 @@ func TestClientErrorsSayWhatToDo(t *testing.T) {
 	// A server that accepts and never answers, for --timeout.
 	stall := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
 	t.Cleanup(stall.Close)
-	refusedURL := "http://" + freeAddr(t)
+	refusedAddr, _ := reservedAddr(t)
+	refusedURL := "http://" + refusedAddr
 
 	cases := []struct {
 		name string
@@ -63,42 +69,73 @@ func TestClientErrorsSayWhatToDo(t *testing.T) {
 }
 
 // A command against a local server that is not listening yet (the dev
-// server still building on its first run) waits for it, and says so.
+// server still building on its first run) waits for it, and says so; the
+// server comes up once the command has said it waits.
 func TestWaitsForALocalServerStillStarting(t *testing.T) {
 	s := clienttest.Start(t)
-	addr := freeAddr(t)
+	addr, listen := reservedAddr(t)
 	target, _ := url.Parse(s.URL)
 	proxy := &http.Server{Handler: httputil.NewSingleHostReverseProxy(target)}
-	go func() {
-		// Not a timing assertion: the server only has to come up after the
-		// command's first attempt, whenever that is.
-		time.Sleep(time.Second)
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		_ = proxy.Serve(ln)
-	}()
 	t.Cleanup(func() { _ = proxy.Shutdown(context.Background()) })
 
 	u := newUser(t, s)
-	u.env = []string{"ENVLEASE_SERVER_WAIT=5m"}
-	r := u.run(clienttest.BobToken+"\n", "login", "--url", "http://"+addr)
-	if r.code != 0 {
-		t.Fatalf("login: exit %d: %s", r.code, r.stderr)
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, "login", "--url", "http://"+addr)
+	cmd.Dir = u.home
+	cmd.Env = []string{"HOME=" + u.home, "XDG_CONFIG_HOME=" + filepath.Join(u.home, ".config"), "PATH=" + os.Getenv("PATH"), "ENVLEASE_SERVER_WAIT=5m"}
+	cmd.Stdin = strings.NewReader(clienttest.BobToken + "\n")
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
 	}
-	contains(t, "login's messages", r.stderr, "Waiting for the server at http://"+addr+" to start", "Logged in")
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	for !strings.Contains(stderr.String(), "Waiting for the server at http://"+addr+" to start") {
+		select {
+		case err := <-done:
+			t.Fatalf("login ended (%v) without waiting for the server:\n%s", err, stderr.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	ln := listen(t)
+	go func() { _ = proxy.Serve(ln) }()
+	if err := <-done; err != nil {
+		t.Fatalf("login: %v\n%s", err, stderr.String())
+	}
+	contains(t, "login's messages", stderr.String(), "Logged in")
 }
 
-// freeAddr is a loopback address nothing listens on.
-func freeAddr(t *testing.T) string {
+// reservedAddr is a loopback address that refuses connections until listen
+// is called: a socket bound to it that does not listen yet. The port stays
+// bound all along, so no other process can take it (as one can take a port
+// found free and closed before the test uses it).
+func reservedAddr(t *testing.T) (string, func(*testing.T) net.Listener) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
+	f := os.NewFile(uintptr(fd), "reserved port")
+	t.Cleanup(func() { _ = f.Close() })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listen := func(t *testing.T) net.Listener {
+		t.Helper()
+		if err := syscall.Listen(fd, syscall.SOMAXCONN); err != nil {
+			t.Fatal(err)
+		}
+		ln, err := net.FileListener(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ln
+	}
+	return fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port), listen
 }

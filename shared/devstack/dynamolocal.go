@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -86,7 +87,7 @@ func StartDynamoLocal(ctx context.Context, opts DynamoLocalOptions) (*DynamoLoca
 		}
 		last = err
 		// Only a lost race for the port is worth another try.
-		if !strings.Contains(err.Error(), "ddress already in use") {
+		if !errors.Is(err, errAddrInUse) {
 			break
 		}
 	}
@@ -121,24 +122,36 @@ func launchDynamoLocal(ctx context.Context, java, dir, addr string, output io.Wr
 		d.waitErr = cmd.Wait()
 		close(d.done)
 	}()
-	if err := d.waitReady(ctx); err != nil {
+	if err := d.waitReady(ctx, addr); err != nil {
 		d.Stop()
 		return nil, err
 	}
 	return d, nil
 }
 
-// waitReady lists tables until DynamoDB Local answers, the process exits, ctx
-// ends or the start timeout passes. The JVM takes a few seconds to start.
-func (d *DynamoLocal) waitReady(ctx context.Context) error {
+// waitReady lists tables until DynamoDB Local answers on addr, the process
+// exits, ctx ends or the start timeout passes. The JVM takes a few seconds to
+// start. The port was found free, and another program may have taken it
+// before the JVM binds it: the JVM then says so and lives on without a
+// listener, and an answer on the port is the other program's. Either is an
+// address in use, for StartDynamoLocal to try another port.
+func (d *DynamoLocal) waitReady(ctx context.Context, addr string) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*startTimeout)
 	defer cancel()
+	_, p, _ := net.SplitHostPort(addr)
+	port, _ := strconv.Atoi(p)
 	probe := (&Dynamo{Endpoint: d.Endpoint, AccessKey: "probe"}).Client(ctx)
 	for {
+		if strings.Contains(d.out.String(), "ddress already in use") {
+			return fmt.Errorf("devstack: DynamoDB Local could not bind %s: %w; its output:\n%s", addr, errAddrInUse, d.out.String())
+		}
 		pctx, pcancel := context.WithTimeout(ctx, 2*time.Second)
 		_, err := probe.ListTables(pctx, nil)
 		pcancel()
 		if err == nil {
+			if !listensOn(d.cmd.Process.Pid, port) {
+				return fmt.Errorf("devstack: another program answers on %s: %w", addr, errAddrInUse)
+			}
 			return nil
 		}
 		select {

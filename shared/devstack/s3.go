@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -204,6 +205,9 @@ func launch(ctx context.Context, bin, addr, dir string, opts S3Options) (*S3, er
 	}()
 	if err := s.waitReady(ctx, addr); err != nil {
 		s.Stop()
+		if errors.Is(err, errAddrInUse) {
+			return nil, err
+		}
 		if strings.Contains(out.String(), "address already in use") {
 			return nil, fmt.Errorf("devstack: versitygw could not bind %s: %w; its output:\n%s", addr, errAddrInUse, out.String())
 		}
@@ -217,6 +221,8 @@ func launch(ctx context.Context, bin, addr, dir string, opts S3Options) (*S3, er
 func (s *S3) waitReady(ctx context.Context, addr string) error {
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
+	_, p, _ := net.SplitHostPort(addr)
+	port, _ := strconv.Atoi(p)
 	probe := &http.Client{
 		Timeout:   time.Second,
 		Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil},
@@ -240,18 +246,22 @@ func (s *S3) waitReady(ctx context.Context, addr string) error {
 			continue
 		}
 		// Unsigned, so the answer is an S3 AccessDenied; any answer means
-		// the listener is up.
+		// something listens.
 		_, _ = io.Copy(io.Discard, resp.Body)
 		_ = resp.Body.Close()
-		// The port may have been answered by someone else if the gateway
-		// lost the race for it; the process being alive, and the signed
-		// CreateBucket that follows, settle that.
 		select {
 		case <-s.done:
 			continue
 		default:
-			return nil
 		}
+		// The port was found free, and another program may have taken it
+		// before the gateway could: then the answer was that program's,
+		// and the gateway, still starting, fails to bind. Only a listener
+		// the gateway holds is the gateway.
+		if !listensOn(s.cmd.Process.Pid, port) {
+			return fmt.Errorf("devstack: another program answers on %s: %w", addr, errAddrInUse)
+		}
+		return nil
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -58,15 +59,16 @@ func TestWorkFirst(t *testing.T) {
 	waitCount(1)
 	// Queued behind the first, in order; the second's client goes away.
 	gone, cancel := context.WithCancel(context.Background())
+	// A lease is counted as waiting just before it queues on the channel,
+	// and a busy machine can stop it in between for any time: the next one
+	// starts only once this one is parked in the channel's queue.
 	queued := func(n int32) {
 		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); h.waiting.Load() < n; time.Sleep(time.Millisecond) {
+		for deadline := time.Now().Add(time.Minute); h.waiting.Load() < n || parkedLeases("devstack.TestWorkFirst.func") < int(n); time.Sleep(time.Millisecond) {
 			if time.Now().After(deadline) {
-				t.Fatalf("%d leases wait, want %d", h.waiting.Load(), n)
+				t.Fatalf("%d leases wait, %d parked, want %d", h.waiting.Load(), parkedLeases("devstack.TestWorkFirst.func"), n)
 			}
 		}
-		// From counted to queued on the channel is a few instructions.
-		time.Sleep(5 * time.Millisecond)
 	}
 	second := do(gone, http.MethodPost, "/v1/environments", "2", false)
 	queued(1)
@@ -185,4 +187,28 @@ func TestWorkFirstDropsLeaseOfGoneClient(t *testing.T) {
 	if want := []string{`{"n":1}`, `{"n":3}`}; !slices.Equal(served, want) {
 		t.Fatalf("served %q, want %q: a lease its client gave up on was made", served, want)
 	}
+}
+
+// parkedLeases counts the goroutines of the test named by caller (a
+// function in their stacks) parked in workFirst's select for a slot: a
+// goroutine parks only once it is queued on the channel, whose blocked
+// senders go in the order they queued.
+func parkedLeases(caller string) int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	parked := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		header, _, _ := strings.Cut(g, "\n")
+		if strings.Contains(header, "[select") && strings.Contains(g, "devstack.(*workFirst).ServeHTTP") && strings.Contains(g, caller) {
+			parked++
+		}
+	}
+	return parked
 }
