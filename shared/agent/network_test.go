@@ -148,7 +148,7 @@ func TestNetworkRulesEnvironment(t *testing.T) {
 
 	// The network log, live from the node with the API's ticket.
 	var recs []netstack.Record
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
 		b := readNetworkLog(t, s, id)
 		recs = recs[:0]
 		sc := bufio.NewScanner(bytes.NewReader(b))

@@ -55,7 +55,7 @@ func (r *records) Record(x Record) {
 }
 
 func (r *records) find(match func(Record) bool) (Record, bool) {
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(time.Minute) // a hang guard
 	for {
 		r.mu.Lock()
 		for _, x := range r.rs {
