@@ -103,7 +103,7 @@ func (s *stack) runAgentReturning(t *testing.T, dir string, grace time.Duration,
 		cancel()
 		select {
 		case <-done:
-		case <-time.After(30 * time.Second):
+		case <-time.After(time.Minute):
 			t.Error("agent did not stop")
 		}
 	})

@@ -75,7 +75,7 @@ func TestShareIsUnpackedBeforeTheCommand(t *testing.T) {
 	}
 	s.runAgentIn(t, work, 300*time.Millisecond)
 	// The warm process has started (and found no file) before the lease.
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
 		if m, _ := filepath.Glob(filepath.Join(work, "envs", "warm-*", "workspace", "seen")); len(m) > 0 {
 			break
 		}
