@@ -43,7 +43,7 @@ func TestTunnelBytesAreActivity(t *testing.T) {
 	b := s.wait(t, uncounted, domain.StateReady)
 	// A quarter of the 30-minute idle timeout is 7.5 minutes.
 	s.Clock.Advance(8 * time.Minute)
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
 		if got := s.getThroughTunnel(t, counted, a.Exports[0].Target, "/"); got != "hi\n" {
 			t.Fatalf("through the tunnel: %q", got)
 		}

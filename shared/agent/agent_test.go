@@ -87,7 +87,7 @@ func (s *stack) runAgentReturning(t *testing.T, dir string, grace time.Duration,
 	}
 	cfg := agent.Config{
 		API: s.url, Token: issued.Token, Address: "127.0.0.1", WorkDir: dir, Capacity: 4,
-		Grace: grace, ReadyTimeout: 10 * time.Second, ClaimWait: time.Second, Log: s.Log,
+		Grace: grace, ReadyTimeout: time.Minute, ClaimWait: time.Second, Log: s.Log,
 	}
 	if tune != nil {
 		tune(&cfg)
@@ -103,7 +103,7 @@ func (s *stack) runAgentReturning(t *testing.T, dir string, grace time.Duration,
 		cancel()
 		select {
 		case <-done:
-		case <-time.After(30 * time.Second):
+		case <-time.After(time.Minute):
 			t.Error("agent did not stop")
 		}
 	})
@@ -123,7 +123,7 @@ func (s *stack) lease(t *testing.T, template string) string {
 
 func (s *stack) wait(t *testing.T, id string, want domain.State) domain.Environment {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(time.Minute) // a hang guard
 	for {
 		r := s.Do("GET", "/v1/environments/"+id, apitest.BobToken, nil)
 		if r.Status != 200 {
@@ -290,7 +290,7 @@ func TestWarmLeaseTakesThePreStartedProcess(t *testing.T) {
 	}
 	pids := func(n int) []started {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
+		deadline := time.Now().Add(time.Minute)
 		for {
 			b, _ := os.ReadFile(starts)
 			var out []started
@@ -317,7 +317,7 @@ func TestWarmLeaseTakesThePreStartedProcess(t *testing.T) {
 	warm := pids(1)[0]
 	// Leased only once the pool holds it ready: a lease before would be a
 	// cold start, rightly, however loaded the machine.
-	for deadline := time.Now().Add(10 * time.Second); a.WarmReady("warm") == 0; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); a.WarmReady("warm") == 0; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the warm process was never ready")
 		}
@@ -423,11 +423,11 @@ func TestRestartedAgentClearsLeftovers(t *testing.T) {
 	for _, ch := range []chan struct{}{leftDone, warmDone} {
 		select {
 		case <-ch:
-		case <-time.After(10 * time.Second):
+		case <-time.After(time.Minute):
 			t.Fatal("a process left by the earlier run still runs")
 		}
 	}
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
 		if _, err := os.Stat(old); os.IsNotExist(err) {
 			break
 		}
@@ -450,7 +450,7 @@ func TestRestartedAgentClearsLeftovers(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "in use by another agent") {
 			t.Fatalf("second agent on the same work dir: %v", err)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("a second agent runs on a work dir in use")
 	}
 }

@@ -176,7 +176,7 @@ func hostPid(t *testing.T, ns string, nspid int) int {
 // readInt waits for a number the environment's command writes to file.
 func readInt(t *testing.T, file string) int {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for {
 		b, _ := os.ReadFile(file)
 		if s := strings.TrimSpace(string(b)); strings.HasSuffix(string(b), "\n") && s != "" {

@@ -193,7 +193,7 @@ func TestEgressEnvironmentReachesOnlyPublicAddresses(t *testing.T) {
 		s.wait(t, id, domain.StateStopped)
 	}
 	var totals []map[string]any
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
 		if totals = logs.records("INFO", "egress totals"); len(totals) > 0 || time.Now().After(deadline) {
 			break
 		}

@@ -157,10 +157,15 @@ func checkExec(t *testing.T, s *stack, id string, namespaced bool) {
 		say("stty size\n")
 	}
 	// Ctrl-C ends the foreground command, not the shell.
-	// The Ctrl-C is sent once the sleep runs: one sent while the shell
-	// still reads its line would flush that line (the terminal's ISIG),
-	// and the shell could take the signal after reading the next one.
-	say("echo started-$((3+4)); sleep 600; echo after-$((1+1))\n")
+	// The Ctrl-C is sent once the foreground command itself has printed:
+	// one sent while the shell still reads its line would flush that line
+	// (the terminal's ISIG), and the shell could take the signal after
+	// reading the next one. Nor is the shell's own output enough: with job
+	// control the shell's child takes the terminal (setpgid, tcsetpgrp)
+	// only after the fork, so a Ctrl-C before that reaches the shell, which
+	// holds it while it waits, and the command keeps the terminal and runs
+	// on, as on any terminal.
+	say("sh -c 'echo started-$((3+4)); exec sleep 600'; echo after-$((1+1))\n")
 	awaitOutput(t, &term, "started-7")
 	say("\x03")
 	// The shell is back at its prompt once it answers; ask until it has.
@@ -229,7 +234,7 @@ func TestExecSessionsAreBounded(t *testing.T) {
 		t.Fatalf("a third command at once: %v, want it refused for the bound", err)
 	}
 	inputs[0].Close()
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
 		x := s.execTicket(t, id, argv, false)
 		var out bytes.Buffer
 		code, err := execsession.Run(ctx, x.URL, x.Ticket, execsession.Options{Command: argv, Stdout: &out})

@@ -248,7 +248,7 @@ func TestEnvironmentReachesOnlyItself(t *testing.T) {
 		}
 		s.wait(t, id, domain.StateStopped)
 	}
-	for deadline := time.Now().Add(30 * time.Second); len(envNetNamespaces(t, dir)) > 0; time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); len(envNetNamespaces(t, dir)) > 0; time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("namespaces left after every environment stopped: %v", envNetNamespaces(t, dir))
 		}
@@ -403,10 +403,10 @@ func TestRestartedAgentClearsNamespacedLeftovers(t *testing.T) {
 	s.runAgentIn(t, dir, time.Second)
 	select {
 	case <-done:
-	case <-time.After(30 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("the leftover environment's init still runs")
 	}
-	for deadline := time.Now().Add(30 * time.Second); len(inNS()) > 0; time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); len(inNS()) > 0; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("processes left in the leftover's network namespace: %v", inNS())
 		}

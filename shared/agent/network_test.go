@@ -148,7 +148,7 @@ func TestNetworkRulesEnvironment(t *testing.T) {
 
 	// The network log, live from the node with the API's ticket.
 	var recs []netstack.Record
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
 		b := readNetworkLog(t, s, id)
 		recs = recs[:0]
 		sc := bufio.NewScanner(bytes.NewReader(b))
@@ -188,7 +188,7 @@ func TestNetworkRulesEnvironment(t *testing.T) {
 
 	// The refusals are an event of the organization, a few seconds after.
 	var refused []domain.Event
-	for deadline := time.Now().Add(30 * time.Second); len(refused) == 0; time.Sleep(200 * time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); len(refused) == 0; time.Sleep(200 * time.Millisecond) {
 		page, err := s.Store.ListEvents(context.Background(), "acme", domain.EventQuery{Type: domain.EventEnvNetRefused, Limit: 10}, time.Now())
 		if err != nil {
 			t.Fatal(err)
@@ -222,7 +222,7 @@ func TestNetworkRulesEnvironment(t *testing.T) {
 	var kept struct {
 		Kept struct{ Artifact, URL string } `json:"kept"`
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
 		r := s.Do("GET", "/v1/environments/"+id+"/network-log", apitest.BobToken, nil)
 		if r.Status == 200 {
 			r.JSON(t, &kept)

@@ -243,7 +243,7 @@ func TestEveryEnvironmentHasItsOwnTmp(t *testing.T) {
 		s.wait(t, id, domain.StateReady)
 		root := filepath.Join(work, "envs", id)
 		var seen []byte
-		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 			if _, err := os.Stat(filepath.Join(root, ".tmp", mark)); err == nil {
 				seen, _ = os.ReadFile(filepath.Join(root, ".seen"))
 				break

@@ -34,7 +34,7 @@ time.sleep(3600)'`
 	dir := s.runAgentWith(t, t.TempDir(), time.Second, agent.WithoutNamespaces)
 	id := s.lease(t, "racer")
 	root := filepath.Join(dir, "envs", id)
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
 		b, _ := os.ReadFile(filepath.Join(root, "given"))
 		if given := strings.TrimSpace(string(b)); given == strconv.Itoa(want) {
 			break

@@ -104,7 +104,7 @@ func servesPreviews(t *testing.T, s *stack) {
 		t.Fatalf("through the cookie: %d %q, want %s", code, body, first)
 	}
 	// Requests through a preview are the environment's activity.
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
 		e := s.wait(t, a, domain.StateReady)
 		if e.IdleUntil.After(leased.IdleUntil) {
 			break
@@ -119,7 +119,7 @@ func servesPreviews(t *testing.T, s *stack) {
 	}
 
 	// Its creation and its first use are events, with who and from where.
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
 		page, err := s.Store.ListEvents(context.Background(), "acme", domain.EventQuery{Type: domain.EventEnvPreview, Limit: 50}, s.Clock.Now())
 		if err != nil {
 			t.Fatal(err)
@@ -154,7 +154,7 @@ func servesPreviews(t *testing.T, s *stack) {
 	if r := s.Do("DELETE", "/v1/environments/"+a+"/previews/"+la.ID, apitest.BobToken, nil); r.Status != http.StatusNoContent {
 		t.Fatalf("revoke: %d %s", r.Status, r.Body)
 	}
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for {
 		code, body := get(bare(la))
 		if code == http.StatusForbidden && strings.Contains(body, "envlease-preview-refused") {

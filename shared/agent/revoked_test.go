@@ -47,7 +47,7 @@ func TestRevokedCredentialEndsTheAgent(t *testing.T) {
 			dir := t.TempDir()
 			a, err := agent.New(agent.Config{
 				API: s.url, Token: issued.Token, Address: "127.0.0.1", WorkDir: dir, Capacity: 2,
-				Grace: time.Second, ReadyTimeout: 10 * time.Second, ClaimWait: time.Second, Log: s.Log,
+				Grace: time.Second, ReadyTimeout: time.Minute, ClaimWait: time.Second, Log: s.Log,
 			})
 			if err != nil {
 				t.Fatal(err)

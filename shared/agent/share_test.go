@@ -75,7 +75,7 @@ func TestShareIsUnpackedBeforeTheCommand(t *testing.T) {
 	}
 	s.runAgentIn(t, work, 300*time.Millisecond)
 	// The warm process has started (and found no file) before the lease.
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
 		if m, _ := filepath.Glob(filepath.Join(work, "envs", "warm-*", "workspace", "seen")); len(m) > 0 {
 			break
 		}
@@ -91,7 +91,7 @@ func TestShareIsUnpackedBeforeTheCommand(t *testing.T) {
 	root := filepath.Join(work, "envs", good)
 	// Ready (no exports) means up for 50 ms, not that the command has
 	// written what it saw: wait for the file, then judge its content.
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if _, err := os.Stat(filepath.Join(root, "workspace", "seen")); err == nil {
 			break
 		}

@@ -26,8 +26,9 @@ type socketStack struct {
 	sockets *nodes.LocalSockets
 	offerer *nodes.Offerer
 	stopper *nodes.Stopper
-	// beats counts the heartbeats the node protocol's handler took.
-	beats atomic.Int32
+	// beats and claims count the heartbeats and claims the node
+	// protocol's handler took (each counted once handled).
+	beats, claims atomic.Int32
 	// dropOffers swallows every offer while set.
 	dropOffers atomic.Bool
 	// dropNetwork swallows every network rules push while set.
@@ -50,7 +51,7 @@ func newSocketStackEvery(t *testing.T, deadlineEvery time.Duration, templates ..
 	e := apitest.New(t, func(e *apitest.Env) [][]httpapi.Route {
 		svc := nodes.NewService(e.Store, nil, e.Clock, nodes.Options{HeartbeatInterval: 200 * time.Millisecond,
 			PollMax: 20 * time.Millisecond, DeadlineEvery: deadlineEvery, SocketURL: "ws" + strings.TrimPrefix(srv.URL, "http") + nodes.SocketPath})
-		log := slog.New(beatCounter{n: &ss.beats, next: e.Log.Handler()})
+		log := slog.New(beatCounter{n: &ss.beats, claims: &ss.claims, next: e.Log.Handler()})
 		ss.sockets = nodes.NewLocalSockets(ctx, nodes.NewSocket(svc, e.Store, log), apitest.NewAuth(e))
 		ss.offerer = nodes.NewOfferer(e.Store, ss.sockets, e.Clock, e.Log, time.Second)
 		ss.stopper = nodes.NewStopper(e.Store, ss.sockets, e.Clock, e.Log, time.Second)
@@ -75,23 +76,27 @@ func newSocketStackEvery(t *testing.T, deadlineEvery time.Duration, templates ..
 	return ss
 }
 
-// beatCounter counts the heartbeat lines of the handler's request log.
+// beatCounter counts the heartbeat (and claim) lines of the handler's
+// request log.
 type beatCounter struct {
-	n    *atomic.Int32
-	next slog.Handler
+	n, claims *atomic.Int32
+	next      slog.Handler
 }
 
 func (b beatCounter) Enabled(ctx context.Context, l slog.Level) bool { return true }
 func (b beatCounter) WithAttrs(as []slog.Attr) slog.Handler {
-	return beatCounter{n: b.n, next: b.next.WithAttrs(as)}
+	return beatCounter{n: b.n, claims: b.claims, next: b.next.WithAttrs(as)}
 }
 func (b beatCounter) WithGroup(g string) slog.Handler {
-	return beatCounter{n: b.n, next: b.next.WithGroup(g)}
+	return beatCounter{n: b.n, claims: b.claims, next: b.next.WithGroup(g)}
 }
 func (b beatCounter) Handle(ctx context.Context, r slog.Record) error {
 	r.Attrs(func(a slog.Attr) bool {
 		if a.Key == "route" && a.Value.String() == "WS heartbeat" {
 			b.n.Add(1)
+		}
+		if a.Key == "route" && a.Value.String() == "WS claim" {
+			b.claims.Add(1)
 		}
 		return true
 	})
@@ -110,7 +115,7 @@ func (s *stack) startAgent(t *testing.T, tune func(*agent.Config)) *agent.Agent 
 
 func waitFor(t *testing.T, what string, ok func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(time.Minute) // a hang guard
 	for !ok() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
@@ -141,8 +146,10 @@ func TestLostOfferIsReoffered(t *testing.T) {
 	s := newSocketStack(t, sleeper)
 	a := s.startAgent(t, nil)
 	waitFor(t, "the node protocol connection", func() bool { return a.Transport() == agent.TransportWebSocket })
-	// The agent claims once when it connects; wait until it has.
-	time.Sleep(300 * time.Millisecond)
+	// The agent claims once when it connects; wait until the service has
+	// answered it (a claim still in flight would find the lease and take
+	// it without any offer).
+	waitFor(t, "the claim at the connection", func() bool { return s.claims.Load() > 0 })
 	s.dropOffers.Store(true)
 	id := s.lease(t, "sleeper")
 	time.Sleep(300 * time.Millisecond)

@@ -52,7 +52,7 @@ func TestAgentServesTunnels(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(30 * time.Second)) // a hang guard
+	_ = c.SetDeadline(time.Now().Add(time.Minute)) // a hang guard
 	if _, err := io.WriteString(c, "GET /index.html HTTP/1.0\r\nHost: env\r\n\r\n"); err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestAgentServesTunnels(t *testing.T) {
 	}
 	select {
 	case <-sess.Done():
-	case <-time.After(30 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("the tunnel of a deleted environment stays open")
 	}
 	if _, err := tunnel.Dial(context.Background(), nil, tk.URL, tk.Ticket); !tunnel.IsRefusal(err) {

@@ -57,7 +57,7 @@ func TestPreparedBoxes(t *testing.T) {
 	p.Fill()
 	waitReady := func(want int) {
 		t.Helper()
-		for deadline := time.Now().Add(30 * time.Second); p.Ready() < want; time.Sleep(10 * time.Millisecond) {
+		for deadline := time.Now().Add(time.Minute); p.Ready() < want; time.Sleep(10 * time.Millisecond) {
 			if time.Now().After(deadline) {
 				t.Fatalf("%d boxes made ahead, want %d", p.Ready(), want)
 			}

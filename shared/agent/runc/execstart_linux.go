@@ -34,14 +34,17 @@ func (p *Running) Wait() (int, error) { <-p.done; return p.code, p.err }
 // Signal sends sig to runc, which passes it on to the command.
 func (p *Running) Signal(sig syscall.Signal) error { return syscall.Kill(p.Pid, sig) }
 
+// Terminal is the size of the terminal of a command ExecStart starts.
+type Terminal struct{ Rows, Cols uint16 }
+
 // ExecStart starts a command in a running container beside its process,
-// as Exec does, and returns once runc runs. With terminal the command gets
-// a terminal of its own made by runc, which copies it to and from e's
-// streams (then a terminal's slave: runc sets it raw and carries its size
-// changes, SIGWINCH, inside); attr adjusts runc's process attributes (a
-// session whose controlling terminal that is). e.Env replaces the
-// container's variables of the same names.
-func (r *Runtime) ExecStart(ctx context.Context, id string, e ExecRequest, terminal bool, attr func(*syscall.SysProcAttr)) (*Running, error) {
+// as Exec does, and returns once runc runs. With term the command gets a
+// terminal of its own made by runc, of term's size, which runc copies to
+// and from e's streams (then a terminal's slave: runc sets it raw and
+// carries its size changes, SIGWINCH, inside); attr adjusts runc's process
+// attributes (a session whose controlling terminal that is). e.Env
+// replaces the container's variables of the same names.
+func (r *Runtime) ExecStart(ctx context.Context, id string, e ExecRequest, term *Terminal, attr func(*syscall.SysProcAttr)) (*Running, error) {
 	if len(e.Args) == 0 {
 		return nil, errors.New("container exec: no command")
 	}
@@ -60,8 +63,15 @@ func (r *Runtime) ExecStart(ctx context.Context, id string, e ExecRequest, termi
 	if e.Cwd != "" {
 		p.Cwd = e.Cwd
 	}
-	p.Terminal = terminal
+	p.Terminal = term != nil
 	p.ConsoleSize = nil
+	if term != nil && term.Rows > 0 && term.Cols > 0 {
+		// The size is set where runc makes the terminal, before the
+		// command runs: runc copies its own terminal's size in only once
+		// the command runs, and a command quick enough (stty size typed
+		// ahead into a shell, on a busy node) read 0 0 before that.
+		p.ConsoleSize = &specs.Box{Height: uint(term.Rows), Width: uint(term.Cols)}
+	}
 	logFile := filepath.Join(dir, "runc.log")
 	started := make(chan int, 1)
 	run := &Running{done: make(chan struct{})}

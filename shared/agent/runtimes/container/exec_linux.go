@@ -24,10 +24,14 @@ func (h *handle) Exec(ctx context.Context, spec runtimes.ExecSpec) (*runtimes.Ex
 	if err != nil {
 		return nil, err
 	}
+	var term *runc.Terminal
+	if spec.TTY {
+		term = &runc.Terminal{Rows: spec.Rows, Cols: spec.Cols}
+	}
 	// The command lives as long as it runs, not as long as the request
 	// that started it.
 	p, err := h.r.rc.ExecStart(context.WithoutCancel(ctx), h.id, runc.ExecRequest{Args: spec.Args, Env: spec.TermEnv(nil),
-		Stdin: x.Stdin, Stdout: x.Stdout, Stderr: x.Stderr}, spec.TTY, x.SysProcAttr)
+		Stdin: x.Stdin, Stdout: x.Stdout, Stderr: x.Stderr}, term, x.SysProcAttr)
 	if err != nil {
 		x.Close()
 		return nil, err
