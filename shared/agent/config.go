@@ -151,4 +151,8 @@ type Config struct {
 	// boundaryRoots, in tests, verify the servers a boundary adds secrets
 	// for (default: the system's roots).
 	boundaryRoots *x509.CertPool
+	// beforeSocketClaim, in tests, runs before each claim on the node
+	// protocol is made up, given how many offers are queued then: tests
+	// hold a claim until offers have arrived.
+	beforeSocketClaim func(queued func() int)
 }

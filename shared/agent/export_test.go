@@ -50,3 +50,9 @@ var WriteToken = writeToken
 
 // IdentityPaths exposes identityPaths to the external tests.
 var IdentityPaths = identityPaths
+
+// BeforeSocketClaim makes an agent call f before it makes up each claim on
+// the node protocol, with how many offers are queued then.
+func BeforeSocketClaim(f func(queued func() int)) func(*Config) {
+	return func(c *Config) { c.beforeSocketClaim = f }
+}

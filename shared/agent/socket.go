@@ -419,6 +419,14 @@ func (a *Agent) socketClaims(ctx context.Context, node string, sock *socketClien
 	recheck := false
 	var shortOffers map[string]bool
 	only := false
+	// sweep: the next claim asks for pending ones up to the room even when
+	// offers are queued. The first claim of a connection must: a lease
+	// made while the node connected was offered to nobody when its offer
+	// read the pool's connections before this one was recorded, and only
+	// this claim finds it. Were offers that came meanwhile (right after the
+	// hello) to make it a claim of just those, that lease would wait,
+	// pending, for the re-offer job.
+	sweep := true
 	backoff := 200 * time.Millisecond
 	for {
 		if !want {
@@ -477,14 +485,19 @@ func (a *Agent) socketClaims(ctx context.Context, node string, sock *socketClien
 		} else {
 			shortOffers = nil
 		}
+		if h := a.cfg.beforeSocketClaim; h != nil {
+			h(func() int { return len(sock.offers) })
+		}
 		a.claiming.Add(1)
 		a.claimEpoch.Add(1)
 		m := nodes.Message{Type: nodes.MsgClaim, Node: node, Environment: env, Only: only}
 		// A crowd is claimed in batches: the environments offered so far,
 		// as many as there is room for, in one message (the service makes
 		// up for any another node took with pending ones). Without offers
-		// (at the start, after a full batch) the claim asks for pending
-		// ones up to the room. A claim to refuse (only) stays a single one.
+		// (after a full batch), and at the start of a connection whatever
+		// was offered (sweep), the claim asks for pending ones up to the
+		// room, the offered ones first. A claim to refuse (only) stays a
+		// single one.
 		room := min(a.cfg.Capacity-a.count(), nodes.MaxClaimBatch)
 		if !only {
 			m.Environment = ""
@@ -505,7 +518,7 @@ func (a *Agent) socketClaims(ctx context.Context, node string, sock *socketClien
 				}
 			}
 			m.Max = room
-			if len(m.Environments) > 0 {
+			if len(m.Environments) > 0 && !sweep {
 				m.Max = len(m.Environments)
 			}
 		}
@@ -527,7 +540,10 @@ func (a *Agent) socketClaims(ctx context.Context, node string, sock *socketClien
 			// A full claim of pending ones (or a single claim's one) may
 			// have left more pending: claim again at once. What is offered
 			// later comes as offers.
-			want = r.Claimed != nil || m.Max > 0 && len(m.Environments) == 0 && len(claimed) >= m.Max
+			if !m.Only {
+				sweep = false
+			}
+			want = r.Claimed != nil || m.Max > len(m.Environments) && len(claimed) >= m.Max
 			if len(m.Environments) > 0 && len(claimed) > 0 && len(claimed) < len(m.Environments) {
 				// Some offered ones were left out: another node has them,
 				// or the answer had no room. Name them again while claims

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -162,6 +163,33 @@ func TestLostOfferIsReoffered(t *testing.T) {
 		t.Fatalf("re-offer: %+v %v", res, err)
 	}
 	s.wait(t, id, domain.StateReady)
+}
+
+// A lease made before the node's connection was recorded was offered to
+// nobody (no re-offer job runs here): the claim the agent makes when it
+// connects must find it, even when an offer of a later lease reached the
+// connection first and is queued for that claim.
+func TestConnectClaimFindsWhatWasNotOffered(t *testing.T) {
+	s := newSocketStack(t, sleeper)
+	early := s.lease(t, "sleeper") // no node connected: offered to nobody
+	first := make(chan func() int, 1)
+	release := make(chan struct{})
+	var hold, free sync.Once
+	t.Cleanup(func() { free.Do(func() { close(release) }) })
+	s.startAgent(t, agent.BeforeSocketClaim(func(queued func() int) {
+		hold.Do(func() { first <- queued; <-release })
+	}))
+	var queued func() int
+	select {
+	case queued = <-first: // hello answered, the connection recorded
+	case <-time.After(time.Minute): // a hang guard
+		t.Fatal("the agent made no claim on its connection")
+	}
+	late := s.lease(t, "sleeper") // offered to the agent's connection
+	waitFor(t, "the offer queued for the first claim", func() bool { return queued() > 0 })
+	free.Do(func() { close(release) })
+	s.wait(t, late, domain.StateReady)
+	s.wait(t, early, domain.StateReady)
 }
 
 // A dropped connection is opened again (with backoff), the node resumed on
