@@ -155,4 +155,7 @@ type Config struct {
 	// protocol is made up, given how many offers are queued then: tests
 	// hold a claim until offers have arrived.
 	beforeSocketClaim func(queued func() int)
+	// queuedOffers, in tests, bounds the node protocol's queue of offers
+	// (0: maxQueuedOffers).
+	queuedOffers int
 }

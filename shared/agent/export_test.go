@@ -56,3 +56,15 @@ var IdentityPaths = identityPaths
 func BeforeSocketClaim(f func(queued func() int)) func(*Config) {
 	return func(c *Config) { c.beforeSocketClaim = f }
 }
+
+// QueuedOffers bounds an agent's queue of offers on the node protocol.
+func QueuedOffers(n int) func(*Config) {
+	return func(c *Config) { c.queuedOffers = n }
+}
+
+// OfferDropped reports whether an offer found the agent's queue full since
+// its last claim.
+func (a *Agent) OfferDropped() bool {
+	sock := a.sock.Load()
+	return sock != nil && sock.dropped.Load()
+}

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -43,7 +44,8 @@ const (
 	roomRecheck    = 2 * time.Second
 	maxShortOffers = 1024
 	// maxQueuedOffers bounds the offers waiting for the claim loop, which
-	// takes them in batches; one dropped is found as pending by a claim.
+	// takes them in batches; after one is dropped the next claim asks for
+	// pending ones up to the room, which finds it.
 	maxQueuedOffers = 1024
 	// pingEvery is how often a node with nothing to send pings its
 	// connection (a WebSocket ping frame, answered by the peer itself: no
@@ -65,7 +67,10 @@ type socketClient struct {
 	// those of stop messages, and done is closed when the connection has
 	// ended (err says why).
 	offers chan string
-	stops  chan []string
+	// dropped is set when an offer found the queue full: the next claim
+	// must sweep, as the claims of queued offers name only those.
+	dropped atomic.Bool
+	stops   chan []string
 	// checkpoint takes a checkpoint order (it returns at once).
 	checkpoint func(nodes.Message)
 	// network takes an environment's new network layer (it returns at once).
@@ -90,7 +95,7 @@ func (a *Agent) dialSocket(ctx context.Context, url string) (*socketClient, erro
 		return nil, err
 	}
 	ws.SetReadLimit(16 << 20)
-	c := &socketClient{ws: ws, pending: map[string]chan nodes.Message{}, offers: make(chan string, maxQueuedOffers), stops: make(chan []string, 64), done: make(chan struct{})}
+	c := &socketClient{ws: ws, pending: map[string]chan nodes.Message{}, offers: make(chan string, cmp.Or(a.cfg.queuedOffers, maxQueuedOffers)), stops: make(chan []string, 64), done: make(chan struct{})}
 	c.checkpoint = func(m nodes.Message) { a.checkpointOrdered(ctx, m.Node, m.Environment, m.Checkpoint) }
 	c.network = func(m nodes.Message) { a.networkPushed(m.Environment, m.Network) }
 	c.previews = a.previewsRevoked
@@ -119,7 +124,8 @@ func (c *socketClient) read(ctx context.Context) {
 			}
 			select {
 			case c.offers <- id:
-			default: // the claim loop has enough to do: it claims until nothing is left
+			default: // the claim loop has enough to do; its next claim sweeps
+				c.dropped.Store(true)
 			}
 			continue
 		}
@@ -488,6 +494,9 @@ func (a *Agent) socketClaims(ctx context.Context, node string, sock *socketClien
 		if h := a.cfg.beforeSocketClaim; h != nil {
 			h(func() int { return len(sock.offers) })
 		}
+		if sock.dropped.Swap(false) {
+			sweep = true
+		}
 		a.claiming.Add(1)
 		a.claimEpoch.Add(1)
 		m := nodes.Message{Type: nodes.MsgClaim, Node: node, Environment: env, Only: only}
@@ -543,7 +552,9 @@ func (a *Agent) socketClaims(ctx context.Context, node string, sock *socketClien
 			if !m.Only {
 				sweep = false
 			}
-			want = r.Claimed != nil || m.Max > len(m.Environments) && len(claimed) >= m.Max
+			// An offer dropped while this claim was made up or answered
+			// brings no wake of its own: claim again, sweeping.
+			want = r.Claimed != nil || m.Max > len(m.Environments) && len(claimed) >= m.Max || sock.dropped.Load()
 			if len(m.Environments) > 0 && len(claimed) > 0 && len(claimed) < len(m.Environments) {
 				// Some offered ones were left out: another node has them,
 				// or the answer had no room. Name them again while claims

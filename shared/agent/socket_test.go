@@ -192,6 +192,44 @@ func TestConnectClaimFindsWhatWasNotOffered(t *testing.T) {
 	s.wait(t, early, domain.StateReady)
 }
 
+// An offer that finds the agent's queue full is dropped; the next claim
+// then asks for pending ones up to the room, so the lease is not left for
+// the re-offer job (a claim of queued offers names only those).
+func TestDroppedOfferIsFoundByTheNextClaim(t *testing.T) {
+	s := newSocketStack(t, sleeper)
+	var calls atomic.Int32
+	held := make(chan func() int, 1)
+	release := make(chan struct{})
+	var free sync.Once
+	t.Cleanup(func() { free.Do(func() { close(release) }) })
+	a := s.startAgent(t, func(c *agent.Config) {
+		agent.QueuedOffers(1)(c)
+		agent.BeforeSocketClaim(func(queued func() int) {
+			if calls.Add(1) == 2 { // the claim the first offer wakes
+				held <- queued
+				<-release
+			}
+		})(c)
+	})
+	// The claim at the connection, answered: the loop waits for offers.
+	waitFor(t, "the claim at the connection", func() bool { return s.claims.Load() > 0 })
+	first := s.lease(t, "sleeper")
+	var queued func() int
+	select {
+	case queued = <-held:
+	case <-time.After(time.Minute): // a hang guard
+		t.Fatal("the offer woke no claim")
+	}
+	second := s.lease(t, "sleeper") // queued
+	waitFor(t, "the second offer queued", func() bool { return queued() == 1 })
+	third := s.lease(t, "sleeper") // the queue is full: dropped
+	waitFor(t, "the third offer dropped", a.OfferDropped)
+	free.Do(func() { close(release) })
+	for _, id := range []string{first, second, third} {
+		s.wait(t, id, domain.StateReady)
+	}
+}
+
 // A dropped connection is opened again (with backoff), the node resumed on
 // it, and leases reach it there.
 func TestAgentReconnects(t *testing.T) {
