@@ -189,60 +189,37 @@ func Run(ctx context.Context, st Store, blobs Blobs, clk clock.Clock, opts Optio
 
 func expireAll(ctx context.Context, st Store, blobs Blobs, due []domain.Artifact, now time.Time, opts Options, budget sweep.Budget, mu *sync.Mutex, sum *Summary) error {
 	var first error
-	jobs := make(chan domain.Artifact)
-	var wg sync.WaitGroup
-	for range min(opts.Workers, len(due)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for a := range jobs {
-				// The feeder checked the budget before it handed this one
-				// over, but a worker takes it only once its last one is done,
-				// by when the budget may be spent: then it stays for the next run.
-				if budget.Spent() {
-					mu.Lock()
-					sum.More = true
-					mu.Unlock()
-					continue
-				}
-				r, err := expireOne(ctx, st, blobs, a, now, opts.Log)
-				mu.Lock()
-				sum.Objects += r.objects
-				sum.Uploads += r.uploads
-				switch {
-				case err != nil:
-					sum.Failed++
-					if first == nil {
-						first = fmt.Errorf("expire %s/%s: %w", a.OrgID, a.ID, err)
-					}
-				case r.already:
-					sum.AlreadyExpired++
-				case r.notDue:
-					sum.NotDue++
-				default:
-					sum.Expired++
-					if r.unsealed {
-						sum.Unsealed++
-					}
-				}
-				if r.uploadsFailed {
-					sum.UploadCleanupFailed++
-				}
-				mu.Unlock()
+	left := sweep.Work(due, opts.Workers, budget, func(a domain.Artifact) {
+		r, err := expireOne(ctx, st, blobs, a, now, opts.Log)
+		mu.Lock()
+		defer mu.Unlock()
+		sum.Objects += r.objects
+		sum.Uploads += r.uploads
+		switch {
+		case err != nil:
+			sum.Failed++
+			if first == nil {
+				first = fmt.Errorf("expire %s/%s: %w", a.OrgID, a.ID, err)
 			}
-		}()
-	}
-	for _, a := range due {
-		if budget.Spent() {
-			mu.Lock()
-			sum.More = true
-			mu.Unlock()
-			break
+		case r.already:
+			sum.AlreadyExpired++
+		case r.notDue:
+			sum.NotDue++
+		default:
+			sum.Expired++
+			if r.unsealed {
+				sum.Unsealed++
+			}
 		}
-		jobs <- a
+		if r.uploadsFailed {
+			sum.UploadCleanupFailed++
+		}
+	})
+	if left {
+		mu.Lock()
+		sum.More = true
+		mu.Unlock()
 	}
-	close(jobs)
-	wg.Wait()
 	return first
 }
 

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/envlease/envlease/shared/clock"
@@ -78,4 +79,38 @@ func Each(ctx context.Context, parts []string, workers int, fn func(ctx context.
 	}
 	close(jobs)
 	wg.Wait()
+}
+
+// Work calls fn for the items, with up to workers calls at once, and starts
+// none once the budget is spent; it reports whether some were left for the
+// next run. The budget is looked at again when a worker takes an item, not
+// only before it is handed over: a worker takes it once its last call has
+// returned, by when the budget may be spent.
+func Work[T any](items []T, workers int, budget Budget, fn func(T)) (left bool) {
+	var rest atomic.Bool
+	jobs := make(chan T)
+	var wg sync.WaitGroup
+	for range max(1, min(workers, len(items))) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for it := range jobs {
+				if budget.Spent() {
+					rest.Store(true)
+					continue
+				}
+				fn(it)
+			}
+		}()
+	}
+	for _, it := range items {
+		if budget.Spent() {
+			rest.Store(true)
+			break
+		}
+		jobs <- it
+	}
+	close(jobs)
+	wg.Wait()
+	return rest.Load()
 }

@@ -78,3 +78,33 @@ func TestEachVisitsEveryPartitionOnceWithBoundedWorkers(t *testing.T) {
 		t.Errorf("%d at once, want at most 3", most.Load())
 	}
 }
+
+// Work starts no call once the budget is spent, even for an item handed to
+// the worker while its last call ran: every call "takes" a second of a 10 s
+// budget less a 5 s margin, so exactly five run and the rest are left. (With
+// one worker the calls are one after another; with more, calls already
+// checked in may overlap the one that spends the budget.)
+func TestWorkStartsNothingPastTheBudget(t *testing.T) {
+	clk := clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(10*time.Second))
+	defer cancel()
+	budget := sweep.NewBudget(ctx, clk, 5*time.Second)
+	calls := 0
+	items := make([]int, 20)
+	left := sweep.Work(items, 1, budget, func(int) {
+		if budget.Spent() {
+			t.Error("a call started with the budget spent")
+		}
+		calls++
+		// The call lasts long enough that the feeder has handed over the
+		// next item (the budget not yet spent) before it is.
+		time.Sleep(time.Millisecond)
+		clk.Advance(time.Second)
+	})
+	if !left || calls != 5 {
+		t.Errorf("%d calls, left %v; want 5 and left", calls, left)
+	}
+	if left := sweep.Work(items[:3], 2, sweep.NewBudget(context.Background(), clk, 0), func(int) {}); left {
+		t.Error("an unbounded run left work")
+	}
+}

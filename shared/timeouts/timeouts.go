@@ -249,43 +249,20 @@ func Run(ctx context.Context, st Store, clk clock.Clock, opts Options) (Summary,
 // missed by a reader following events by time.
 func stopAll(ctx context.Context, st Store, envs []domain.Environment, clk clock.Clock, workers int, budget sweep.Budget, mu *sync.Mutex, sum *Summary) error {
 	var first error
-	jobs := make(chan domain.Environment)
-	var wg sync.WaitGroup
-	for range min(workers, len(envs)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for e := range jobs {
-				// The feeder checked the budget before it handed this one
-				// over, but a worker takes it only once its last one is done,
-				// by when the budget may be spent: then it stays for the next run.
-				if budget.Spent() {
-					mu.Lock()
-					sum.More = true
-					mu.Unlock()
-					continue
-				}
-				out, err := stopOne(ctx, st, e, clk.Now())
-				mu.Lock()
-				sum.add(out)
-				if err != nil && first == nil {
-					first = fmt.Errorf("stop %s/%s: %w", e.OrgID, e.ID, err)
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	for _, e := range envs {
-		if budget.Spent() {
-			mu.Lock()
-			sum.More = true
-			mu.Unlock()
-			break
+	left := sweep.Work(envs, workers, budget, func(e domain.Environment) {
+		out, err := stopOne(ctx, st, e, clk.Now())
+		mu.Lock()
+		defer mu.Unlock()
+		sum.add(out)
+		if err != nil && first == nil {
+			first = fmt.Errorf("stop %s/%s: %w", e.OrgID, e.ID, err)
 		}
-		jobs <- e
+	})
+	if left {
+		mu.Lock()
+		sum.More = true
+		mu.Unlock()
 	}
-	close(jobs)
-	wg.Wait()
 	return first
 }
 
