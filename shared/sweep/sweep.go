@@ -63,22 +63,7 @@ func (b Budget) Spent() bool {
 func Each(ctx context.Context, parts []string, workers int, fn func(ctx context.Context, part string)) {
 	parts = slices.Clone(parts)
 	rand.Shuffle(len(parts), func(i, j int) { parts[i], parts[j] = parts[j], parts[i] })
-	jobs := make(chan string)
-	var wg sync.WaitGroup
-	for range max(1, min(workers, len(parts))) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for p := range jobs {
-				fn(ctx, p)
-			}
-		}()
-	}
-	for _, p := range parts {
-		jobs <- p
-	}
-	close(jobs)
-	wg.Wait()
+	Work(parts, workers, Budget{}, func(p string) { fn(ctx, p) }) // no budget: fn minds it
 }
 
 // Work calls fn for the items, with up to workers calls at once, and starts
